@@ -1,0 +1,3 @@
+module github.com/mlxcel/mlxcel
+
+go 1.26.8

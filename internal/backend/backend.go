@@ -1,0 +1,230 @@
+// Package backend defines the contract between model code and the devices
+// that run it. Model code builds a forward pass out of these coarse ops on
+// backend-owned tensors; it never touches device memory directly, so a CPU
+// and a CUDA implementation are interchangeable.
+//
+// Conventions:
+//   - An activation Tensor is a row-major matrix [Rows, Cols] in the
+//     backend's own activation precision (f32 on the CPU, possibly bf16 on
+//     a GPU). Row r of a token-major tensor belongs to token r of the Batch.
+//   - A Weight is a parameter uploaded once at load time: dense (any float
+//     dtype) or MLX affine-quantized (packed uint32 + scales + biases).
+//     Linear weights have logical shape [out, in]; stacked MoE experts
+//     [experts, out, in]; norms and biases [n].
+//   - Ops write into dst, which the caller allocated; dst may alias an input
+//     only where the op's comment says so.
+package backend
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+// Tensor is an activation buffer owned by a backend.
+type Tensor interface {
+	Rows() int
+	Cols() int
+}
+
+// Weight is a parameter owned by a backend.
+type Weight interface {
+	Shape() []int
+	Quantized() bool
+}
+
+// QuantData describes MLX affine quantization: w = scale*q + bias per group
+// of GroupSize consecutive input elements; q is Bits wide, packed as one
+// LSB-first bit stream per output row into little-endian uint32 words.
+type QuantData struct {
+	Bits, GroupSize int
+	Scales, Biases  []byte // [.., out, in/GroupSize] of ScaleDType
+	ScaleDType      tensor.DType
+}
+
+// WeightData is a host-side parameter handed to UploadWeight. Data may be a
+// view of a memory-mapped file: backends copy what they keep.
+type WeightData struct {
+	Name  string       // checkpoint tensor name, for error messages
+	Shape []int        // logical (dequantized) shape
+	DType tensor.DType // element type of Data when Quant is nil
+	Data  []byte       // raw little-endian elements, or packed words when Quant != nil
+	Quant *QuantData
+}
+
+// Activation selects the gate nonlinearity of a gated MLP: act(gate) * up.
+type Activation int
+
+const (
+	SiLU     Activation = iota // Llama, Qwen, Mixtral
+	GELUTanh                   // Gemma (gelu_pytorch_tanh)
+)
+
+// RoPE describes rotary embeddings for one attention layer. Inverse
+// frequencies are precomputed by the model (they encode scaling variants);
+// rotation pairs element i with i+RotaryDim/2 (the "rotate_half" layout),
+// and elements at or beyond RotaryDim are left untouched.
+type RoPE struct {
+	InvFreq   []float32 // RotaryDim/2 inverse frequencies
+	RotaryDim int       // <= head dim
+	Scale     float32   // attention factor applied to cos/sin (1 for most models)
+}
+
+// AttnParams are per-layer attention options.
+type AttnParams struct {
+	Heads, KVHeads, HeadDim int
+	Scale                   float32 // multiplies q·k (1/sqrt(head_dim) usually)
+	Window                  int     // sliding window in tokens; 0 means full causal
+	Softcap                 float32 // tanh soft-capping of scores; 0 means none
+}
+
+// SeqSlice is one sequence's contiguous run of tokens inside a Batch.
+type SeqSlice struct {
+	Start, Len int     // rows of the batch that belong to this sequence
+	Blocks     []int32 // the sequence's KV block table (block ids in position order)
+}
+
+// Batch describes one forward step: the tokens of several sequences, each
+// at its own positions, prefill chunks and decode tokens mixed.
+type Batch struct {
+	Tokens    []int32
+	Positions []int32    // absolute position of each token in its sequence
+	Seqs      []SeqSlice // in row order, covering all tokens
+	LogitRows []int      // rows whose logits the caller wants, in output order
+}
+
+// KVSpec sizes the paged KV store: NumBlocks blocks of BlockSize tokens,
+// each layer with its own KV head count and head dim.
+type KVSpec struct {
+	NumBlocks, BlockSize int
+	Layers               []KVLayer
+}
+
+// KVLayer is one layer's KV geometry.
+type KVLayer struct{ KVHeads, HeadDim int }
+
+// KVStore is backend memory for paged K and V of every layer.
+type KVStore interface {
+	Spec() KVSpec
+}
+
+// Experts are the stacked weights of a MoE block, each [experts, out, in].
+type Experts struct{ Gate, Up, Down Weight }
+
+// MoEParams select the routing rule.
+type MoEParams struct {
+	TopK   int
+	Renorm bool // renormalise the top-k probabilities to sum to 1
+	Act    Activation
+}
+
+// Backend is a device that runs the ops of a forward pass.
+type Backend interface {
+	Name() string
+
+	UploadWeight(w *WeightData) (Weight, error)
+	// NewTensor allocates a zeroed activation matrix.
+	NewTensor(rows, cols int) Tensor
+	// View reinterprets t's first rows*cols elements with a new shape,
+	// sharing memory. rows*cols must not exceed t.Rows()*t.Cols().
+	View(t Tensor, rows, cols int) Tensor
+	// Slice returns rows [from, to) of t, sharing memory.
+	Slice(t Tensor, from, to int) Tensor
+	NewKVStore(spec KVSpec) (KVStore, error)
+
+	// Embed writes table[ids[r]] (dequantized) to dst row r.
+	Embed(dst Tensor, table Weight, ids []int32)
+	// Linear computes dst = x @ w^T (+ bias when bias != nil).
+	Linear(dst, x Tensor, w, bias Weight)
+	// RMSNorm normalises each row of x: dst = x/rms(x) * w (w nil: no
+	// weight). dst may alias x.
+	RMSNorm(dst, x Tensor, w Weight, eps float32)
+	// ApplyRoPE rotates x [tokens, heads*headDim] in place.
+	ApplyRoPE(x Tensor, positions []int32, heads, headDim int, r RoPE)
+	// Attention stores k, v ([tokens, KVHeads*HeadDim]) into kv for layer at
+	// the batch positions, then writes causal (optionally windowed)
+	// attention of q ([tokens, Heads*HeadDim]) over each sequence's cache
+	// into dst ([tokens, Heads*HeadDim]).
+	Attention(dst, q, k, v Tensor, kv KVStore, layer int, b *Batch, p AttnParams)
+	// GatedAct computes dst = act(gate) * up elementwise. dst may alias gate.
+	GatedAct(dst, gate, up Tensor, act Activation)
+	// Add computes dst = a + b. dst may alias a or b.
+	Add(dst, a, b Tensor)
+	// Scale multiplies x in place by s.
+	Scale(x Tensor, s float32)
+	// Softcap computes x = cap*tanh(x/cap) in place.
+	Softcap(x Tensor, cap float32)
+	// GatherRows copies src rows to dst rows in order.
+	GatherRows(dst, src Tensor, rows []int)
+	// MoE computes a routed mixture of gated-MLP experts of x into dst:
+	// router logits x @ router^T, softmax, top-k, optional renorm; only the
+	// selected experts run.
+	MoE(dst, x Tensor, router Weight, e Experts, p MoEParams)
+	// ReadRows copies t to host memory (row-major, len Rows*Cols).
+	ReadRows(t Tensor, out []float32)
+	// Argmax returns the index of the largest element of each row of t.
+	Argmax(t Tensor) []int32
+	// Sync waits for queued work (no-op on synchronous backends).
+	Sync() error
+	// Close releases device memory.
+	Close() error
+}
+
+// Factory creates a backend. Options are backend-specific (threads, device).
+type Factory func(opts Options) (Backend, error)
+
+// Options configure backend creation.
+type Options struct {
+	Threads int // CPU worker goroutines; 0 = all cores
+	Device  int // GPU ordinal
+}
+
+var (
+	mu       sync.Mutex
+	registry = map[string]Factory{}
+)
+
+// Register makes a backend available by name; backends call it from init.
+func Register(name string, f Factory) {
+	mu.Lock()
+	defer mu.Unlock()
+	registry[name] = f
+}
+
+// Names lists registered backends.
+func Names() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	var out []string
+	for n := range registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// New creates the named backend. "auto" picks cuda when it can start, else cpu.
+func New(name string, opts Options) (Backend, error) {
+	mu.Lock()
+	f, ok := registry[name]
+	cuda, hasCUDA := registry["cuda"]
+	cpu := registry["cpu"]
+	mu.Unlock()
+	if name == "auto" {
+		if hasCUDA {
+			if b, err := cuda(opts); err == nil {
+				return b, nil
+			}
+		}
+		if cpu == nil {
+			return nil, fmt.Errorf("backend auto: no cpu backend registered")
+		}
+		return cpu(opts)
+	}
+	if !ok {
+		return nil, fmt.Errorf("unknown backend %q (have %v)", name, Names())
+	}
+	return f(opts)
+}
