@@ -134,20 +134,27 @@ type Backend interface {
 	Slice(t Tensor, from, to int) Tensor
 	NewKVStore(spec KVSpec) (KVStore, error)
 
-	// Embed writes table[ids[r]] (dequantized) to dst row r.
-	Embed(dst Tensor, table Weight, ids []int32)
+	// BeginStep makes b the current batch: the ops below that need token
+	// ids, positions, block tables or logit rows read them from it. A GPU
+	// backend uploads the batch description here once per step, which is
+	// also what lets it replay a captured graph of the step's ops.
+	BeginStep(b *Batch) error
+
+	// Embed writes table[tokens[r]] (dequantized) to dst row r.
+	Embed(dst Tensor, table Weight)
 	// Linear computes dst = x @ w^T (+ bias when bias != nil).
 	Linear(dst, x Tensor, w, bias Weight)
 	// RMSNorm normalises each row of x: dst = x/rms(x) * w (w nil: no
 	// weight). dst may alias x.
 	RMSNorm(dst, x Tensor, w Weight, eps float32)
-	// ApplyRoPE rotates x [tokens, heads*headDim] in place.
-	ApplyRoPE(x Tensor, positions []int32, heads, headDim int, r RoPE)
+	// ApplyRoPE rotates x [tokens, heads*headDim] in place at the step's
+	// positions.
+	ApplyRoPE(x Tensor, heads, headDim int, r RoPE)
 	// Attention stores k, v ([tokens, KVHeads*HeadDim]) into kv for layer at
-	// the batch positions, then writes causal (optionally windowed)
+	// the step's positions, then writes causal (optionally windowed)
 	// attention of q ([tokens, Heads*HeadDim]) over each sequence's cache
 	// into dst ([tokens, Heads*HeadDim]).
-	Attention(dst, q, k, v Tensor, kv KVStore, layer int, b *Batch, p AttnParams)
+	Attention(dst, q, k, v Tensor, kv KVStore, layer int, p AttnParams)
 	// GatedAct computes dst = act(gate) * up elementwise. dst may alias gate.
 	GatedAct(dst, gate, up Tensor, act Activation)
 	// Add computes dst = a + b. dst may alias a or b.
@@ -156,8 +163,8 @@ type Backend interface {
 	Scale(x Tensor, s float32)
 	// Softcap computes x = cap*tanh(x/cap) in place.
 	Softcap(x Tensor, cap float32)
-	// GatherRows copies src rows to dst rows in order.
-	GatherRows(dst, src Tensor, rows []int)
+	// GatherLogitRows copies the step's LogitRows of src to dst in order.
+	GatherLogitRows(dst, src Tensor)
 	// MoE computes a routed mixture of gated-MLP experts of x into dst:
 	// router logits x @ router^T, softmax, top-k, optional renorm; only the
 	// selected experts run.
