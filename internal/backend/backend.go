@@ -35,24 +35,12 @@ type Weight interface {
 	Quantized() bool
 }
 
-// QuantData describes MLX affine quantization: w = scale*q + bias per group
-// of GroupSize consecutive input elements; q is Bits wide, packed as one
-// LSB-first bit stream per output row into little-endian uint32 words.
-type QuantData struct {
-	Bits, GroupSize int
-	Scales, Biases  []byte // [.., out, in/GroupSize] of ScaleDType
-	ScaleDType      tensor.DType
-}
-
-// WeightData is a host-side parameter handed to UploadWeight. Data may be a
-// view of a memory-mapped file: backends copy what they keep.
-type WeightData struct {
-	Name  string       // checkpoint tensor name, for error messages
-	Shape []int        // logical (dequantized) shape
-	DType tensor.DType // element type of Data when Quant is nil
-	Data  []byte       // raw little-endian elements, or packed words when Quant != nil
-	Quant *QuantData
-}
+// WeightData and QuantData are the host-side parameter description (see
+// package tensor); aliases keep backend signatures short.
+type (
+	WeightData = tensor.Host
+	QuantData  = tensor.Quant
+)
 
 // Activation selects the gate nonlinearity of a gated MLP: act(gate) * up.
 type Activation int
