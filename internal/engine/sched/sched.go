@@ -1,0 +1,284 @@
+// Package sched is the engine's scheduler: each step it decides which
+// sequences run and how many of their tokens, in the shape of vLLM v1's
+// scheduler. It never touches tensors; its output is a plain Plan.
+//
+// Model: every sequence has Tokens (prompt, then generated tokens) and
+// Computed, the number of leading tokens whose KV is already in the cache.
+// A step computes Tokens[Computed:Computed+n] for some n. A sequence whose
+// step reaches the end of Tokens gets logits and samples one new token, so
+// a decode is simply "one uncomputed token left". Prefill and decode are
+// the same operation at different n, which is what makes chunked prefill
+// and mixed batches fall out naturally.
+//
+// Policy per step, in order:
+//  1. Every running sequence in decode gets its one token (oldest first).
+//     If its block table must grow and no block is free, the newest running
+//     sequence is preempted (see below) until the block fits; if the one
+//     that needs the block is itself the newest, it is the one preempted.
+//  2. Running sequences still in prefill get chunks, oldest first, from the
+//     step's prefill budget (Config.PrefillChunk, capped by what is left of
+//     Config.MaxBatchTokens after the decodes).
+//  3. Waiting sequences are admitted in strict FIFO order (no overtaking, so
+//     a long prompt cannot starve) while fewer than Config.Parallel run,
+//     prefill budget remains, no preemption happened this step, and the KV
+//     cache can hold the whole sequence plus a headroom of one free block
+//     per running sequence (so those can cross their next block boundary
+//     without preempting anybody). Blocks for the whole prompt are
+//     allocated at admission, so a partially prefilled sequence never needs
+//     more blocks until it decodes. When nothing is running the headroom is
+//     waived, so the head of the queue is always admissible and the engine
+//     cannot stall.
+//
+// Preemption is by recompute (vLLM's default): the victim's blocks are
+// freed, its Computed drops to 0 and it goes back to the front of the
+// waiting queue keeping its tokens, generated ones included. When it is
+// admitted again it prefills prompt+generated and continues where it
+// stopped; with the same sampler state the output is unchanged. Victims are
+// always the most recently admitted, so the oldest sequence always makes
+// progress and the policy cannot livelock as long as a single sequence of
+// maximum length fits the cache (the engine enforces that at submit).
+package sched
+
+import (
+	"fmt"
+
+	"github.com/mlxcel/mlxcel/internal/kvcache"
+)
+
+// Config bounds a step.
+type Config struct {
+	Parallel       int // max running sequences
+	PrefillChunk   int // max prefill tokens per step, all sequences together
+	MaxBatchTokens int // max tokens per step, decodes and prefill together
+}
+
+// Seq is one sequence's scheduling state. The engine owns the Seq and
+// updates Tokens and Computed after each step (see Plan).
+type Seq struct {
+	ID        kvcache.SeqID
+	Tokens    []int32 // prompt followed by generated tokens
+	PromptLen int
+	// Computed is how many leading Tokens have their KV in the cache.
+	Computed int
+
+	// Preemptions counts how often this sequence was preempted.
+	Preemptions int
+
+	// prefillEnd is len(Tokens) at admission: tokens before it are
+	// prefill (prompt, or prompt+generated when recomputing after a
+	// preemption), tokens after it are decodes.
+	prefillEnd int
+	running    bool
+}
+
+// Remaining is the number of tokens not yet computed.
+func (s *Seq) Remaining() int { return len(s.Tokens) - s.Computed }
+
+// Running reports whether the sequence is admitted (holds KV blocks).
+func (s *Seq) Running() bool { return s.running }
+
+// Item is one sequence's share of a step: positions [Start, Start+Len) of
+// Seq.Tokens.
+type Item struct {
+	Seq        *Seq
+	Start, Len int
+	Blocks     []int32 // the sequence's block table, covering Start+Len tokens
+	// Logits is set when the chunk reaches the end of Seq.Tokens: the
+	// engine samples the next token from the logits of its last row.
+	Logits bool
+	// Prefill is set for prompt (or recompute) chunks, clear for decodes.
+	Prefill bool
+}
+
+// Plan is the outcome of one scheduling decision.
+type Plan struct {
+	Items []Item
+	// Admitted are the sequences that moved from waiting to running this
+	// step (including re-admissions after preemption).
+	Admitted []*Seq
+	// Preempted are the sequences that lost their blocks this step and
+	// were re-queued for recompute.
+	Preempted []*Seq
+
+	PrefillTokens, DecodeTokens int
+}
+
+// Empty reports whether the plan has nothing to compute.
+func (p *Plan) Empty() bool { return len(p.Items) == 0 }
+
+// Tokens is the total number of tokens the plan computes.
+func (p *Plan) Tokens() int { return p.PrefillTokens + p.DecodeTokens }
+
+// Scheduler holds the waiting queue and the running set.
+type Scheduler struct {
+	cfg     Config
+	kv      *kvcache.Manager
+	waiting []*Seq // FIFO; preempted sequences are pushed at the front
+	running []*Seq // in admission order: the last one is the newest
+}
+
+// New creates a scheduler that allocates from kv.
+func New(cfg Config, kv *kvcache.Manager) (*Scheduler, error) {
+	if cfg.Parallel < 1 || cfg.PrefillChunk < 1 {
+		return nil, fmt.Errorf("sched: Parallel (%d) and PrefillChunk (%d) must be positive", cfg.Parallel, cfg.PrefillChunk)
+	}
+	// Every running decode must fit one step, or some would never run.
+	if cfg.MaxBatchTokens < cfg.Parallel {
+		return nil, fmt.Errorf("sched: MaxBatchTokens (%d) must be at least Parallel (%d)", cfg.MaxBatchTokens, cfg.Parallel)
+	}
+	return &Scheduler{cfg: cfg, kv: kv}, nil
+}
+
+// KV is the block manager the scheduler allocates from.
+func (s *Scheduler) KV() *kvcache.Manager { return s.kv }
+
+// NumWaiting is the number of sequences waiting for admission.
+func (s *Scheduler) NumWaiting() int { return len(s.waiting) }
+
+// NumRunning is the number of admitted sequences.
+func (s *Scheduler) NumRunning() int { return len(s.running) }
+
+// Running lists the admitted sequences in admission order. The slice is the
+// scheduler's own; do not modify it.
+func (s *Scheduler) Running() []*Seq { return s.running }
+
+// Waiting lists the waiting sequences in queue order. The slice is the
+// scheduler's own; do not modify it.
+func (s *Scheduler) Waiting() []*Seq { return s.waiting }
+
+// Add queues a new sequence at the back of the waiting queue.
+func (s *Scheduler) Add(q *Seq) {
+	q.Computed = 0
+	q.running = false
+	s.waiting = append(s.waiting, q)
+}
+
+// Remove drops q from the scheduler wherever it is (finished, cancelled or
+// failed) and frees its blocks. Removing an unknown sequence is a no-op.
+func (s *Scheduler) Remove(q *Seq) {
+	s.running = removeSeq(s.running, q)
+	s.waiting = removeSeq(s.waiting, q)
+	s.kv.Free(q.ID)
+	q.running = false
+}
+
+func removeSeq(list []*Seq, q *Seq) []*Seq {
+	for i, x := range list {
+		if x == q {
+			// Keep order: admission order decides preemption victims and
+			// queue order decides fairness.
+			return append(list[:i], list[i+1:]...)
+		}
+	}
+	return list
+}
+
+// Schedule plans the next step and reserves the KV blocks it needs. The
+// caller runs the plan and then advances each item's Seq.Computed by
+// Item.Len (and appends a sampled token where Item.Logits is set) before
+// calling Schedule again.
+func (s *Scheduler) Schedule() Plan {
+	var p Plan
+	budget := s.cfg.MaxBatchTokens
+
+	// 1. Decodes, oldest first. s.running may shrink from the end as
+	// victims are preempted; a victim is always at or after i, so nothing
+	// already planned is ever preempted.
+	for i := 0; i < len(s.running); i++ {
+		q := s.running[i]
+		if q.Computed < q.prefillEnd {
+			continue // still prefilling: phase 2
+		}
+		if !s.reserve(q, q.Computed+1, &p) {
+			break // q itself was preempted, and it was the newest
+		}
+		p.Items = append(p.Items, Item{Seq: q, Start: q.Computed, Len: 1, Blocks: s.kv.Table(q.ID), Logits: true})
+		p.DecodeTokens++
+		budget--
+	}
+
+	prefill := min(s.cfg.PrefillChunk, budget)
+
+	// 2. Continue partial prefills, oldest first.
+	for _, q := range s.running {
+		if prefill == 0 {
+			break
+		}
+		if q.Computed >= q.prefillEnd {
+			continue
+		}
+		prefill -= s.planPrefill(q, prefill, &p)
+	}
+
+	// 3. Admit from the queue. Not in a step that had to preempt: the
+	// cache is under pressure and admitting would only cause more churn.
+	for len(p.Preempted) == 0 && prefill > 0 && len(s.waiting) > 0 && len(s.running) < s.cfg.Parallel {
+		q := s.waiting[0]
+		need := s.kv.Needed(q.ID, len(q.Tokens))
+		headroom := len(s.running) + 1
+		if len(s.running) == 0 {
+			headroom = 0
+		}
+		if need+headroom > s.kv.FreeBlocks() {
+			break // strict FIFO: wait for blocks rather than overtake
+		}
+		if _, err := s.kv.Allocate(q.ID, len(q.Tokens)); err != nil {
+			break // cannot happen after the check above; stay safe
+		}
+		s.waiting = s.waiting[1:]
+		q.running = true
+		q.Computed = 0
+		q.prefillEnd = len(q.Tokens)
+		s.running = append(s.running, q)
+		p.Admitted = append(p.Admitted, q)
+		prefill -= s.planPrefill(q, prefill, &p)
+	}
+	return p
+}
+
+// planPrefill schedules up to budget tokens of q's prefill and returns how
+// many it took. Blocks for the whole prefill were allocated at admission.
+func (s *Scheduler) planPrefill(q *Seq, budget int, p *Plan) int {
+	n := min(q.prefillEnd-q.Computed, budget)
+	if n <= 0 {
+		return 0
+	}
+	p.Items = append(p.Items, Item{
+		Seq: q, Start: q.Computed, Len: n, Blocks: s.kv.Table(q.ID),
+		Logits:  q.Computed+n == len(q.Tokens),
+		Prefill: true,
+	})
+	p.PrefillTokens += n
+	return n
+}
+
+// reserve grows q's table to cover tokens, preempting the newest running
+// sequences while blocks are short. It returns false when q itself had to
+// be preempted.
+func (s *Scheduler) reserve(q *Seq, tokens int, p *Plan) bool {
+	for {
+		if _, err := s.kv.Allocate(q.ID, tokens); err == nil {
+			return true
+		}
+		victim := s.running[len(s.running)-1]
+		s.preempt(victim, p)
+		if victim == q {
+			return false
+		}
+	}
+}
+
+// preempt frees victim's blocks and puts it back at the front of the queue
+// for recompute. Called only with the newest running sequence.
+func (s *Scheduler) preempt(victim *Seq, p *Plan) {
+	s.running = s.running[:len(s.running)-1]
+	s.kv.Free(victim.ID)
+	victim.running = false
+	victim.Computed = 0
+	victim.Preemptions++
+	// Front of the queue: it was admitted before anything still waiting.
+	// Victims are preempted newest first, so pushing each to the front
+	// keeps their original admission order.
+	s.waiting = append([]*Seq{victim}, s.waiting...)
+	p.Preempted = append(p.Preempted, victim)
+}
