@@ -1,0 +1,148 @@
+// Package cpu is the pure-Go backend: the reference every other backend is
+// tested against, and a usable engine on machines without a GPU. Work is
+// split over goroutines (one per core by default); quantized weights stay
+// packed and are read by the kernels in qmat.
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+)
+
+func init() {
+	backend.Register("cpu", func(o backend.Options) (backend.Backend, error) { return New(o.Threads), nil })
+}
+
+// Tensor is a row-major float32 matrix; views share d.
+type Tensor struct {
+	d          []float32
+	rows, cols int
+}
+
+func (t *Tensor) Rows() int { return t.rows }
+func (t *Tensor) Cols() int { return t.cols }
+
+// Row returns row r.
+func (t *Tensor) Row(r int) []float32 { return t.d[r*t.cols : (r+1)*t.cols] }
+
+// Data exposes the elements (tests and tools only).
+func (t *Tensor) Data() []float32 { return t.d[:t.rows*t.cols] }
+
+// Backend is the CPU implementation of backend.Backend.
+type Backend struct {
+	threads int
+	step    *backend.Batch
+}
+
+// New makes a CPU backend using threads goroutines (0: GOMAXPROCS).
+func New(threads int) *Backend {
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	return &Backend{threads: threads}
+}
+
+func (b *Backend) Name() string { return "cpu" }
+func (b *Backend) Sync() error  { return nil }
+func (b *Backend) Close() error { return nil }
+
+func (b *Backend) NewTensor(rows, cols int) backend.Tensor {
+	return &Tensor{d: make([]float32, rows*cols), rows: rows, cols: cols}
+}
+
+func (b *Backend) View(t backend.Tensor, rows, cols int) backend.Tensor {
+	x := t.(*Tensor)
+	if rows*cols > len(x.d) {
+		panic(fmt.Sprintf("cpu: view %dx%d of a %d-element tensor", rows, cols, len(x.d)))
+	}
+	return &Tensor{d: x.d[:rows*cols], rows: rows, cols: cols}
+}
+
+func (b *Backend) Slice(t backend.Tensor, from, to int) backend.Tensor {
+	x := t.(*Tensor)
+	return &Tensor{d: x.d[from*x.cols : to*x.cols], rows: to - from, cols: x.cols}
+}
+
+func (b *Backend) BeginStep(batch *backend.Batch) error {
+	if len(batch.Positions) != len(batch.Tokens) {
+		return fmt.Errorf("cpu: batch has %d tokens but %d positions", len(batch.Tokens), len(batch.Positions))
+	}
+	n := 0
+	for _, s := range batch.Seqs {
+		if s.Start != n || s.Len <= 0 {
+			return fmt.Errorf("cpu: batch sequences must cover the tokens in order")
+		}
+		n += s.Len
+	}
+	if n != len(batch.Tokens) {
+		return fmt.Errorf("cpu: batch sequences cover %d of %d tokens", n, len(batch.Tokens))
+	}
+	for _, r := range batch.LogitRows {
+		if r < 0 || r >= n {
+			return fmt.Errorf("cpu: logit row %d outside the %d-token batch", r, n)
+		}
+	}
+	b.step = batch
+	return nil
+}
+
+// parallel runs f over [0,n) split into at most b.threads contiguous
+// chunks; small problems run inline to skip goroutine overhead.
+func (b *Backend) parallel(n, minChunk int, f func(lo, hi int)) {
+	chunks := b.threads
+	if minChunk < 1 {
+		minChunk = 1
+	}
+	if c := n / minChunk; c < chunks {
+		chunks = c
+	}
+	if chunks <= 1 {
+		f(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	per := (n + chunks - 1) / chunks
+	for lo := 0; lo < n; lo += per {
+		hi := min(lo+per, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+func (b *Backend) ReadRows(t backend.Tensor, out []float32) {
+	x := t.(*Tensor)
+	copy(out, x.d[:x.rows*x.cols])
+}
+
+func (b *Backend) Argmax(t backend.Tensor) []int32 {
+	x := t.(*Tensor)
+	ids := make([]int32, x.rows)
+	for r := range ids {
+		row := x.Row(r)
+		best := 0
+		for i, v := range row {
+			if v > row[best] {
+				best = i
+			}
+		}
+		ids[r] = int32(best)
+	}
+	return ids
+}
+
+func (b *Backend) GatherLogitRows(dst, src backend.Tensor) {
+	d, s := dst.(*Tensor), src.(*Tensor)
+	for i, r := range b.step.LogitRows {
+		copy(d.Row(i), s.Row(r))
+	}
+}
+
+// WriteRows copies host data into t (tests and tools).
+func WriteRows(t backend.Tensor, data []float32) { copy(t.(*Tensor).d, data) }

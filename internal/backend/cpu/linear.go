@@ -1,0 +1,120 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+// weight is a dense float32 array or one packed matrix per expert.
+type weight struct {
+	shape []int
+	dense []float32
+	q     []*shimMatrix
+}
+
+func (w *weight) Shape() []int    { return w.shape }
+func (w *weight) Quantized() bool { return w.q != nil }
+
+func (b *Backend) UploadWeight(h *tensor.Host) (backend.Weight, error) {
+	n := 1
+	for _, d := range h.Shape {
+		n *= d
+	}
+	w := &weight{shape: append([]int(nil), h.Shape...)}
+	if h.Quant == nil {
+		w.dense = make([]float32, n)
+		if err := tensor.ToFloat32(w.dense, h.Data, h.DType); err != nil {
+			return nil, fmt.Errorf("%s: %v", h.Name, err)
+		}
+		return w, nil
+	}
+	if len(h.Shape) < 2 || len(h.Shape) > 3 {
+		return nil, fmt.Errorf("%s: quantized weight must be 2-D or stacked 3-D, got %v", h.Name, h.Shape)
+	}
+	experts, out, in := 1, h.Shape[len(h.Shape)-2], h.Shape[len(h.Shape)-1]
+	if len(h.Shape) == 3 {
+		experts = h.Shape[0]
+	}
+	q := h.Quant
+	wBytes := out * in * q.Bits / 8
+	sBytes := out * (in / q.GroupSize) * q.ScaleDType.Size()
+	if len(h.Data) != experts*wBytes || len(q.Scales) != experts*sBytes || len(q.Biases) != experts*sBytes {
+		return nil, fmt.Errorf("%s: quantized data sizes do not match shape %v at %d bits, group %d", h.Name, h.Shape, q.Bits, q.GroupSize)
+	}
+	for e := range experts {
+		m, err := shimNew(out, in, q.Bits, q.GroupSize, h.Data[e*wBytes:(e+1)*wBytes],
+			q.Scales[e*sBytes:(e+1)*sBytes], q.Biases[e*sBytes:(e+1)*sBytes], q.ScaleDType)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", h.Name, err)
+		}
+		w.q = append(w.q, m)
+	}
+	return w, nil
+}
+
+func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
+	d, w := dst.(*Tensor), table.(*weight)
+	cols := w.shape[1]
+	for r, id := range b.step.Tokens {
+		if w.q != nil {
+			w.q[0].DequantRow(d.Row(r), int(id))
+		} else {
+			copy(d.Row(r), w.dense[int(id)*cols:(int(id)+1)*cols])
+		}
+	}
+}
+
+func (b *Backend) Linear(dst, x backend.Tensor, wt, bias backend.Weight) {
+	d, s, w := dst.(*Tensor), x.(*Tensor), wt.(*weight)
+	b.linear(d.d, s.d, s.rows, w, 0)
+	if bias != nil {
+		bv := bias.(*weight).dense
+		for r := range s.rows {
+			row := d.Row(r)
+			for i := range row {
+				row[i] += bv[i]
+			}
+		}
+	}
+}
+
+// linear computes out[rows, outDim] = x[rows, in] @ W_e^T for expert e
+// (e = 0 for a plain matrix), splitting the output columns over threads.
+func (b *Backend) linear(out, x []float32, rows int, w *weight, e int) {
+	outDim, in := w.shape[len(w.shape)-2], w.shape[len(w.shape)-1]
+	if w.q != nil {
+		m := w.q[e]
+		b.parallel(outDim, 16, func(lo, hi int) { m.MulRange(out, x, rows, lo, hi) })
+		return
+	}
+	wd := w.dense[e*outDim*in : (e+1)*outDim*in]
+	b.parallel(outDim, 16, func(lo, hi int) {
+		for r := range rows {
+			xr := x[r*in : (r+1)*in]
+			or := out[r*outDim : (r+1)*outDim]
+			for o := lo; o < hi; o++ {
+				or[o] = dot(xr, wd[o*in:(o+1)*in])
+			}
+		}
+	})
+}
+
+// dot keeps four partial sums so the adds pipeline.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}

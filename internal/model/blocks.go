@@ -1,0 +1,157 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+)
+
+// Attention is the self-attention block shared by every family: q/k/v
+// projections (optional biases), optional per-head q/k RMSNorm and a
+// weightless v norm, RoPE, paged attention, output projection.
+type Attention struct {
+	Q, K, V, O   backend.Weight
+	QBias, KBias backend.Weight
+	VBias        backend.Weight
+	QNorm, KNorm backend.Weight
+	VNorm        bool // RMSNorm without weight on values (Gemma 4)
+	KEqV         bool // values are the key projection (before k norm)
+	Params       backend.AttnParams
+	Rope         backend.RoPE
+	NoRope       bool
+	NormEps      float32
+}
+
+// LoadAttention reads prefix.{q,k,v,o}_proj (+ biases and q/k norms when
+// present) for the given geometry.
+func LoadAttention(src Source, prefix string, hidden int, p backend.AttnParams, eps float32) (*Attention, error) {
+	a := &Attention{Params: p, NormEps: eps}
+	qd, kd := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
+	var err error
+	load := func(dst *backend.Weight, name string, out, in int) {
+		if err == nil {
+			*dst, err = src.Linear(prefix+name, out, in)
+		}
+	}
+	load(&a.Q, ".q_proj", qd, hidden)
+	load(&a.K, ".k_proj", kd, hidden)
+	if src.Has(prefix+".v_proj.weight") || !a.KEqV {
+		load(&a.V, ".v_proj", kd, hidden)
+	}
+	load(&a.O, ".o_proj", hidden, qd)
+	opt := func(dst *backend.Weight, name string, n int) {
+		if err == nil && src.Has(prefix+name) {
+			*dst, err = src.Dense(prefix+name, n)
+		}
+	}
+	opt(&a.QBias, ".q_proj.bias", qd)
+	opt(&a.KBias, ".k_proj.bias", kd)
+	opt(&a.VBias, ".v_proj.bias", kd)
+	opt(&a.QNorm, ".q_norm.weight", p.HeadDim)
+	opt(&a.KNorm, ".k_norm.weight", p.HeadDim)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// DefaultScale is 1/sqrt(head_dim).
+func DefaultScale(headDim int) float32 { return float32(1 / math.Sqrt(float64(headDim))) }
+
+// Forward writes the block's output (before the residual add) to out.
+func (a *Attention) Forward(s *Step, h, out backend.Tensor) {
+	b, p := s.B, a.Params
+	qd, kd := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
+	q := s.Scratch("q", qd)
+	k := s.Scratch("k", kd)
+	b.Linear(q, h, a.Q, a.QBias)
+	b.Linear(k, h, a.K, a.KBias)
+	v := s.Scratch("v", kd)
+	if a.V != nil {
+		b.Linear(v, h, a.V, a.VBias)
+	} else {
+		// k_eq_v: values are the raw key projection. Projecting twice
+		// costs one small matmul and keeps the op set minimal.
+		b.Linear(v, h, a.K, a.KBias)
+	}
+	if a.QNorm != nil {
+		qv := b.View(q, s.N*p.Heads, p.HeadDim)
+		b.RMSNorm(qv, qv, a.QNorm, a.NormEps)
+	}
+	if a.KNorm != nil {
+		kv := b.View(k, s.N*p.KVHeads, p.HeadDim)
+		b.RMSNorm(kv, kv, a.KNorm, a.NormEps)
+	}
+	if a.VNorm {
+		vv := b.View(v, s.N*p.KVHeads, p.HeadDim)
+		b.RMSNorm(vv, vv, nil, a.NormEps)
+	}
+	if !a.NoRope {
+		b.ApplyRoPE(q, p.Heads, p.HeadDim, a.Rope)
+		b.ApplyRoPE(k, p.KVHeads, p.HeadDim, a.Rope)
+	}
+	att := s.Scratch("att", qd)
+	b.Attention(att, q, k, v, s.KV, s.Layer, p)
+	b.Linear(out, att, a.O, nil)
+}
+
+// MLP is a gated feed-forward block: down(act(gate(x)) * up(x)).
+type MLP struct {
+	Gate, Up, Down backend.Weight
+	Act            backend.Activation
+	Inter          int
+}
+
+// LoadMLP reads prefix.{gate,up,down}_proj.
+func LoadMLP(src Source, prefix string, hidden, inter int, act backend.Activation) (*MLP, error) {
+	m := &MLP{Act: act, Inter: inter}
+	var err error
+	if m.Gate, err = src.Linear(prefix+".gate_proj", inter, hidden); err != nil {
+		return nil, err
+	}
+	if m.Up, err = src.Linear(prefix+".up_proj", inter, hidden); err != nil {
+		return nil, err
+	}
+	if m.Down, err = src.Linear(prefix+".down_proj", hidden, inter); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Forward writes the block's output to out.
+func (m *MLP) Forward(s *Step, h, out backend.Tensor) {
+	g := s.Scratch("gate", m.Inter)
+	u := s.Scratch("up", m.Inter)
+	s.B.Linear(g, h, m.Gate, nil)
+	s.B.Linear(u, h, m.Up, nil)
+	s.B.GatedAct(g, g, u, m.Act)
+	s.B.Linear(out, g, m.Down, nil)
+}
+
+// MoE is a routed mixture of gated-MLP experts.
+type MoE struct {
+	Router  backend.Weight
+	Experts backend.Experts
+	Params  backend.MoEParams
+}
+
+// Forward writes the block's output to out.
+func (m *MoE) Forward(s *Step, h, out backend.Tensor) {
+	s.B.MoE(out, h, m.Router, m.Experts, m.Params)
+}
+
+// FFN is either an MLP or a MoE.
+type FFN interface {
+	Forward(s *Step, h, out backend.Tensor)
+}
+
+func activation(name string) (backend.Activation, error) {
+	switch name {
+	case "", "silu", "swish":
+		return backend.SiLU, nil
+	case "gelu_pytorch_tanh", "gelu_tanh", "gelu":
+		return backend.GELUTanh, nil
+	}
+	return 0, fmt.Errorf("unsupported activation %q", name)
+}

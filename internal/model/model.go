@@ -1,0 +1,197 @@
+// Package model builds decoder-only transformers out of backend ops. One
+// file per architecture family; the shared blocks (attention, gated MLP,
+// MoE) live in blocks.go. Model code never knows whether a weight is
+// quantized: the loader decides from the checkpoint (<name>.scales).
+package model
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/weights"
+)
+
+// Layer is one decoder layer: it updates the residual stream x in place.
+type Layer interface {
+	Forward(s *Step, x backend.Tensor)
+	KV() backend.KVLayer
+}
+
+// Source provides weights to a family's builder: a real checkpoint or a
+// synthetic generator of the same shapes.
+type Source interface {
+	// Linear returns a (possibly quantized) matrix [out, in] or stacked
+	// experts [experts, out, in].
+	Linear(module string, shape ...int) (backend.Weight, error)
+	// Dense returns a float tensor (norm weights, biases).
+	Dense(name string, shape ...int) (backend.Weight, error)
+	// Has reports whether a tensor exists (optional parts like biases).
+	Has(name string) bool
+}
+
+// Family builds a model's layers and top-level weights.
+type Family func(cfg *weights.Config, src Source, m *Model) error
+
+var families = map[string]Family{}
+
+// Register adds an architecture family under its config.json model_type.
+func Register(modelType string, f Family) { families[modelType] = f }
+
+// Supported lists model_types this build runs.
+func Supported() []string {
+	var out []string
+	for k := range families {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Model is a loaded decoder.
+type Model struct {
+	Cfg     *weights.Config
+	be      backend.Backend
+	Embed   backend.Weight
+	LMHead  backend.Weight // may equal Embed (tied)
+	Norm    backend.Weight
+	Layers  []Layer
+	NormEps float32
+	// EmbedScale multiplies embeddings (Gemma: sqrt(hidden)); 0 = none.
+	EmbedScale float32
+	// FinalSoftcap soft-caps the logits (Gemma); 0 = none.
+	FinalSoftcap float32
+
+	buf *buffers
+}
+
+// Backend is the device the model runs on.
+func (m *Model) Backend() backend.Backend { return m.be }
+
+// Vocab is the logits width.
+func (m *Model) Vocab() int { return m.Cfg.Vocab }
+
+// MaxContext is the longest sequence the model supports.
+func (m *Model) MaxContext() int {
+	if m.Cfg.MaxPosition > 0 {
+		return m.Cfg.MaxPosition
+	}
+	return 4096
+}
+
+// KVLayers describes the KV geometry of every layer.
+func (m *Model) KVLayers() []backend.KVLayer {
+	out := make([]backend.KVLayer, len(m.Layers))
+	for i, l := range m.Layers {
+		out[i] = l.KV()
+	}
+	return out
+}
+
+// Build creates a model of cfg's architecture from src on be.
+func Build(cfg *weights.Config, src Source, be backend.Backend) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	mt := cfg.ModelType
+	if t, ok := cfg.Raw["text_model_type"].(string); ok && families[mt] == nil {
+		mt = t
+	}
+	f, ok := families[mt]
+	if !ok {
+		return nil, fmt.Errorf("unsupported architecture %q (supported: %v)", cfg.ModelType, Supported())
+	}
+	m := &Model{Cfg: cfg, be: be, NormEps: float32(cfg.RMSNormEps)}
+	if err := f(cfg, src, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Step is what a layer sees during one forward step: the backend, the KV
+// store, the token count and scratch buffers sized for it.
+type Step struct {
+	B     backend.Backend
+	KV    backend.KVStore
+	N     int
+	Layer int
+	buf   *buffers
+}
+
+// Scratch returns a [N, cols] activation for temporary use; slot names
+// keep distinct uses apart (each slot is one buffer reused every layer).
+func (s *Step) Scratch(slot string, cols int) backend.Tensor {
+	return s.buf.get(s.B, slot, s.N, cols)
+}
+
+// buffers holds activations reused across steps, grown on demand, so a
+// steady-state step allocates nothing (and a GPU backend sees stable
+// pointers it can capture in a graph).
+type buffers struct {
+	rows int
+	m    map[string]backend.Tensor
+}
+
+func (b *buffers) get(be backend.Backend, slot string, n, cols int) backend.Tensor {
+	key := fmt.Sprintf("%s/%d", slot, cols)
+	t, ok := b.m[key]
+	if !ok || t.Rows() < n {
+		t = be.NewTensor(max(n, b.rows), cols)
+		b.m[key] = t
+	}
+	return be.Slice(t, 0, n)
+}
+
+// Reserve sizes the activation buffers for steps of up to n tokens.
+func (m *Model) Reserve(n int) {
+	if m.buf == nil {
+		m.buf = &buffers{m: map[string]backend.Tensor{}}
+	}
+	if n > m.buf.rows {
+		m.buf.rows = n
+	}
+}
+
+// Forward runs one step and returns the logits of b.LogitRows, row-major
+// [len(LogitRows), Vocab].
+func (m *Model) Forward(b *backend.Batch, kv backend.KVStore) ([]float32, error) {
+	n := len(b.Tokens)
+	if n == 0 {
+		return nil, fmt.Errorf("empty batch")
+	}
+	for _, id := range b.Tokens {
+		if id < 0 || int(id) >= m.Cfg.Vocab {
+			return nil, fmt.Errorf("token id %d outside the vocabulary (%d)", id, m.Cfg.Vocab)
+		}
+	}
+	m.Reserve(n)
+	be := m.be
+	if err := be.BeginStep(b); err != nil {
+		return nil, err
+	}
+	s := &Step{B: be, KV: kv, N: n, buf: m.buf}
+	x := s.Scratch("x", m.Cfg.Hidden)
+	be.Embed(x, m.Embed)
+	if m.EmbedScale != 0 {
+		be.Scale(x, m.EmbedScale)
+	}
+	for i, l := range m.Layers {
+		s.Layer = i
+		l.Forward(s, x)
+	}
+	rows := len(b.LogitRows)
+	if rows == 0 {
+		return nil, be.Sync()
+	}
+	last := m.buf.get(be, "logit_in", rows, m.Cfg.Hidden)
+	be.GatherLogitRows(last, x)
+	be.RMSNorm(last, last, m.Norm, m.NormEps)
+	logits := m.buf.get(be, "logits", rows, m.Cfg.Vocab)
+	be.Linear(logits, last, m.LMHead, nil)
+	if m.FinalSoftcap != 0 {
+		be.Softcap(logits, m.FinalSoftcap)
+	}
+	out := make([]float32, rows*m.Cfg.Vocab)
+	be.ReadRows(logits, out)
+	return out, be.Sync()
+}

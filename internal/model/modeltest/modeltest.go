@@ -1,0 +1,238 @@
+// Package modeltest checks a model on a backend against the reference
+// outputs in shared/testdata (made by HF transformers, not by mlxcel):
+// full-sequence logits, the same logits through the KV cache, and greedy
+// continuation. Every backend's tests call it.
+package modeltest
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/model"
+	"github.com/mlxcel/mlxcel/internal/weights"
+)
+
+// Reference is one fixture's reference.safetensors.
+type Reference struct {
+	InputIDs  []int32
+	Logits    []float32 // [len(InputIDs), vocab]
+	GreedyIDs []int32
+	Margin    []float32 // nil when the fixture has none
+	Vocab     int
+}
+
+// LoadReference reads dir/reference.safetensors.
+func LoadReference(dir string) (*Reference, error) {
+	f, err := weights.OpenFile(dir + "/reference.safetensors")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := &Reference{}
+	ints := func(name string) ([]int32, error) {
+		ti, ok := f.Tensors[name]
+		if !ok {
+			return nil, fmt.Errorf("%s: no %s", f.Path, name)
+		}
+		b := f.Bytes(ti)
+		out := make([]int32, ti.Elements())
+		for i := range out {
+			switch ti.DType.Size() {
+			case 4:
+				out[i] = int32(uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24)
+			case 8:
+				out[i] = int32(uint32(b[8*i]) | uint32(b[8*i+1])<<8 | uint32(b[8*i+2])<<16 | uint32(b[8*i+3])<<24)
+			}
+		}
+		return out, nil
+	}
+	floats := func(name string) ([]float32, []int, error) {
+		ti, ok := f.Tensors[name]
+		if !ok {
+			return nil, nil, fmt.Errorf("%s: no %s", f.Path, name)
+		}
+		out := make([]float32, ti.Elements())
+		f32 := make([]float32, len(out))
+		for i := range out {
+			b := f.Bytes(ti)[4*i:]
+			f32[i] = math.Float32frombits(uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24)
+		}
+		copy(out, f32)
+		return out, ti.Shape, nil
+	}
+	if r.InputIDs, err = ints("input_ids"); err != nil {
+		return nil, err
+	}
+	if r.GreedyIDs, err = ints("greedy_ids"); err != nil {
+		return nil, err
+	}
+	var shape []int
+	if r.Logits, shape, err = floats("logits"); err != nil {
+		return nil, err
+	}
+	r.Vocab = shape[1]
+	if _, ok := f.Tensors["greedy_margin"]; ok {
+		r.Margin, _, _ = floats("greedy_margin")
+	}
+	return r, nil
+}
+
+// Options bound the comparisons.
+type Options struct {
+	// RelTol bounds max|diff| / max|ref| of the logits (1e-3 for f32).
+	RelTol float64
+	// NearTie: greedy steps whose reference margin is at most this are
+	// not compared.
+	NearTie float32
+	// Prefix is the prompt length prefilled before token-by-token decode.
+	Prefix int
+}
+
+// Result reports the worst figures seen, for the issue notes.
+type Result struct {
+	FullRel, IncrRel float64
+	GreedyChecked    int
+}
+
+const blockSize = 16
+
+// Seq runs one sequence through a model with a private KV store.
+type Seq struct {
+	M      *model.Model
+	KV     backend.KVStore
+	blocks []int32
+	pos    int
+}
+
+// NewSeq makes a KV store big enough for maxTokens.
+func NewSeq(m *model.Model, maxTokens int) (*Seq, error) {
+	nb := (maxTokens + blockSize - 1) / blockSize
+	kv, err := m.Backend().NewKVStore(backend.KVSpec{NumBlocks: nb, BlockSize: blockSize, Layers: m.KVLayers()})
+	if err != nil {
+		return nil, err
+	}
+	s := &Seq{M: m, KV: kv}
+	for i := range nb {
+		// Scatter blocks in reverse so a wrong block-table lookup shows.
+		s.blocks = append(s.blocks, int32(nb-1-i))
+	}
+	return s, nil
+}
+
+// Feed appends tokens and returns the logits of all of them (allRows) or
+// of the last one.
+func (s *Seq) Feed(tokens []int32, allRows bool) ([]float32, error) {
+	b := &backend.Batch{Tokens: tokens, Seqs: []backend.SeqSlice{{Start: 0, Len: len(tokens), Blocks: s.blocks}}}
+	for i := range tokens {
+		b.Positions = append(b.Positions, int32(s.pos+i))
+		if allRows {
+			b.LogitRows = append(b.LogitRows, i)
+		}
+	}
+	if !allRows {
+		b.LogitRows = []int{len(tokens) - 1}
+	}
+	s.pos += len(tokens)
+	return s.M.Forward(b, s.KV)
+}
+
+// RelDiff is max|a-ref| / max|ref|.
+func RelDiff(a, ref []float32) float64 {
+	var md, mr float64
+	for i := range ref {
+		md = math.Max(md, math.Abs(float64(a[i])-float64(ref[i])))
+		mr = math.Max(mr, math.Abs(float64(ref[i])))
+	}
+	return md / mr
+}
+
+// Argmax of a row (lowest index on ties).
+func Argmax(row []float32) int32 {
+	best := 0
+	for i, v := range row {
+		if v > row[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// Check runs the three comparisons for the fixture in dir on be.
+func Check(t *testing.T, dir string, be backend.Backend, o Options) Result {
+	t.Helper()
+	ref, err := LoadReference(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(dir, be, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Result
+	T := len(ref.InputIDs)
+	total := T + len(ref.GreedyIDs) + 1
+
+	// 1. Full sequence in one step.
+	s, err := NewSeq(m, total)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Feed(ref.InputIDs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.FullRel = RelDiff(got, ref.Logits)
+	if res.FullRel > o.RelTol {
+		t.Errorf("%s: full-sequence logits max|diff|/max|ref| = %.3g > %.3g", dir, res.FullRel, o.RelTol)
+	}
+
+	// 2. Prefill a prefix, then one token at a time through the cache.
+	s, _ = NewSeq(m, total)
+	pre := min(o.Prefix, T)
+	inc, err := s.Feed(ref.InputIDs[:pre], true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := pre; i < T; i++ {
+		l, err := s.Feed(ref.InputIDs[i:i+1], false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inc = append(inc, l...)
+	}
+	res.IncrRel = RelDiff(inc, ref.Logits)
+	if res.IncrRel > o.RelTol {
+		t.Errorf("%s: incremental logits max|diff|/max|ref| = %.3g > %.3g", dir, res.IncrRel, o.RelTol)
+	}
+
+	// 3. Greedy continuation, teacher-forced with the reference tokens so
+	// one skipped near-tie does not derail the steps after it. The
+	// continuation starts after the input (tiny fixtures) or after BOS
+	// (stories260k, whose input is the story itself).
+	s, _ = NewSeq(m, total)
+	var last []float32
+	start := ref.InputIDs
+	if ref.Margin == nil {
+		start = ref.InputIDs[:1]
+	}
+	if last, err = s.Feed(start, false); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range ref.GreedyIDs {
+		got := Argmax(last)
+		if ref.Margin == nil || ref.Margin[i] > o.NearTie {
+			res.GreedyChecked++
+			if got != want {
+				t.Errorf("%s: greedy step %d: got %d, want %d", dir, i, got, want)
+			}
+		}
+		if i+1 < len(ref.GreedyIDs) {
+			if last, err = s.Feed([]int32{want}, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return res
+}

@@ -1,0 +1,500 @@
+package weights
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+)
+
+// RopeConfig is one rotary-embedding setup (rope_parameters / rope_scaling).
+type RopeConfig struct {
+	Type                  string  // default, linear, llama3, proportional
+	Theta                 float64 // base
+	Factor                float64
+	LowFreqFactor         float64
+	HighFreqFactor        float64
+	OriginalMaxPosition   int
+	PartialRotaryFactor   float64 // fraction of head_dim rotated (1 = all)
+	AttentionFactorScaled float64 // optional cos/sin multiplier (0 = 1)
+}
+
+// LayerOverride is a per-layer geometry override (Gemma 4 per_layer_config).
+type LayerOverride struct {
+	HeadDim, KVHeads int
+}
+
+// QuantSpec is one quantization setting.
+type QuantSpec struct{ Bits, GroupSize int }
+
+// QuantConfig is config.json's "quantization" block: a default plus
+// per-module overrides keyed by module path. An override may also say a
+// module is not quantized at all.
+type QuantConfig struct {
+	Default   *QuantSpec
+	Overrides map[string]*QuantSpec // nil value: explicitly not quantized
+}
+
+// For returns the setting for module path (e.g. "model.layers.0.mlp.gate").
+func (q QuantConfig) For(module string) (QuantSpec, bool) {
+	if s, ok := q.Overrides[module]; ok {
+		if s == nil {
+			return QuantSpec{}, false
+		}
+		return *s, true
+	}
+	if q.Default == nil {
+		return QuantSpec{}, false
+	}
+	return *q.Default, true
+}
+
+// Config is the architecture description the models need, parsed from
+// config.json (the text_config of multimodal checkpoints).
+type Config struct {
+	Path          string
+	ModelType     string
+	Architectures []string
+
+	Hidden, Intermediate, Layers int
+	Heads, KVHeads, HeadDim      int
+	Vocab, MaxPosition           int
+	RMSNormEps                   float64
+	HiddenAct                    string
+	TieEmbeddings                bool
+	AttentionBias                bool
+	Rope                         RopeConfig
+	BOS, EOS                     []int32
+
+	// Mixture of experts (Qwen3-MoE, Mixtral).
+	NumExperts, TopK, MoEIntermediate int
+	NormTopKProb                      bool
+	DecoderSparseStep                 int
+	MLPOnlyLayers                     []int
+
+	// Gemma 4 and other hybrid-attention models.
+	LayerTypes        []string
+	SlidingWindow     int
+	FinalLogitSoftcap float64
+	AttnLogitSoftcap  float64
+	PerLayer          map[int]LayerOverride
+	GlobalHeadDim     int
+	GlobalKVHeads     int
+	AttentionKEqV     bool
+	RopeByLayerType   map[string]RopeConfig
+
+	Quant QuantConfig
+
+	// Raw is the (text) config object, for fields a model reads itself.
+	Raw map[string]any
+}
+
+// LoadConfig reads dir/config.json.
+func LoadConfig(dir string) (*Config, error) {
+	path := filepath.Join(dir, "config.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	c.Path = path
+	return c, nil
+}
+
+// field reads one config key into the Config; keys are tried in order.
+type field struct {
+	keys []string
+	set  func(c *Config, v any) error
+}
+
+func intField(dst func(*Config) *int, keys ...string) field {
+	return field{keys, func(c *Config, v any) error {
+		n, ok := asInt(v)
+		if !ok {
+			return fmt.Errorf("want an integer, got %v", v)
+		}
+		*dst(c) = n
+		return nil
+	}}
+}
+
+func floatField(dst func(*Config) *float64, keys ...string) field {
+	return field{keys, func(c *Config, v any) error {
+		f, ok := v.(float64)
+		if !ok {
+			return fmt.Errorf("want a number, got %v", v)
+		}
+		*dst(c) = f
+		return nil
+	}}
+}
+
+func boolField(dst func(*Config) *bool, keys ...string) field {
+	return field{keys, func(c *Config, v any) error {
+		b, ok := v.(bool)
+		if !ok {
+			return fmt.Errorf("want a boolean, got %v", v)
+		}
+		*dst(c) = b
+		return nil
+	}}
+}
+
+func stringField(dst func(*Config) *string, keys ...string) field {
+	return field{keys, func(c *Config, v any) error {
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("want a string, got %v", v)
+		}
+		*dst(c) = s
+		return nil
+	}}
+}
+
+func idsField(dst func(*Config) *[]int32, keys ...string) field {
+	return field{keys, func(c *Config, v any) error {
+		ids, err := asIDs(v)
+		*dst(c) = ids
+		return err
+	}}
+}
+
+// configFields is the table of scalar keys; the first key present wins.
+var configFields = []field{
+	stringField(func(c *Config) *string { return &c.ModelType }, "model_type"),
+	intField(func(c *Config) *int { return &c.Hidden }, "hidden_size", "dim"),
+	intField(func(c *Config) *int { return &c.Intermediate }, "intermediate_size"),
+	intField(func(c *Config) *int { return &c.Layers }, "num_hidden_layers"),
+	intField(func(c *Config) *int { return &c.Heads }, "num_attention_heads"),
+	intField(func(c *Config) *int { return &c.KVHeads }, "num_key_value_heads"),
+	intField(func(c *Config) *int { return &c.HeadDim }, "head_dim"),
+	intField(func(c *Config) *int { return &c.Vocab }, "vocab_size"),
+	intField(func(c *Config) *int { return &c.MaxPosition }, "max_position_embeddings"),
+	floatField(func(c *Config) *float64 { return &c.RMSNormEps }, "rms_norm_eps"),
+	stringField(func(c *Config) *string { return &c.HiddenAct }, "hidden_act", "hidden_activation"),
+	boolField(func(c *Config) *bool { return &c.TieEmbeddings }, "tie_word_embeddings"),
+	boolField(func(c *Config) *bool { return &c.AttentionBias }, "attention_bias"),
+	idsField(func(c *Config) *[]int32 { return &c.BOS }, "bos_token_id"),
+	idsField(func(c *Config) *[]int32 { return &c.EOS }, "eos_token_id"),
+	intField(func(c *Config) *int { return &c.NumExperts }, "num_experts", "num_local_experts"),
+	intField(func(c *Config) *int { return &c.TopK }, "num_experts_per_tok", "top_k_experts"),
+	intField(func(c *Config) *int { return &c.MoEIntermediate }, "moe_intermediate_size"),
+	boolField(func(c *Config) *bool { return &c.NormTopKProb }, "norm_topk_prob"),
+	intField(func(c *Config) *int { return &c.DecoderSparseStep }, "decoder_sparse_step"),
+	intField(func(c *Config) *int { return &c.SlidingWindow }, "sliding_window"),
+	floatField(func(c *Config) *float64 { return &c.FinalLogitSoftcap }, "final_logit_softcapping"),
+	floatField(func(c *Config) *float64 { return &c.AttnLogitSoftcap }, "attn_logit_softcapping"),
+	intField(func(c *Config) *int { return &c.GlobalHeadDim }, "global_head_dim"),
+	intField(func(c *Config) *int { return &c.GlobalKVHeads }, "num_global_key_value_heads"),
+	boolField(func(c *Config) *bool { return &c.AttentionKEqV }, "attention_k_eq_v"),
+	{[]string{"architectures"}, func(c *Config, v any) error {
+		l, _ := v.([]any)
+		for _, a := range l {
+			if s, ok := a.(string); ok {
+				c.Architectures = append(c.Architectures, s)
+			}
+		}
+		return nil
+	}},
+	{[]string{"mlp_only_layers"}, func(c *Config, v any) error {
+		l, ok := v.([]any)
+		if !ok {
+			return fmt.Errorf("want a list")
+		}
+		for _, x := range l {
+			n, ok := asInt(x)
+			if !ok {
+				return fmt.Errorf("want integers")
+			}
+			c.MLPOnlyLayers = append(c.MLPOnlyLayers, n)
+		}
+		return nil
+	}},
+	{[]string{"layer_types"}, func(c *Config, v any) error {
+		l, ok := v.([]any)
+		if !ok {
+			return fmt.Errorf("want a list")
+		}
+		for _, x := range l {
+			s, _ := x.(string)
+			c.LayerTypes = append(c.LayerTypes, s)
+		}
+		return nil
+	}},
+	{[]string{"per_layer_config"}, func(c *Config, v any) error {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("want an object")
+		}
+		c.PerLayer = map[int]LayerOverride{}
+		for k, x := range m {
+			i, err := strconv.Atoi(k)
+			if err != nil {
+				return fmt.Errorf("layer key %q is not a number", k)
+			}
+			o, _ := x.(map[string]any)
+			var lo LayerOverride
+			lo.HeadDim, _ = asInt(o["head_dim"])
+			lo.KVHeads, _ = asInt(o["num_key_value_heads"])
+			c.PerLayer[i] = lo
+		}
+		return nil
+	}},
+}
+
+// ParseConfig parses config.json bytes. It never panics on malformed input.
+func ParseConfig(b []byte) (*Config, error) {
+	var top map[string]any
+	if err := json.Unmarshal(b, &top); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %v", err)
+	}
+	if top == nil {
+		return nil, fmt.Errorf("config is not a JSON object")
+	}
+	raw := top
+	// Multimodal checkpoints nest the language model's config.
+	if tc, ok := top["text_config"].(map[string]any); ok {
+		raw = map[string]any{}
+		for k, v := range top {
+			raw[k] = v
+		}
+		for k, v := range tc {
+			if k == "model_type" && top["model_type"] != nil {
+				raw["text_model_type"] = v
+				continue
+			}
+			if k == "architectures" {
+				continue
+			}
+			raw[k] = v
+		}
+	}
+	c := &Config{Raw: raw, NormTopKProb: false, DecoderSparseStep: 1}
+	for _, f := range configFields {
+		for _, k := range f.keys {
+			v, ok := raw[k]
+			if !ok || v == nil {
+				continue
+			}
+			if err := f.set(c, v); err != nil {
+				return nil, fmt.Errorf("%s: %v", k, err)
+			}
+			break
+		}
+	}
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.HeadDim == 0 && c.Heads > 0 {
+		c.HeadDim = c.Hidden / c.Heads
+	}
+	if c.RMSNormEps == 0 {
+		c.RMSNormEps = 1e-6
+	}
+	var err error
+	if c.Rope, err = parseRope(raw); err != nil {
+		return nil, err
+	}
+	if rp, ok := raw["rope_parameters"].(map[string]any); ok && isPerLayerType(rp) {
+		c.RopeByLayerType = map[string]RopeConfig{}
+		for lt, v := range rp {
+			m, _ := v.(map[string]any)
+			r, err := ropeFrom(m, 0)
+			if err != nil {
+				return nil, fmt.Errorf("rope_parameters.%s: %v", lt, err)
+			}
+			c.RopeByLayerType[lt] = r
+		}
+	}
+	if c.Quant, err = parseQuant(top); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Validate checks that the fields every decoder needs are present and sane.
+func (c *Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"hidden_size", c.Hidden}, {"num_hidden_layers", c.Layers}, {"num_attention_heads", c.Heads},
+		{"vocab_size", c.Vocab}, {"intermediate_size", c.Intermediate}} {
+		if f.v <= 0 {
+			return fmt.Errorf("%s: missing or not positive (%d)", f.name, f.v)
+		}
+	}
+	if c.KVHeads <= 0 || c.Heads%c.KVHeads != 0 {
+		return fmt.Errorf("num_key_value_heads %d does not divide num_attention_heads %d", c.KVHeads, c.Heads)
+	}
+	if c.Layers > 1024 || c.Hidden > 1<<17 || c.Vocab > 1<<22 {
+		return fmt.Errorf("implausible sizes (layers %d, hidden %d, vocab %d)", c.Layers, c.Hidden, c.Vocab)
+	}
+	return nil
+}
+
+func isPerLayerType(rp map[string]any) bool {
+	for _, v := range rp {
+		if _, ok := v.(map[string]any); !ok {
+			return false
+		}
+	}
+	return len(rp) > 0
+}
+
+func parseRope(raw map[string]any) (RopeConfig, error) {
+	theta := 10000.0
+	if t, ok := raw["rope_theta"].(float64); ok {
+		theta = t
+	}
+	var m map[string]any
+	if rp, ok := raw["rope_parameters"].(map[string]any); ok && !isPerLayerType(rp) {
+		m = rp
+	} else if rs, ok := raw["rope_scaling"].(map[string]any); ok {
+		m = rs
+	}
+	r, err := ropeFrom(m, theta)
+	if err != nil {
+		return r, fmt.Errorf("rope: %v", err)
+	}
+	if prf, ok := raw["partial_rotary_factor"].(float64); ok && r.PartialRotaryFactor == 1 {
+		r.PartialRotaryFactor = prf
+	}
+	return r, nil
+}
+
+func ropeFrom(m map[string]any, theta float64) (RopeConfig, error) {
+	r := RopeConfig{Type: "default", Theta: theta, PartialRotaryFactor: 1}
+	if m == nil {
+		return r, nil
+	}
+	if t, ok := m["rope_type"].(string); ok {
+		r.Type = t
+	} else if t, ok := m["type"].(string); ok {
+		r.Type = t
+	}
+	num := func(k string) float64 { f, _ := m[k].(float64); return f }
+	if t := num("rope_theta"); t != 0 {
+		r.Theta = t
+	}
+	r.Factor = num("factor")
+	r.LowFreqFactor = num("low_freq_factor")
+	r.HighFreqFactor = num("high_freq_factor")
+	r.OriginalMaxPosition, _ = asInt(m["original_max_position_embeddings"])
+	if p := num("partial_rotary_factor"); p != 0 {
+		r.PartialRotaryFactor = p
+	}
+	r.AttentionFactorScaled = num("attention_factor")
+	switch r.Type {
+	case "default", "linear", "llama3", "proportional":
+	default:
+		return r, fmt.Errorf("unsupported rope_type %q", r.Type)
+	}
+	if r.Type == "llama3" && (r.Factor <= 0 || r.OriginalMaxPosition <= 0 || r.HighFreqFactor <= r.LowFreqFactor) {
+		return r, fmt.Errorf("llama3 rope needs factor, low/high_freq_factor and original_max_position_embeddings")
+	}
+	if r.Type == "linear" && r.Factor <= 0 {
+		return r, fmt.Errorf("linear rope needs a positive factor")
+	}
+	if r.Theta <= 0 {
+		return r, fmt.Errorf("rope_theta must be positive")
+	}
+	return r, nil
+}
+
+func parseQuant(top map[string]any) (QuantConfig, error) {
+	q := QuantConfig{Overrides: map[string]*QuantSpec{}}
+	m, ok := top["quantization"].(map[string]any)
+	if !ok {
+		m, ok = top["quantization_config"].(map[string]any)
+		if !ok {
+			return q, nil
+		}
+		if qm, _ := m["quant_method"].(string); qm != "" && qm != "mlx" {
+			return q, fmt.Errorf("quantization_config: quant_method %q is not supported (MLX affine only)", qm)
+		}
+	}
+	if mode, ok := m["mode"].(string); ok && mode != "affine" {
+		return q, fmt.Errorf("quantization: mode %q is not supported (affine only)", mode)
+	}
+	spec, err := quantSpec(m)
+	if err != nil {
+		return q, fmt.Errorf("quantization: %v", err)
+	}
+	q.Default = spec
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		switch v := m[k].(type) {
+		case bool:
+			if v {
+				q.Overrides[k] = q.Default
+			} else {
+				q.Overrides[k] = nil
+			}
+		case map[string]any:
+			s, err := quantSpec(v)
+			if err != nil {
+				return q, fmt.Errorf("quantization.%s: %v", k, err)
+			}
+			q.Overrides[k] = s
+		}
+	}
+	return q, nil
+}
+
+func quantSpec(m map[string]any) (*QuantSpec, error) {
+	bits, okB := asInt(m["bits"])
+	group, okG := asInt(m["group_size"])
+	if !okB && !okG {
+		return nil, nil
+	}
+	switch bits {
+	case 2, 3, 4, 5, 6, 8:
+	default:
+		return nil, fmt.Errorf("bits %d not supported (2, 3, 4, 5, 6, 8)", bits)
+	}
+	switch group {
+	case 32, 64, 128:
+	default:
+		return nil, fmt.Errorf("group_size %d not supported (32, 64, 128)", group)
+	}
+	return &QuantSpec{Bits: bits, GroupSize: group}, nil
+}
+
+func asInt(v any) (int, bool) {
+	f, ok := v.(float64)
+	if !ok || f != float64(int(f)) || f < -1<<31 || f > 1<<31 {
+		return 0, false
+	}
+	return int(f), true
+}
+
+func asIDs(v any) ([]int32, error) {
+	switch x := v.(type) {
+	case float64:
+		n, ok := asInt(x)
+		if !ok {
+			return nil, fmt.Errorf("want a token id, got %v", x)
+		}
+		return []int32{int32(n)}, nil
+	case []any:
+		var out []int32
+		for _, e := range x {
+			n, ok := asInt(e)
+			if !ok {
+				return nil, fmt.Errorf("want token ids, got %v", e)
+			}
+			out = append(out, int32(n))
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("want a token id or a list, got %v", v)
+}
