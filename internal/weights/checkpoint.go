@@ -147,7 +147,11 @@ func (c *Checkpoint) where(name string) string {
 	if e, ok := c.entries[name]; ok {
 		return filepath.Base(e.file.Path)
 	}
-	return filepath.Base(c.Dir)
+	var names []string
+	for _, f := range c.files {
+		names = append(names, filepath.Base(f.Path))
+	}
+	return filepath.Join(c.Dir, strings.Join(names, ","))
 }
 
 // Dense returns a float tensor (any float dtype) of exactly the given shape.

@@ -446,6 +446,11 @@ func parseQuant(top map[string]any) (QuantConfig, error) {
 			}
 			q.Overrides[k] = s
 		}
+		if ov, ok := q.Overrides[k]; ok {
+			// Overrides may use the checkpoint's own prefix
+			// (language_model.model.*); models ask by canonical name.
+			q.Overrides[Canonical(k)] = ov
+		}
 	}
 	return q, nil
 }
