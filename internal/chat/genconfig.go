@@ -154,17 +154,20 @@ func tokenIDs(raw json.RawMessage) ([]int32, error) {
 	if id, err := singleTokenID(raw); err == nil {
 		return []int32{*id}, nil
 	}
-	var list []json.Number
+	var list []json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, errors.New("want a token id or a list of them")
 	}
 	out := make([]int32, 0, len(list))
-	for _, n := range list {
-		id, err := tokenID(n)
+	for _, item := range list {
+		id, err := singleTokenID(item)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, id)
+		if id == nil {
+			return nil, errors.New("null in a token id list")
+		}
+		out = append(out, *id)
 	}
 	return out, nil
 }
@@ -173,8 +176,9 @@ func singleTokenID(raw json.RawMessage) (*int32, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
+	// json.Number would also take a quoted "2"; transformers would not.
 	var n json.Number
-	if err := json.Unmarshal(raw, &n); err != nil {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] == '"' || json.Unmarshal(t, &n) != nil {
 		return nil, errors.New("want a token id")
 	}
 	id, err := tokenID(n)
