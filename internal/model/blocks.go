@@ -26,7 +26,14 @@ type Attention struct {
 // LoadAttention reads prefix.{q,k,v,o}_proj (+ biases and q/k norms when
 // present) for the given geometry.
 func LoadAttention(src Source, prefix string, hidden int, p backend.AttnParams, eps float32) (*Attention, error) {
-	a := &Attention{Params: p, NormEps: eps}
+	return LoadAttentionKEqV(src, prefix, hidden, p, eps, false)
+}
+
+// LoadAttentionKEqV is LoadAttention for layers that may take their values
+// from the key projection (Gemma 4 attention_k_eq_v): with kEqV set, a
+// missing v_proj is expected rather than an error.
+func LoadAttentionKEqV(src Source, prefix string, hidden int, p backend.AttnParams, eps float32, kEqV bool) (*Attention, error) {
+	a := &Attention{Params: p, NormEps: eps, KEqV: kEqV}
 	qd, kd := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
 	var err error
 	load := func(dst *backend.Weight, name string, out, in int) {

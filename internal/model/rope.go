@@ -12,6 +12,9 @@ import (
 // heads of headDim. Frequencies are computed in float32 as transformers
 // does, so angles round the same way as the reference.
 func ropeFor(r weights.RopeConfig, headDim int) (backend.RoPE, error) {
+	if r.Type == "proportional" {
+		return proportionalRope(r, headDim)
+	}
 	rot := headDim
 	if r.PartialRotaryFactor > 0 && r.PartialRotaryFactor < 1 {
 		rot = int(float64(headDim) * r.PartialRotaryFactor)
@@ -34,20 +37,6 @@ func ropeFor(r weights.RopeConfig, headDim int) (backend.RoPE, error) {
 		}
 	case "llama3":
 		llama3Scale(inv, r)
-	case "proportional":
-		// Proportional RoPE rotates the first fraction of the head with
-		// frequencies spaced over the whole head dim; the rest of the
-		// pairs get frequency zero (an identity rotation).
-		full := make([]float32, headDim/2)
-		for i := range half {
-			full[i] = 1 / float32(math.Pow(float64(base), float64(float32(2*i)/float32(headDim))))
-		}
-		out.InvFreq, out.RotaryDim = full, headDim
-		if r.Factor > 0 {
-			for i := range full {
-				full[i] /= float32(r.Factor)
-			}
-		}
 	default:
 		return backend.RoPE{}, fmt.Errorf("unsupported rope_type %q", r.Type)
 	}
@@ -55,6 +44,37 @@ func ropeFor(r weights.RopeConfig, headDim int) (backend.RoPE, error) {
 		out.Scale = float32(r.AttentionFactorScaled)
 	}
 	return out, nil
+}
+
+// proportionalRope is transformers' "proportional" rope (Gemma 4 full
+// attention, _compute_proportional_rope_parameters): the first
+// floor(partial_rotary_factor*headDim/2) pairs get the frequencies of a
+// full-width rope, base^(-2i/headDim) (spaced over the whole head, not
+// over the rotated part as partial rope does), and the remaining pairs get
+// frequency zero. Pairs still couple element i with i+headDim/2, so the
+// whole head goes through rotate_half and the zero-frequency pairs come
+// out unchanged (cos 1, sin 0). All frequencies are divided by factor
+// (1 when absent); the attention factor is 1.
+func proportionalRope(r weights.RopeConfig, headDim int) (backend.RoPE, error) {
+	if headDim <= 0 || headDim%2 != 0 {
+		return backend.RoPE{}, fmt.Errorf("proportional rope: head dim %d must be even and positive", headDim)
+	}
+	prf := r.PartialRotaryFactor
+	if prf <= 0 {
+		prf = 1
+	}
+	// Python's int(prf * head_dim // 2): floor division of a float.
+	angles := min(int(math.Floor(prf*float64(headDim)/2)), headDim/2)
+	inv := make([]float32, headDim/2)
+	base := float32(r.Theta)
+	factor := float32(1)
+	if r.Factor > 0 {
+		factor = float32(r.Factor)
+	}
+	for i := range angles {
+		inv[i] = 1 / float32(math.Pow(float64(base), float64(float32(2*i)/float32(headDim)))) / factor
+	}
+	return backend.RoPE{InvFreq: inv, RotaryDim: headDim, Scale: 1}, nil
 }
 
 // llama3Scale applies Llama 3.1's frequency-dependent scaling: long

@@ -1,0 +1,253 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/tensor"
+	"github.com/mlxcel/mlxcel/internal/weights"
+)
+
+// Gemma 4 text decoder, following transformers' modeling_gemma4.py
+// (Gemma4TextModel / Gemma4TextDecoderLayer):
+//
+//   - embeddings times sqrt(hidden). transformers keeps the scale as a
+//     tensor cast to the weights' dtype, so it is bf16-rounded only when the
+//     model runs in bf16 (sqrt(3072) = 55.4256 becomes 55.5); the reference
+//     runs in float32 and so does this engine, hence the exact float32 value;
+//   - RMSNorm is x * (mean(x^2)+eps)^-0.5 * w with a plain weight (not
+//     Gemma 1-3's 1+w);
+//   - sliding and full attention layers with their own geometry: full
+//     layers take head_dim / num_key_value_heads from per_layer_config
+//     (transformers >= 5.15) or global_head_dim / num_global_key_value_heads
+//     (older configs), and with attention_k_eq_v have no v_proj: values are
+//     the raw key projection;
+//   - q and k RMSNorm per head, a weightless RMSNorm on values, attention
+//     scale 1 (the q/k norms fix the magnitude), no attention soft-capping;
+//   - RoPE per layer type: default for sliding layers, "proportional" with
+//     partial_rotary_factor for full ones (see proportionalRope);
+//   - a GELU-tanh gated MLP between pre/post feed-forward norms, and the
+//     attention output normalised before its residual add;
+//   - layer_scalar multiplies the whole residual stream after the layer;
+//   - final logits soft-capped: cap * tanh(logits / cap).
+//
+// Sliding layers see `window` tokens including the current one (the
+// transformers mask is kv > q - window), which is the backend's
+// AttnParams.Window semantics.
+//
+// KV memory: every layer currently stores the whole sequence in the paged
+// cache, sliding layers included; attention reads only the window. Bounding
+// it needs per-layer-group block tables in the KV manager (sliding layers
+// keeping ceil((window-1+chunk)/block)+1 blocks per sequence, reused modulo
+// that count, or freed as they fall out of the window); see the issue notes.
+//
+// Not supported (refused at load): per-layer input embeddings
+// (hidden_size_per_layer_input > 0, the E2B/E4B models), KV sharing
+// between layers (num_kv_shared_layers), the MoE block (enable_moe_block)
+// and bidirectional attention. The vision and audio towers of multimodal
+// checkpoints are skipped by the checkpoint reader (Checkpoint.Skipped).
+func init() {
+	Register("gemma4_text", buildGemma4)
+	// A multimodal config whose text_config lacks model_type.
+	Register("gemma4", buildGemma4)
+}
+
+type gemma4Layer struct {
+	inNorm, postAttnNorm, preFFNorm, postFFNorm backend.Weight
+	attn                                        *Attention
+	mlp                                         *MLP
+	scalar                                      float32
+	hidden                                      int
+	eps                                         float32
+}
+
+func (l *gemma4Layer) KV() backend.KVLayer {
+	return backend.KVLayer{KVHeads: l.attn.Params.KVHeads, HeadDim: l.attn.Params.HeadDim}
+}
+
+func (l *gemma4Layer) Forward(s *Step, x backend.Tensor) {
+	b := s.B
+	h := s.Scratch("h", l.hidden)
+	o := s.Scratch("o", l.hidden)
+	b.RMSNorm(h, x, l.inNorm, l.eps)
+	l.attn.Forward(s, h, o)
+	b.RMSNorm(o, o, l.postAttnNorm, l.eps)
+	b.Add(x, x, o)
+	b.RMSNorm(h, x, l.preFFNorm, l.eps)
+	l.mlp.Forward(s, h, o)
+	b.RMSNorm(o, o, l.postFFNorm, l.eps)
+	b.Add(x, x, o)
+	if l.scalar != 1 {
+		b.Scale(x, l.scalar)
+	}
+}
+
+// hostReader is implemented by sources that can hand a small tensor's
+// values to the model itself (layer_scalar is a per-layer constant the
+// model applies with Scale, not a weight an op consumes).
+type hostReader interface {
+	Floats(name string, shape ...int) ([]float32, error)
+}
+
+// Floats reads a float tensor of the given shape into host memory.
+func (c *checkpointSource) Floats(name string, shape ...int) ([]float32, error) {
+	h, err := c.ck.Dense(name, shape...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(h.Data)/h.DType.Size())
+	if err := tensor.ToFloat32(out, h.Data, h.DType); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	return out, nil
+}
+
+// gemma4DefaultRope is transformers' rope_parameters default per layer type.
+var gemma4DefaultRope = map[string]weights.RopeConfig{
+	"sliding_attention": {Type: "default", Theta: 10000, PartialRotaryFactor: 1},
+	"full_attention":    {Type: "proportional", Theta: 1e6, PartialRotaryFactor: 0.25},
+}
+
+// gemma4LayerTypes returns config's layer_types, or transformers' default
+// (five sliding layers then one full, the last layer always full).
+func gemma4LayerTypes(cfg *weights.Config) ([]string, error) {
+	types := cfg.LayerTypes
+	if types == nil {
+		for i := range cfg.Layers {
+			t := "sliding_attention"
+			if (i+1)%6 == 0 {
+				t = "full_attention"
+			}
+			types = append(types, t)
+		}
+	}
+	if len(types) != cfg.Layers {
+		return nil, fmt.Errorf("layer_types has %d entries for %d layers", len(types), cfg.Layers)
+	}
+	types = append([]string(nil), types...)
+	// transformers forces the last layer to full attention (with a warning).
+	types[len(types)-1] = "full_attention"
+	for i, t := range types {
+		if t != "sliding_attention" && t != "full_attention" {
+			return nil, fmt.Errorf("layer %d: unsupported layer type %q", i, t)
+		}
+	}
+	return types, nil
+}
+
+// gemma4Geometry is layer i's head dim and KV head count.
+func gemma4Geometry(cfg *weights.Config, i int, sliding bool) (headDim, kvHeads int) {
+	headDim, kvHeads = cfg.HeadDim, cfg.KVHeads
+	if sliding {
+		return
+	}
+	if o, ok := cfg.PerLayer[i]; ok {
+		if o.HeadDim > 0 {
+			headDim = o.HeadDim
+		}
+		if o.KVHeads > 0 {
+			kvHeads = o.KVHeads
+		}
+		return
+	}
+	if cfg.GlobalHeadDim > 0 {
+		headDim = cfg.GlobalHeadDim
+	}
+	if cfg.AttentionKEqV && cfg.GlobalKVHeads > 0 {
+		kvHeads = cfg.GlobalKVHeads
+	}
+	return
+}
+
+// gemma4Unsupported names config features this builder does not run.
+func gemma4Unsupported(cfg *weights.Config) error {
+	num := func(k string) float64 { f, _ := cfg.Raw[k].(float64); return f }
+	switch {
+	case num("hidden_size_per_layer_input") > 0:
+		return fmt.Errorf("gemma4: per-layer input embeddings (hidden_size_per_layer_input) are not supported")
+	case num("num_kv_shared_layers") > 0:
+		return fmt.Errorf("gemma4: KV sharing between layers (num_kv_shared_layers) is not supported")
+	case cfg.Raw["enable_moe_block"] == true:
+		return fmt.Errorf("gemma4: the MoE block (enable_moe_block) is not supported")
+	case cfg.Raw["use_bidirectional_attention"] == "all":
+		return fmt.Errorf("gemma4: bidirectional attention is not supported")
+	}
+	return nil
+}
+
+func buildGemma4(cfg *weights.Config, src Source, m *Model) error {
+	if err := gemma4Unsupported(cfg); err != nil {
+		return err
+	}
+	act, err := activation(cfg.HiddenAct)
+	if err != nil {
+		return err
+	}
+	types, err := gemma4LayerTypes(cfg)
+	if err != nil {
+		return err
+	}
+	if err := loadTop(cfg, src, m); err != nil {
+		return err
+	}
+	m.EmbedScale = float32(math.Sqrt(float64(cfg.Hidden)))
+	m.FinalSoftcap = float32(cfg.FinalLogitSoftcap)
+	eps := float32(cfg.RMSNormEps)
+	for i, typ := range types {
+		prefix := fmt.Sprintf("model.layers.%d", i)
+		sliding := typ == "sliding_attention"
+		headDim, kvHeads := gemma4Geometry(cfg, i, sliding)
+		if kvHeads <= 0 || cfg.Heads%kvHeads != 0 {
+			return fmt.Errorf("layer %d: %d KV heads do not divide %d heads", i, kvHeads, cfg.Heads)
+		}
+		p := backend.AttnParams{Heads: cfg.Heads, KVHeads: kvHeads, HeadDim: headDim, Scale: 1,
+			Softcap: float32(cfg.AttnLogitSoftcap)}
+		if sliding {
+			p.Window = cfg.SlidingWindow
+		}
+		rc, ok := cfg.RopeByLayerType[typ]
+		if !ok {
+			rc = gemma4DefaultRope[typ]
+		}
+		rope, err := ropeFor(rc, headDim)
+		if err != nil {
+			return fmt.Errorf("layer %d (%s): %v", i, typ, err)
+		}
+		l := &gemma4Layer{hidden: cfg.Hidden, eps: eps, scalar: 1}
+		for _, n := range []struct {
+			dst  *backend.Weight
+			name string
+		}{{&l.inNorm, "input_layernorm"}, {&l.postAttnNorm, "post_attention_layernorm"},
+			{&l.preFFNorm, "pre_feedforward_layernorm"}, {&l.postFFNorm, "post_feedforward_layernorm"}} {
+			if *n.dst, err = src.Dense(prefix+"."+n.name+".weight", cfg.Hidden); err != nil {
+				return err
+			}
+		}
+		kEqV := cfg.AttentionKEqV && !sliding
+		if l.attn, err = LoadAttentionKEqV(src, prefix+".self_attn", cfg.Hidden, p, eps, kEqV); err != nil {
+			return err
+		}
+		if l.attn.QNorm == nil || l.attn.KNorm == nil {
+			return fmt.Errorf("%s.self_attn: q_norm/k_norm weights are missing", prefix)
+		}
+		l.attn.VNorm = true
+		l.attn.Rope = rope
+		if l.mlp, err = LoadMLP(src, prefix+".mlp", cfg.Hidden, cfg.Intermediate, act); err != nil {
+			return err
+		}
+		if src.Has(prefix + ".layer_scalar") {
+			hr, ok := src.(hostReader)
+			if !ok {
+				return fmt.Errorf("%s.layer_scalar: this weight source cannot read values on the host", prefix)
+			}
+			v, err := hr.Floats(prefix+".layer_scalar", 1)
+			if err != nil {
+				return err
+			}
+			l.scalar = v[0]
+		}
+		m.Layers = append(m.Layers, l)
+	}
+	return nil
+}
