@@ -1,0 +1,365 @@
+// Package engine runs continuous batching: many concurrent generation
+// requests share one model, each step mixing decode tokens of running
+// sequences with chunks of pending prompts (vLLM v1 style).
+//
+// Layout: the scheduler (package sched) decides what runs each step and
+// owns the KV block bookkeeping (package kvcache); the runner (step.go)
+// turns a plan into a backend.Batch, runs the model, samples and emits
+// events; this file is the public API the HTTP server uses.
+//
+// One goroutine, locked to its OS thread, drives the model (a GPU backend
+// needs a single thread to own its context). It sleeps on a channel when
+// there is no work. Submit, Cancel and Stats are safe from any goroutine.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/engine/sched"
+	"github.com/mlxcel/mlxcel/internal/kvcache"
+	"github.com/mlxcel/mlxcel/internal/sample"
+)
+
+// Model is what the engine needs of a loaded model (*model.Model
+// satisfies it).
+type Model interface {
+	// Forward runs one step and returns the logits of b.LogitRows,
+	// row-major [len(b.LogitRows), Vocab()].
+	Forward(b *backend.Batch, kv backend.KVStore) ([]float32, error)
+	Vocab() int
+	KVLayers() []backend.KVLayer
+	MaxContext() int
+	Backend() backend.Backend
+}
+
+// reserver is implemented by models that can size their activation buffers
+// up front; the engine tells them the largest step it will ever run so the
+// steady state allocates nothing.
+type reserver interface{ Reserve(tokens int) }
+
+// Sampler picks the next token of one sequence. *sample.Sampler satisfies
+// it; each request gets its own, so seeded requests are reproducible no
+// matter what else is in the batch.
+type Sampler interface {
+	Sample(logits []float32, prompt, generated []int32) sample.Result
+}
+
+// Defaults for zero Config fields.
+const (
+	DefaultParallel     = 8
+	DefaultMaxQueue     = 256
+	DefaultPrefillChunk = 512
+)
+
+// Config sizes the engine. Zero fields take defaults.
+type Config struct {
+	// Parallel is the maximum number of sequences running at once
+	// (default DefaultParallel).
+	Parallel int
+	// MaxQueue is how many requests may wait beyond the Parallel running
+	// ones before Submit fails with ErrQueueFull (default DefaultMaxQueue;
+	// negative means none may wait).
+	MaxQueue int
+	// PrefillChunk is the most prompt tokens processed per step, all
+	// sequences together (default DefaultPrefillChunk). Long prompts are
+	// split into chunks so running decodes keep their per-token latency.
+	PrefillChunk int
+	// MaxBatchTokens caps the tokens of one step, decodes included
+	// (default PrefillChunk + Parallel; must be at least Parallel).
+	MaxBatchTokens int
+	// BlockSize is the KV block size in tokens (default 16).
+	BlockSize int
+	// NumBlocks is the number of KV blocks (default: enough for Parallel
+	// sequences of MaxContext tokens; a server should size it from the
+	// memory it can spare).
+	NumBlocks int
+	// MaxContext caps prompt + generated tokens per sequence (default and
+	// upper bound: the model's MaxContext; also capped by what the KV
+	// cache can hold).
+	MaxContext int
+
+	// OnFinish is called once per finished request (any reason), from the
+	// engine goroutine: keep it fast and non-blocking.
+	OnFinish func(t Timing, finishReason string)
+	// OnStep is called once per step from the engine goroutine: keep it
+	// fast and non-blocking.
+	OnStep func(StepStats)
+}
+
+// Request is one generation request.
+type Request struct {
+	Prompt []int32
+	// Params are used as given: the server validates them
+	// (sample.Params.Validate) before submitting.
+	Params sample.Params
+	// MaxTokens caps generated tokens; 0 means up to the context length.
+	MaxTokens int
+	// StopIDs end generation when sampled (finish reason "stop"); the
+	// caller includes the model's EOS ids here along with any user stop
+	// token ids.
+	StopIDs []int32
+	// IgnoreEOS disables StopIDs: generation runs to MaxTokens or the
+	// context length (benchmarks).
+	IgnoreEOS bool
+}
+
+// Errors returned by Submit.
+var (
+	ErrQueueFull      = errors.New("engine: queue full")
+	ErrPromptTooLong  = errors.New("engine: prompt plus max tokens exceed the context length")
+	ErrStopped        = errors.New("engine: stopped")
+	ErrInvalidRequest = errors.New("engine: invalid request")
+)
+
+// Engine is a continuous-batching generation loop over one model.
+type Engine struct {
+	m          Model
+	cfg        Config
+	vocab      int
+	maxContext int
+	kvStore    backend.KVStore
+	sched      *sched.Scheduler
+	newSampler func(p sample.Params, vocab int) Sampler
+	workers    int // goroutines for parallel sampling
+
+	mu      sync.Mutex
+	inbox   []*request // submitted, not yet seen by the loop
+	live    int        // submitted and not finished: bounds the queue
+	nextID  kvcache.SeqID
+	started bool
+	stopped bool
+
+	wake chan struct{} // cap 1: "there is new work"
+	quit chan struct{}
+	done chan struct{}
+	stop sync.Once
+
+	// Owned by the loop goroutine.
+	reqs  map[kvcache.SeqID]*request
+	batch backend.Batch // reused every step
+
+	statsMu   sync.Mutex
+	stats     Stats
+	submitted atomic.Uint64
+	rejected  atomic.Uint64
+}
+
+// New sizes an engine for m and creates its KV store on m's backend.
+func New(m Model, cfg Config) (*Engine, error) {
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = DefaultParallel
+	}
+	if cfg.MaxQueue == 0 {
+		cfg.MaxQueue = DefaultMaxQueue
+	} else if cfg.MaxQueue < 0 {
+		cfg.MaxQueue = 0
+	}
+	if cfg.PrefillChunk <= 0 {
+		cfg.PrefillChunk = DefaultPrefillChunk
+	}
+	if cfg.MaxBatchTokens <= 0 {
+		cfg.MaxBatchTokens = cfg.PrefillChunk + cfg.Parallel
+	}
+	if cfg.BlockSize <= 0 {
+		cfg.BlockSize = kvcache.DefaultBlockSize
+	}
+	maxCtx := m.MaxContext()
+	if cfg.MaxContext > 0 && cfg.MaxContext < maxCtx {
+		maxCtx = cfg.MaxContext
+	}
+	if maxCtx < 2 {
+		return nil, fmt.Errorf("engine: context length %d too small", maxCtx)
+	}
+	if cfg.NumBlocks <= 0 {
+		cfg.NumBlocks = (maxCtx + cfg.BlockSize - 1) / cfg.BlockSize * cfg.Parallel
+	}
+	// A sequence longer than the whole cache could never finish: recompute
+	// preemption would loop on it. Capping the context here keeps the
+	// scheduler's progress guarantee.
+	maxCtx = min(maxCtx, cfg.NumBlocks*cfg.BlockSize)
+	cfg.MaxContext = maxCtx
+
+	kv, err := kvcache.New(cfg.NumBlocks, cfg.BlockSize)
+	if err != nil {
+		return nil, err
+	}
+	s, err := sched.New(sched.Config{
+		Parallel:       cfg.Parallel,
+		PrefillChunk:   cfg.PrefillChunk,
+		MaxBatchTokens: cfg.MaxBatchTokens,
+	}, kv)
+	if err != nil {
+		return nil, err
+	}
+	if m.Backend() == nil {
+		return nil, errors.New("engine: model has no backend")
+	}
+	store, err := m.Backend().NewKVStore(backend.KVSpec{
+		NumBlocks: cfg.NumBlocks,
+		BlockSize: cfg.BlockSize,
+		Layers:    m.KVLayers(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: KV store: %w", err)
+	}
+	if r, ok := m.(reserver); ok {
+		r.Reserve(cfg.MaxBatchTokens)
+	}
+	e := &Engine{
+		m:          m,
+		cfg:        cfg,
+		vocab:      m.Vocab(),
+		maxContext: maxCtx,
+		kvStore:    store,
+		sched:      s,
+		newSampler: func(p sample.Params, vocab int) Sampler { return sample.New(p, vocab) },
+		workers:    max(1, runtime.GOMAXPROCS(0)),
+		wake:       make(chan struct{}, 1),
+		quit:       make(chan struct{}),
+		done:       make(chan struct{}),
+		reqs:       map[kvcache.SeqID]*request{},
+	}
+	e.stats.KVBlocksTotal = cfg.NumBlocks
+	return e, nil
+}
+
+// Config is the effective configuration, defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+// MaxContext is the longest sequence (prompt + generated) the engine runs.
+func (e *Engine) MaxContext() int { return e.maxContext }
+
+// KVStore is the backend KV memory the engine allocated.
+func (e *Engine) KVStore() backend.KVStore { return e.kvStore }
+
+// Start launches the engine goroutine. Requests submitted before Start wait
+// for it. Calling Start again, or after Stop, does nothing.
+func (e *Engine) Start() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started || e.stopped {
+		return
+	}
+	e.started = true
+	go e.loop()
+}
+
+// Stop ends the engine: Submit fails with ErrStopped from then on, every
+// unfinished request ends with FinishError and ErrStopped, and Stop
+// returns once the engine goroutine has exited (after its current step).
+// It is safe to call more than once.
+func (e *Engine) Stop() {
+	e.stop.Do(func() {
+		e.mu.Lock()
+		e.stopped = true
+		started := e.started
+		e.mu.Unlock()
+		close(e.quit)
+		if started {
+			<-e.done
+			return
+		}
+		// Never started: the requests are all still in the inbox.
+		e.shutdown()
+	})
+}
+
+// Submit queues r and returns its event stream. Cancelling ctx (or calling
+// Stream.Cancel) ends the request and frees its KV blocks within a step.
+func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(r.Prompt) == 0 {
+		return nil, fmt.Errorf("%w: empty prompt", ErrInvalidRequest)
+	}
+	for _, id := range r.Prompt {
+		// Checked here because one bad id would fail the model's whole
+		// batch, taking other requests down with it.
+		if id < 0 || int(id) >= e.vocab {
+			return nil, fmt.Errorf("%w: token id %d outside the vocabulary (%d)", ErrInvalidRequest, id, e.vocab)
+		}
+	}
+	if r.MaxTokens < 0 {
+		return nil, fmt.Errorf("%w: max tokens %d", ErrInvalidRequest, r.MaxTokens)
+	}
+	if len(r.Prompt) >= e.maxContext || len(r.Prompt)+r.MaxTokens > e.maxContext {
+		return nil, fmt.Errorf("%w: %d prompt + %d max tokens > %d", ErrPromptTooLong, len(r.Prompt), r.MaxTokens, e.maxContext)
+	}
+	if r.MaxTokens == 0 {
+		r.MaxTokens = e.maxContext - len(r.Prompt)
+	}
+
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return nil, ErrStopped
+	}
+	if e.live >= e.cfg.Parallel+e.cfg.MaxQueue {
+		e.mu.Unlock()
+		e.rejected.Add(1)
+		return nil, ErrQueueFull
+	}
+	e.live++
+	e.nextID++
+	q := newRequest(ctx, e.nextID, r, e.newSampler(r.Params, e.vocab))
+	e.inbox = append(e.inbox, q)
+	e.mu.Unlock()
+
+	e.submitted.Add(1)
+	e.signal()
+	return q.stream, nil
+}
+
+// signal wakes the loop if it sleeps; never blocks.
+func (e *Engine) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stats is a snapshot of the engine's state and counters.
+type Stats struct {
+	Running, Waiting int
+	KVUsage          float64 // fraction of KV blocks in use, 0..1
+	KVBlocksUsed     int
+	KVBlocksTotal    int
+	// BatchSize and BatchTokens describe the last step.
+	BatchSize, BatchTokens int
+
+	Steps, PrefillTokens, DecodeTokens uint64
+	Preemptions                        uint64
+	Submitted, Rejected                uint64 // Rejected: ErrQueueFull
+	Finished, Cancelled, Errors        uint64 // Finished counts every end, whatever the reason
+}
+
+// StepStats describe one step, for OnStep.
+type StepStats struct {
+	Seqs, Tokens                int // sequences and tokens in the batch
+	PrefillTokens, DecodeTokens int
+	Admitted, Preempted         int
+	Running, Waiting            int // after the step
+	KVUsage                     float64
+	Duration                    time.Duration // schedule + forward + sampling
+}
+
+// Stats returns a snapshot. The loop publishes its part once per step.
+func (e *Engine) Stats() Stats {
+	e.statsMu.Lock()
+	s := e.stats
+	e.statsMu.Unlock()
+	e.mu.Lock()
+	s.Waiting += len(e.inbox)
+	e.mu.Unlock()
+	s.Submitted = e.submitted.Load()
+	s.Rejected = e.rejected.Load()
+	return s
+}
