@@ -63,7 +63,11 @@ type Template struct {
 // template as bos_token and eos_token; an empty one is left undefined, as
 // transformers leaves a token the tokenizer does not have.
 func Parse(src string, bosToken, eosToken string) (*Template, error) {
-	return parseNamed("default", src, bosToken, eosToken)
+	t, err := parseNamed("default", src, bosToken, eosToken)
+	if err != nil {
+		return nil, fmt.Errorf("chat: parse template: %w", err)
+	}
+	return t, nil
 }
 
 func parseNamed(name, src, bosToken, eosToken string) (*Template, error) {
