@@ -83,24 +83,34 @@ func (l *gemma4Layer) Forward(s *Step, x backend.Tensor) {
 	}
 }
 
-// hostReader is implemented by sources that can hand a small tensor's
-// values to the model itself (layer_scalar is a per-layer constant the
-// model applies with Scale, not a weight an op consumes).
+// hostReader is implemented by sources that can hand a tensor's values to
+// the model itself: layer_scalar is a per-layer constant the model applies
+// with Scale, not a weight an op consumes. The checkpoint and synthetic
+// sources both implement it.
 type hostReader interface {
-	Floats(name string, shape ...int) ([]float32, error)
+	HostDense(name string, shape ...int) (*tensor.Host, error)
 }
 
-// Floats reads a float tensor of the given shape into host memory.
-func (c *checkpointSource) Floats(name string, shape ...int) ([]float32, error) {
-	h, err := c.ck.Dense(name, shape...)
+// HostDense returns a float tensor of the given shape without uploading it.
+func (c *checkpointSource) HostDense(name string, shape ...int) (*tensor.Host, error) {
+	return c.ck.Dense(name, shape...)
+}
+
+// hostScalar reads a one-element float tensor.
+func hostScalar(src Source, name string) (float32, error) {
+	hr, ok := src.(hostReader)
+	if !ok {
+		return 0, fmt.Errorf("%s: this weight source cannot read values on the host", name)
+	}
+	h, err := hr.HostDense(name, 1)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	out := make([]float32, len(h.Data)/h.DType.Size())
-	if err := tensor.ToFloat32(out, h.Data, h.DType); err != nil {
-		return nil, fmt.Errorf("%s: %v", name, err)
+	v := make([]float32, 1)
+	if err := tensor.ToFloat32(v, h.Data, h.DType); err != nil {
+		return 0, fmt.Errorf("%s: %v", name, err)
 	}
-	return out, nil
+	return v[0], nil
 }
 
 // gemma4DefaultRope is transformers' rope_parameters default per layer type.
@@ -237,15 +247,16 @@ func buildGemma4(cfg *weights.Config, src Source, m *Model) error {
 			return err
 		}
 		if src.Has(prefix + ".layer_scalar") {
-			hr, ok := src.(hostReader)
-			if !ok {
-				return fmt.Errorf("%s.layer_scalar: this weight source cannot read values on the host", prefix)
-			}
-			v, err := hr.Floats(prefix+".layer_scalar", 1)
-			if err != nil {
+			// The value is applied with Scale, so it is read on the host;
+			// the tensor is still fetched through Dense like every other
+			// one, so sources that account for what a model takes
+			// (synthetic, progress reporting) see all of the checkpoint.
+			if _, err = src.Dense(prefix+".layer_scalar", 1); err != nil {
 				return err
 			}
-			l.scalar = v[0]
+			if l.scalar, err = hostScalar(src, prefix+".layer_scalar"); err != nil {
+				return err
+			}
 		}
 		m.Layers = append(m.Layers, l)
 	}
