@@ -1,0 +1,124 @@
+package engine_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	_ "github.com/mlxcel/mlxcel/internal/backend/cpu" // registers "cpu"
+	"github.com/mlxcel/mlxcel/internal/defaultmodel"
+	"github.com/mlxcel/mlxcel/internal/engine"
+	"github.com/mlxcel/mlxcel/internal/model"
+)
+
+// loadStories loads the embedded stories260k model on the CPU backend.
+func loadStories(t *testing.T) *model.Model {
+	t.Helper()
+	dir, err := defaultmodel.Dir()
+	if err != nil {
+		t.Skipf("default model: %v", err)
+	}
+	be, err := backend.New("cpu", backend.Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	m, err := model.Load(dir, be, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+type out struct {
+	tokens   []int32
+	logprobs []float32
+	reason   string
+}
+
+// generate submits all of reqs, then starts e (a no-op when it runs
+// already), so a fresh engine sees them all in its first step and the
+// schedule is deterministic.
+func generate(t *testing.T, e *engine.Engine, reqs []engine.Request) []out {
+	t.Helper()
+	res := make([]out, len(reqs))
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		s, err := e.Submit(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for ev := range s.Events() {
+				if ev.Done {
+					res[i].reason = ev.FinishReason
+					if ev.Err != nil {
+						t.Errorf("request %d: %v", i, ev.Err)
+					}
+					continue
+				}
+				res[i].tokens = append(res[i].tokens, ev.Token)
+				res[i].logprobs = append(res[i].logprobs, ev.Logprob)
+			}
+		})
+	}
+	e.Start()
+	wg.Wait()
+	return res
+}
+
+// TestRealModelBatchInvariance runs the real Llama model on the CPU
+// backend: each request's greedy tokens and logprobs must be bit-identical
+// whether it runs alone or batched with others, chunked and preempted.
+func TestRealModelBatchInvariance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads a model")
+	}
+	m := loadStories(t)
+	var reqs []engine.Request
+	for i := range 10 {
+		p := []int32{1} // BOS
+		for j := range 3 + i*17 {
+			p = append(p, int32(3+(i*53+j*29)%500))
+		}
+		reqs = append(reqs, engine.Request{Prompt: p, MaxTokens: 40 + i*5, IgnoreEOS: true})
+	}
+
+	alone, err := engine.New(m, engine.Config{Parallel: 1, PrefillChunk: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]out, len(reqs))
+	for i, r := range reqs {
+		want[i] = generate(t, alone, []engine.Request{r})[0]
+	}
+	alone.Stop()
+
+	// Small chunks mix prefill and decode rows; a small cache forces
+	// preemption and recompute.
+	batched, err := engine.New(m, engine.Config{Parallel: 6, PrefillChunk: 24, BlockSize: 16, NumBlocks: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer batched.Stop()
+	got := generate(t, batched, reqs)
+	for i := range reqs {
+		if !slices.Equal(got[i].tokens, want[i].tokens) {
+			t.Errorf("request %d: batched %v\nalone   %v", i, got[i].tokens, want[i].tokens)
+			continue
+		}
+		if !slices.Equal(got[i].logprobs, want[i].logprobs) {
+			t.Errorf("request %d: logprobs differ batched vs alone", i)
+		}
+		if got[i].reason != engine.FinishLength {
+			t.Errorf("request %d: finish %q", i, got[i].reason)
+		}
+	}
+	st := batched.Stats()
+	if st.Preemptions == 0 {
+		t.Error("the small cache should have forced a preemption")
+	}
+	t.Logf("steps %d, prefill %d, decode %d, preemptions %d", st.Steps, st.PrefillTokens, st.DecodeTokens, st.Preemptions)
+}
