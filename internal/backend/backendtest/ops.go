@@ -1,0 +1,256 @@
+package backendtest
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+// wkind is one way of storing a linear weight.
+type wkind struct {
+	dt          tensor.DType // dense dtype, or scale dtype when bits > 0
+	bits, group int
+}
+
+func (k wkind) String() string {
+	if k.bits == 0 {
+		return k.dt.String()
+	}
+	return fmt.Sprintf("q%dg%d-%s", k.bits, k.group, k.dt)
+}
+
+func (k wkind) host(name string, shape []int, x []float32) *tensor.Host {
+	if k.bits == 0 {
+		return denseHost(name, shape, x, k.dt)
+	}
+	return quantHost(name, shape, x, k.bits, k.group, k.dt)
+}
+
+var linearKinds = []wkind{
+	{tensor.F32, 0, 0}, {tensor.BF16, 0, 0}, {tensor.F16, 0, 0},
+	{tensor.BF16, 4, 64}, {tensor.BF16, 4, 32}, {tensor.BF16, 4, 128}, {tensor.F16, 4, 64}, {tensor.F32, 4, 64},
+	{tensor.BF16, 8, 64}, {tensor.F16, 8, 32},
+	{tensor.BF16, 2, 64}, {tensor.BF16, 3, 64}, {tensor.BF16, 5, 32}, {tensor.BF16, 6, 128},
+}
+
+func init() {
+	register("Embed", func(e *env) {
+		for _, k := range []wkind{{tensor.F32, 0, 0}, {tensor.BF16, 0, 0}, {tensor.F16, 0, 0},
+			{tensor.BF16, 4, 64}, {tensor.F16, 8, 32}, {tensor.BF16, 3, 128}, {tensor.F32, 6, 64}} {
+			V, D, T := 37, 256, 9
+			w := e.weight(k.host("embed", []int{V, D}, e.randn(V*D, 1)))
+			b := &backend.Batch{Seqs: []backend.SeqSlice{{Start: 0, Len: T}}}
+			for i := range T {
+				b.Tokens = append(b.Tokens, int32(e.rng.Intn(V)))
+				b.Positions = append(b.Positions, int32(i))
+			}
+			e.step(b)
+			out := e.poisoned(T, D)
+			e.test.Embed(out.a, w.a)
+			e.ref.Embed(out.b, w.b)
+			e.check("Embed/"+k.String(), out, T)
+		}
+	})
+
+	register("Linear", func(e *env) {
+		shapes := []struct{ n, k int }{{67, 256}, {130, 384}}
+		for _, rows := range []int{1, 2, 3, 5, 8, 13, 40} {
+			for ki, k := range linearKinds {
+				s := shapes[(rows+ki)%len(shapes)]
+				w := e.weight(k.host("w", []int{s.n, s.k}, e.randn(s.n*s.k, 0.05)))
+				var bias wpair
+				withBias := (rows+ki)%3 == 0
+				if withBias {
+					bias = e.weight(denseHost("bias", []int{s.n}, e.randn(s.n, 0.1), tensor.F32))
+				}
+				e.simpleStep(rows)
+				x := e.input(rows, s.k, e.randn(rows*s.k, 1))
+				out := e.poisoned(rows, s.n)
+				e.test.Linear(out.a, x.a, w.a, bias.a)
+				e.ref.Linear(out.b, x.b, w.b, bias.b)
+				e.check(fmt.Sprintf("Linear/%s/rows=%d/bias=%v", k, rows, withBias), out, rows)
+			}
+		}
+	})
+
+	register("RMSNorm", func(e *env) {
+		for _, c := range []struct {
+			rows, cols    int
+			weight, alias bool
+		}{{1, 4096, true, false}, {7, 896, true, true}, {12, 128, false, false}, {3, 100, true, false}} {
+			var w wpair
+			if c.weight {
+				w = e.weight(denseHost("norm", []int{c.cols}, e.randn(c.cols, 1), tensor.BF16))
+			}
+			e.simpleStep(c.rows)
+			x := e.input(c.rows, c.cols, e.randn(c.rows*c.cols, 3))
+			out := x
+			if !c.alias {
+				out = e.poisoned(c.rows, c.cols)
+			}
+			e.test.RMSNorm(out.a, x.a, w.a, 1e-6)
+			e.ref.RMSNorm(out.b, x.b, w.b, 1e-6)
+			e.check(fmt.Sprintf("RMSNorm/%dx%d/w=%v/alias=%v", c.rows, c.cols, c.weight, c.alias), out, c.rows)
+		}
+	})
+
+	register("RoPE", func(e *env) {
+		for _, c := range []struct{ heads, hd, rot int }{{4, 64, 64}, {2, 128, 64}, {3, 256, 128}} {
+			T := 6
+			inv := make([]float32, c.rot/2)
+			for i := range inv {
+				inv[i] = float32(math.Pow(10000, -2*float64(i)/float64(c.rot)))
+			}
+			b := &backend.Batch{Seqs: []backend.SeqSlice{{Start: 0, Len: T}}}
+			for i := range T {
+				b.Tokens = append(b.Tokens, int32(i))
+				b.Positions = append(b.Positions, int32(e.rng.Intn(100000)))
+			}
+			e.step(b)
+			x := e.input(T, c.heads*c.hd, e.randn(T*c.heads*c.hd, 1))
+			r := backend.RoPE{InvFreq: inv, RotaryDim: c.rot, Scale: 1}
+			if c.rot < c.hd {
+				r.Scale = 1.25
+			}
+			e.test.ApplyRoPE(x.a, c.heads, c.hd, r)
+			e.ref.ApplyRoPE(x.b, c.heads, c.hd, r)
+			e.check(fmt.Sprintf("RoPE/h%d/d%d/rot%d", c.heads, c.hd, c.rot), x, T)
+		}
+	})
+
+	register("Elementwise", func(e *env) {
+		rows, cols := 5, 1000
+		e.simpleStep(rows)
+		for _, act := range []backend.Activation{backend.SiLU, backend.GELUTanh} {
+			g := e.input(rows, cols, e.randn(rows*cols, 2))
+			u := e.input(rows, cols, e.randn(rows*cols, 1))
+			out := e.poisoned(rows, cols)
+			e.test.GatedAct(out.a, g.a, u.a, act)
+			e.ref.GatedAct(out.b, g.b, u.b, act)
+			e.check(fmt.Sprintf("GatedAct/%d", act), out, rows)
+			e.test.GatedAct(g.a, g.a, u.a, act) // dst aliases gate
+			e.ref.GatedAct(g.b, g.b, u.b, act)
+			e.check(fmt.Sprintf("GatedAct/%d/alias", act), g, rows)
+		}
+		a := e.input(rows, cols, e.randn(rows*cols, 1))
+		c := e.input(rows, cols, e.randn(rows*cols, 1))
+		out := e.poisoned(rows, cols)
+		e.test.Add(out.a, a.a, c.a)
+		e.ref.Add(out.b, a.b, c.b)
+		e.check("Add", out, rows)
+		e.test.Add(a.a, a.a, c.a)
+		e.ref.Add(a.b, a.b, c.b)
+		e.check("Add/alias", a, rows)
+		e.test.Scale(a.a, 0.37)
+		e.ref.Scale(a.b, 0.37)
+		e.check("Scale", a, rows)
+		x := e.input(rows, cols, e.randn(rows*cols, 40))
+		e.test.Softcap(x.a, 30)
+		e.ref.Softcap(x.b, 30)
+		e.check("Softcap", x, rows)
+	})
+
+	register("GatherArgmax", func(e *env) {
+		T, V := 7, 3001
+		logitRows := []int{6, 0, 3}
+		e.simpleStep(T, logitRows...)
+		data := e.randn(T*V, 1)
+		data[2*V+17], data[2*V+1800] = 9, 9 // a tie: the first index wins
+		src := e.input(T, V, data)
+		out := e.poisoned(len(logitRows), V)
+		e.test.GatherLogitRows(out.a, src.a)
+		e.ref.GatherLogitRows(out.b, src.b)
+		e.check("GatherLogitRows", out, len(logitRows))
+		got, want := e.test.Argmax(src.a), e.ref.Argmax(src.b)
+		for i := range want {
+			if got[i] != want[i] {
+				e.t.Errorf("Argmax row %d: %d, reference %d", i, got[i], want[i])
+			}
+		}
+		if got[2] != 17 {
+			e.t.Errorf("Argmax tie: %d, want 17", got[2])
+		}
+	})
+
+	register("Attention", runAttention)
+	register("MoE", runMoE)
+}
+
+// runAttention drives three steps over a paged cache: a prefill of two
+// sequences (one chunked across steps), then mixed prefill and decode,
+// then decode, with scattered block tables, GQA, a window and a softcap.
+func runAttention(e *env) {
+	for _, c := range []struct {
+		heads, kvh, hd, bs, window int
+		softcap                    float32
+	}{{4, 2, 64, 4, 0, 0}, {8, 1, 128, 16, 0, 0}, {4, 4, 32, 8, 5, 0}, {6, 2, 256, 16, 0, 50}} {
+		p := backend.AttnParams{Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd))),
+			Window: c.window, Softcap: c.softcap}
+		spec := backend.KVSpec{NumBlocks: 64, BlockSize: c.bs, Layers: []backend.KVLayer{{KVHeads: 1, HeadDim: 8}, {KVHeads: c.kvh, HeadDim: c.hd}}}
+		kva, err := e.test.NewKVStore(spec)
+		if err != nil {
+			e.fatalf("%s: NewKVStore: %v", e.test.Name(), err)
+		}
+		kvb, err := e.ref.NewKVStore(spec)
+		if err != nil {
+			e.fatalf("cpu: NewKVStore: %v", err)
+		}
+		perm := e.rng.Perm(spec.NumBlocks)
+		tables := [][]int32{{}, {}, {}}
+		for i, blk := range perm[:30] {
+			tables[i%3] = append(tables[i%3], int32(blk))
+		}
+		lens := []int{0, 0, 0}
+		// Each step: how many new tokens each sequence gets (0: absent).
+		for si, plan := range [][]int{{13, 1, 0}, {1, 7, 20}, {1, 1, 1}} {
+			b := &backend.Batch{}
+			for s, n := range plan {
+				if n == 0 {
+					continue
+				}
+				b.Seqs = append(b.Seqs, backend.SeqSlice{Start: len(b.Tokens), Len: n, Blocks: tables[s]})
+				for i := 0; i < n; i++ {
+					b.Tokens = append(b.Tokens, int32(len(b.Tokens)))
+					b.Positions = append(b.Positions, int32(lens[s]+i))
+				}
+				lens[s] += n
+			}
+			e.step(b)
+			T := len(b.Tokens)
+			q := e.input(T, c.heads*c.hd, e.randn(T*c.heads*c.hd, 1))
+			k := e.input(T, c.kvh*c.hd, e.randn(T*c.kvh*c.hd, 1))
+			v := e.input(T, c.kvh*c.hd, e.randn(T*c.kvh*c.hd, 1))
+			out := e.poisoned(T, c.heads*c.hd)
+			e.test.Attention(out.a, q.a, k.a, v.a, kva, 1, p)
+			e.ref.Attention(out.b, q.b, k.b, v.b, kvb, 1, p)
+			e.check(fmt.Sprintf("Attention/h%d/kv%d/d%d/bs%d/win%d/cap%g/step%d", c.heads, c.kvh, c.hd, c.bs, c.window, c.softcap, si), out, T)
+		}
+	}
+}
+
+func runMoE(e *env) {
+	for _, c := range []struct {
+		k      wkind
+		topk   int
+		renorm bool
+		act    backend.Activation
+		T      int
+	}{{wkind{tensor.BF16, 4, 64}, 2, true, backend.SiLU, 5}, {wkind{tensor.BF16, 0, 0}, 2, false, backend.SiLU, 1},
+		{wkind{tensor.F32, 8, 32}, 3, false, backend.GELUTanh, 9}} {
+		E, hidden, inter := 8, 128, 192
+		router := e.weight(denseHost("router", []int{E, hidden}, e.randn(E*hidden, 0.2), tensor.BF16))
+		ex := func(name string, out, in int) wpair {
+			return e.weight(c.k.host(name, []int{E, out, in}, e.randn(E*out*in, 0.1)))
+		}
+		g, u, d := ex("gate", inter, hidden), ex("up", inter, hidden), ex("down", hidden, inter)
+		e.simpleStep(c.T)
+		x := e.input(c.T, hidden, e.randn(c.T*hidden, 1))
+		out := e.poisoned(c.T, hidden)
+		p := backend.MoEParams{TopK: c.topk, Renorm: c.renorm, Act: c.act}
+		e.test.MoE(out.a, x.a, router.a, backend.Experts{Gate: g.a, Up: u.a, Down: d.a}, p)
+		e.ref.MoE(out.b, x.b, router.b, backend.Experts{Gate: g.b, Up: u.b, Down: d.b}, p)
+		e.check(fmt.Sprintf("MoE/%s/top%d/renorm=%v/T%d", c.k, c.topk, c.renorm, c.T), out, c.T)
+	}
+}
