@@ -332,7 +332,7 @@ type Stats struct {
 	KVUsage          float64 // fraction of KV blocks in use, 0..1
 	KVBlocksUsed     int
 	KVBlocksTotal    int
-	// BatchSize and BatchTokens describe the last step.
+	// BatchSize and BatchTokens describe the last step (0 once idle).
 	BatchSize, BatchTokens int
 
 	Steps, PrefillTokens, DecodeTokens uint64
