@@ -72,14 +72,21 @@ func (a *Attention) Forward(s *Step, h, out backend.Tensor) {
 	qd, kd := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
 	q := s.Scratch("q", qd)
 	k := s.Scratch("k", kd)
-	b.Linear(q, h, a.Q, a.QBias)
-	b.Linear(k, h, a.K, a.KBias)
 	v := s.Scratch("v", kd)
-	if a.V != nil {
+	b.Linear(q, h, a.Q, a.QBias)
+	// k_eq_v: values are the raw key projection. With a k norm, the
+	// normalised keys are written from that one projection (RMSNorm reads
+	// v, writes k); without one the keys are projected a second time.
+	kSrc := k
+	switch {
+	case a.V != nil:
+		b.Linear(k, h, a.K, a.KBias)
 		b.Linear(v, h, a.V, a.VBias)
-	} else {
-		// k_eq_v: values are the raw key projection. Projecting twice
-		// costs one small matmul and keeps the op set minimal.
+	case a.KNorm != nil:
+		b.Linear(v, h, a.K, a.KBias)
+		kSrc = v
+	default:
+		b.Linear(k, h, a.K, a.KBias)
 		b.Linear(v, h, a.K, a.KBias)
 	}
 	if a.QNorm != nil {
@@ -88,7 +95,7 @@ func (a *Attention) Forward(s *Step, h, out backend.Tensor) {
 	}
 	if a.KNorm != nil {
 		kv := b.View(k, s.N*p.KVHeads, p.HeadDim)
-		b.RMSNorm(kv, kv, a.KNorm, a.NormEps)
+		b.RMSNorm(kv, b.View(kSrc, s.N*p.KVHeads, p.HeadDim), a.KNorm, a.NormEps)
 	}
 	if a.VNorm {
 		vv := b.View(v, s.N*p.KVHeads, p.HeadDim)

@@ -125,7 +125,17 @@ func buildMixtral(cfg *weights.Config, src Source, m *Model) error {
 	// over all experts renormalised over the top k. Every layer is MoE and
 	// each expert is intermediate_size wide.
 	p := backend.MoEParams{TopK: cfg.TopK, Renorm: true, Act: act}
-	return buildLlamaWith(cfg, src, m, func(i int, prefix string) (FFN, error) {
+	err = buildLlamaWith(cfg, src, m, func(i int, prefix string) (FFN, error) {
 		return LoadMoE(src, prefix, mixtralMoENaming, cfg.Hidden, cfg.Intermediate, cfg.NumExperts, p)
 	})
+	if err != nil {
+		return err
+	}
+	// transformers' Mixtral applies config.sliding_window to every layer
+	// whenever it is set (released Mixtrals leave it null). The window is
+	// the same `window` tokens including the current one as Gemma's.
+	for _, l := range m.Layers {
+		l.(*llamaLayer).attn.Params.Window = cfg.SlidingWindow
+	}
+	return nil
 }

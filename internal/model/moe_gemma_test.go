@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -142,24 +143,80 @@ func TestGemma4LayerScalar(t *testing.T) {
 // tensor name set to v.
 func patchScalar(t *testing.T, dir, name string, v float32) string {
 	t.Helper()
+	return copyFixture(t, dir, nil, func(b []byte) {
+		infos, start, _, err := weights.ParseHeader(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(infos, func(ti weights.TensorInfo) bool { return ti.Name == name })
+		if i < 0 || infos[i].DType != tensor.BF16 {
+			t.Fatalf("%s: no bf16 %s", dir, name)
+		}
+		binary.LittleEndian.PutUint16(b[start+infos[i].Begin:], tensor.F32ToBF16(v))
+	})
+}
+
+// copyFixture copies dir's config.json and model.safetensors to a temp
+// dir, letting editConfig change the config and patch the weights.
+func copyFixture(t *testing.T, dir string, editConfig func(map[string]any), patch func([]byte)) string {
+	t.Helper()
+	out := t.TempDir()
 	b, err := os.ReadFile(filepath.Join(dir, "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	infos, start, _, err := weights.ParseHeader(b)
+	if patch != nil {
+		patch(b)
+	}
+	cb, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(infos, func(ti weights.TensorInfo) bool { return ti.Name == name })
-	if i < 0 || infos[i].DType != tensor.BF16 {
-		t.Fatalf("%s: no bf16 %s", dir, name)
+	if editConfig != nil {
+		var c map[string]any
+		if err := json.Unmarshal(cb, &c); err != nil {
+			t.Fatal(err)
+		}
+		editConfig(c)
+		if cb, err = json.Marshal(c); err != nil {
+			t.Fatal(err)
+		}
 	}
-	off := start + infos[i].Begin
-	binary.LittleEndian.PutUint16(b[off:], tensor.F32ToBF16(v))
-	out := t.TempDir()
-	cfg, _ := os.ReadFile(filepath.Join(dir, "config.json"))
-	if os.WriteFile(filepath.Join(out, "config.json"), cfg, 0o644) != nil || os.WriteFile(filepath.Join(out, "model.safetensors"), b, 0o644) != nil {
+	if os.WriteFile(filepath.Join(out, "config.json"), cb, 0o644) != nil || os.WriteFile(filepath.Join(out, "model.safetensors"), b, 0o644) != nil {
 		t.Fatal("writing the patched fixture")
 	}
 	return out
+}
+
+// Mixtral applies config.sliding_window to every layer when it is set:
+// with a window of 8, the first 8 positions keep the reference logits
+// (the window covers their whole prefix) and later ones move.
+func TestMixtralSlidingWindow(t *testing.T) {
+	dir := testdata + "tiny/mixtral-bf16"
+	ref, err := modeltest.LoadReference(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := copyFixture(t, dir, func(c map[string]any) { c["sliding_window"] = 8 }, nil)
+	m, err := model.Load(d, cpu.New(0), model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := modeltest.NewSeq(m, len(ref.InputIDs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Feed(ref.InputIDs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := ref.Vocab
+	if d := modeltest.RelDiff(got[:8*V], ref.Logits[:8*V]); d > 1e-5 {
+		t.Errorf("positions < window moved by %.2g", d)
+	}
+	for pos := 8; pos < len(ref.InputIDs); pos++ {
+		if d := modeltest.RelDiff(got[pos*V:(pos+1)*V], ref.Logits[pos*V:(pos+1)*V]); d < 1e-4 {
+			t.Errorf("position %d unchanged (%.2g) with a window of 8", pos, d)
+		}
+	}
 }
