@@ -71,7 +71,11 @@ func Parse(src string, bosToken, eosToken string) (*Template, error) {
 }
 
 func parseNamed(name, src, bosToken, eosToken string) (*Template, error) {
-	compiled, err := jinja.Compile(rerouteFilters(src))
+	prepared, err := prepareSource(src)
+	if err != nil {
+		return nil, err
+	}
+	compiled, err := jinja.Compile(prepared)
 	if err != nil {
 		return nil, err
 	}

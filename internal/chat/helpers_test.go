@@ -73,23 +73,27 @@ func TestToJSON(t *testing.T) {
 	}
 }
 
-func TestRerouteFilters(t *testing.T) {
-	cases := map[string]string{
-		`{{ x|tojson }}`:                   `{{ x|` + tojsonFilterName + ` }}`,
-		`{{- x | tojson(indent=4) -}}`:     `{{- x | ` + tojsonFilterName + `(indent=4) -}}`,
-		"{% set s = x |\n tojson %}":       "{% set s = x |\n " + tojsonFilterName + " %}",
-		`{{ x | tojson_pretty }}`:          `{{ x | tojson_pretty }}`,
-		`{{ '| tojson' ~ "|tojson" }}`:     `{{ '| tojson' ~ "|tojson" }}`,
-		`text | tojson {# | tojson #}`:     `text | tojson {# | tojson #}`,
-		`{{ 'a}}b' | tojson }}| tojson`:    `{{ 'a}}b' | ` + tojsonFilterName + ` }}| tojson`,
-		`{{ "esc \" | tojson" | tojson }}`: `{{ "esc \" | tojson" | ` + tojsonFilterName + ` }}`,
-		`{ | tojson {`:                     `{ | tojson {`,
-		`{{ x | tojson`:                    `{{ x | ` + tojsonFilterName,
-	}
-	for in, want := range cases {
-		if got := rerouteFilters(in); got != want {
-			t.Errorf("rerouteFilters(%q) = %q, want %q", in, got, want)
+func TestPrepareSourceErrors(t *testing.T) {
+	for src, want := range map[string]string{
+		"a\n{{ x ":                   "line 2: unclosed tag",
+		"{% if x == 'a %}":           "line 1: unterminated string",
+		"{# never closed":            "missing end of comment",
+		"x\n{% raw %}{{ y }}":        "line 2: missing end of raw",
+		`{{ '\x4' }}`:                "\\x escape",
+		`{{ '\uzzzz' }}`:             "invalid \\u escape",
+		"{% if true %}ok{% endif %}": "",
+	} {
+		_, err := prepareSource(src)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%q: unexpected error %v", src, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%q: error %v, want %q", src, err, want)
 		}
+	}
+	// Parse surfaces these errors too.
+	if _, err := Parse("{{ x", "", ""); err == nil || !strings.Contains(err.Error(), "unclosed tag") {
+		t.Errorf("Parse: got %v", err)
 	}
 }
 

@@ -153,6 +153,23 @@ HELPERS_MSGS = [
 HELPERS_META = {"zeta": 1, "alpha": "a<b>&c", "flag": True, "ratio": 2.5, "whole": 2.0, "list": [1, "x"], "uni": "日本\u2028"}
 
 
+# Lexer corner cases: jinja2's whitespace control around expressions,
+# lstrip/trim_blocks, "+" modifiers, comments, raw blocks, a trailing newline,
+# CRLF line ends, Python string escapes and number spellings.
+LEXER = {
+    "ws/trim_after_expr": "{%- if true -%}<|system|>Reasoning Effort: {{ x | capitalize }}{%- endif -%}\n  {{ x }} {%- if true %} B {% endif %}",
+    "ws/lstrip_after_expr": "A\n  {{ x }}{% if true %}\n    in\n  {% endif %}\n{{ x }}\n  {% for i in [1, 2] %}\n  {{ i }}\n  {% endfor %}\nend\n",
+    "ws/trim_blocks_after_expr": "{% if true %}{{ x }}\nkept{% endif %}\n{% if true %}\nstripped{% endif %}",
+    "ws/plus_modifiers": "a\n    {%+ if true %}x{% endif +%}\nb\n  {#+ c #}\n  {%- if true +%}\ny{% endif %}",
+    "ws/comments": "a  {#- one -#}  b\n  {# two #}\nc{#+ three +#}\n\td {#- four #}\n",
+    "ws/raw": "r: {% raw %}{{ not a tag }} {% if %}{% endraw %}|\n  {%- raw -%}\n  {{ x }}\n  {%- endraw %}\n|\n  {%+ raw %}  z  {%+ endraw %}|",
+    "ws/crlf_trailing": "line1\r\n{% if true %}\r\n  yes\r\n{% endif %}\r\nlast {{ x }}\r\n",
+    "ws/unicode_space": "a\u3000{%- if true -%}\u00a0b\u2003{%- endif %}",
+    "lex/strings": "{{ '\\x41\\u00e9\\101|\\r|\\q|\\'|\\\"' }}|{{ \"tab\\there\" }}|{{ 'multi\nline' }}",
+    "lex/numbers": "{{ 1e3 | int }}|{{ 2.5e-1 }}|{{ 1_000 + 1 }}|{{ 0x1f }}|{{ 0b101 }}|{{ 0o17 }}|{{ [1e3, 7] | tojson }}|{{ {'a': {'b': 1}} | tojson }}|{{ {'c': {}} }}",
+}
+
+
 def case(name, template, messages, agp, bos, eos, extra, source=None):
     return {"name": name, "template": template, "template_source": source,
             "messages": messages, "add_generation_prompt": agp,
@@ -185,6 +202,8 @@ CASES = [
     case("gemma3/parts", "gemma3.jinja", GEMMA_PARTS, True, "<bos>", "<eos>", {}),
     case("mistral_v1/merge", "mistral_v1.jinja", MISTRAL_PARTS, True, "<s>", "</s>", {}),
     case("helpers/inline", None, HELPERS_MSGS, True, "<s>", "</s>", {"meta": HELPERS_META}, HELPERS),
+    *[case(n, None, [{"role": "user", "content": "hi"}], False, None, None, {"x": "max"}, src)
+      for n, src in LEXER.items()],
     # Error paths: raise_exception must surface as a render error.
     case("gemma3/alternation_error", "gemma3.jinja", [
         {"role": "user", "content": "a"}, {"role": "user", "content": "b"}], True, "<bos>", "<eos>", {}),
