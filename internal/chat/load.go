@@ -17,10 +17,13 @@ import (
 // 4.50), with further named templates in additional_chat_templates/NAME.jinja,
 // and otherwise the chat_template field of tokenizer_config.json, which is
 // either one template string or a list of {"name": ..., "template": ...}.
+// Last comes chat_template.json, where processors of multimodal models keep
+// theirs.
 const (
-	templateFile        = "chat_template.jinja"
-	extraTemplatesDir   = "additional_chat_templates"
-	tokenizerConfigFile = "tokenizer_config.json"
+	templateFile          = "chat_template.jinja"
+	extraTemplatesDir     = "additional_chat_templates"
+	tokenizerConfigFile   = "tokenizer_config.json"
+	processorTemplateFile = "chat_template.json"
 )
 
 // Load reads a model directory's chat template (the default one, with any
@@ -49,9 +52,19 @@ func Load(dir string) (*Template, error) {
 	default:
 		cfgPath := filepath.Join(dir, tokenizerConfigFile)
 		field := cfg.raw["chat_template"]
-		if cfgErr != nil || field == nil || string(field) == "null" {
-			return nil, fmt.Errorf("chat: no chat template in %s: neither %s nor a chat_template field in %s",
-				dir, templateFile, cfgPath)
+		if cfgErr != nil || isNull(field) {
+			// Multimodal checkpoints may keep the template only in the
+			// processor's chat_template.json.
+			cfgPath = filepath.Join(dir, processorTemplateFile)
+			proc, err := readJSONObject(cfgPath)
+			if err != nil {
+				return nil, err
+			}
+			field = proc["chat_template"]
+			if isNull(field) {
+				return nil, fmt.Errorf("chat: no chat template in %s: none of %s, a chat_template field in %s, or %s",
+					dir, templateFile, tokenizerConfigFile, processorTemplateFile)
+			}
 		}
 		named, err := parseTemplateField(field)
 		if err != nil {
@@ -65,8 +78,9 @@ func Load(dir string) (*Template, error) {
 	}
 
 	if _, ok := sources["default"]; !ok {
-		return nil, fmt.Errorf("chat: %s: no template named \"default\" among %s",
-			filepath.Join(dir, tokenizerConfigFile), strings.Join(slices.Sorted(maps.Keys(sources)), ", "))
+		names := slices.Sorted(maps.Keys(sources))
+		where := strings.TrimSuffix(from[names[0]], fmt.Sprintf(" (chat_template %q)", names[0]))
+		return nil, fmt.Errorf("chat: %s: no template named \"default\" among %s", where, strings.Join(names, ", "))
 	}
 	all := map[string]*Template{}
 	for _, name := range slices.Sorted(maps.Keys(sources)) {

@@ -119,6 +119,21 @@ func TestLoadTokenizerConfigList(t *testing.T) {
 	}
 }
 
+func TestLoadProcessorTemplate(t *testing.T) {
+	dir := t.TempDir()
+	writeJSON(t, dir, "tokenizer_config.json", map[string]any{"bos_token": "<bos>"})
+	writeJSON(t, dir, "chat_template.json", map[string]any{"chat_template": "{{ bos_token }}P{{ messages | length }}"})
+	tmpl, err := Load(dir)
+	must(t, err)
+	if got := renderUser(t, tmpl); got != "<bos>P1" {
+		t.Fatalf("got %q", got)
+	}
+	writeFile(t, dir, "chat_template.json", "{")
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "chat_template.json") {
+		t.Fatalf("want an error naming chat_template.json, got %v", err)
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	cases := []struct {
 		name  string
