@@ -1,0 +1,321 @@
+//go:build linux
+
+package cuda
+
+import (
+	"embed"
+	"fmt"
+	"os"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"github.com/mlxcel/mlxcel/internal/backend"
+)
+
+//go:embed kernels/*.cu
+var kernelFS embed.FS
+
+// kernelFiles is the order the sources are concatenated in: NVRTC has no
+// include path, so common.cu is prepended rather than #included.
+var kernelFiles = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu"}
+
+func kernelSource() string {
+	var sb strings.Builder
+	for _, f := range kernelFiles {
+		b, err := kernelFS.ReadFile("kernels/" + f)
+		if err != nil {
+			panic(err) // embedded: cannot happen
+		}
+		fmt.Fprintf(&sb, "// ---- %s ----\n%s\n", f, b)
+	}
+	return sb.String()
+}
+
+func init() {
+	backend.Register("cuda", func(o backend.Options) (backend.Backend, error) { return New(o.Device) })
+}
+
+// Backend drives one GPU. It is safe for use by one goroutine at a time
+// (the engine's); a mutex makes concurrent calls wait rather than corrupt
+// state. CUDA's current context belongs to an OS thread, so every method
+// that calls the driver pins its goroutine to its thread for the call and
+// makes the context current there (see bind).
+type Backend struct {
+	mu   sync.Mutex
+	d    *drv
+	nv   *nvrtc
+	bl   *blas
+	dev  int32
+	ctx  uintptr
+	strm uintptr
+	mod  uintptr
+	fns  map[string]uintptr
+
+	Device      string // "NVIDIA H200"
+	Arch        string // "sm_90"
+	SMs         int
+	CompileTime time.Duration // NVRTC time at start (0 on a cache hit)
+	CacheHit    bool
+
+	persistent []uintptr // device allocations freed at Close
+
+	// Step state. Tensors created after a BeginStep come from the step
+	// arena, which is rewound at the next BeginStep: the same sequence of
+	// NewTensor calls then yields the same device addresses every step,
+	// which is what lets a step's launches match a captured graph.
+	gen     uint64
+	inStep  bool
+	arena   arena
+	stepBuf devBuf // tokens, positions, tok2seq, logit rows, block tables
+	step    stepInfo
+
+	rec    recorder
+	graphs graphCache
+
+	ropeTabs map[string]uintptr // inverse-frequency tables by content
+	scratch  devBuf             // cuBLAS path: dequantized weights
+	wsBuf    devBuf             // cuBLAS workspace
+	err      error              // first asynchronous failure, sticky
+}
+
+type devBuf struct {
+	ptr  uintptr
+	size int
+}
+
+// New starts the backend on GPU ordinal dev: loads libcuda, NVRTC and
+// cuBLAS, creates a stream and compiles (or loads from the disk cache) the
+// kernels for this device's architecture.
+func New(dev int) (*Backend, error) {
+	d, err := loadDriver()
+	if err != nil {
+		return nil, err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.call("cuInit", d.init, 0); err != nil {
+		return nil, &Unavailable{fmt.Sprintf("cuda: no usable driver or device (%v)", err)}
+	}
+	var n int32
+	if err := d.call("cuDeviceGetCount", d.deviceGetCount, uintptr(unsafe.Pointer(&n))); err != nil || n == 0 {
+		return nil, &Unavailable{"cuda: no CUDA device found"}
+	}
+	if dev < 0 || dev >= int(n) {
+		return nil, fmt.Errorf("cuda: device %d out of range (%d devices)", dev, n)
+	}
+	b := &Backend{d: d, fns: map[string]uintptr{}, ropeTabs: map[string]uintptr{}}
+	if err := d.call("cuDeviceGet", d.deviceGet, uintptr(unsafe.Pointer(&b.dev)), uintptr(dev)); err != nil {
+		return nil, err
+	}
+	name := make([]byte, 256)
+	_ = d.call("cuDeviceGetName", d.deviceGetName, uintptr(unsafe.Pointer(&name[0])), 256, uintptr(b.dev))
+	b.Device = strings.TrimRight(string(name), "\x00")
+	b.Arch = fmt.Sprintf("sm_%d%d", d.attr(b.dev, attrCCMajor), d.attr(b.dev, attrCCMinor))
+	b.SMs = d.attr(b.dev, attrSMCount)
+	if err := d.call("cuDevicePrimaryCtxRetain", d.primaryCtxRetain, uintptr(unsafe.Pointer(&b.ctx)), uintptr(b.dev)); err != nil {
+		return nil, err
+	}
+	if err := d.call("cuCtxSetCurrent", d.ctxSetCurrent, b.ctx); err != nil {
+		return nil, err
+	}
+	if err := d.call("cuStreamCreate", d.streamCreate, uintptr(unsafe.Pointer(&b.strm)), 0); err != nil {
+		return nil, err
+	}
+	if b.nv, err = loadNVRTC(); err != nil {
+		return nil, err
+	}
+	if b.bl, err = loadBLAS(); err != nil {
+		return nil, err
+	}
+	b.wsBuf.size = 32 << 20
+	if b.wsBuf.ptr, err = b.alloc(b.wsBuf.size); err != nil {
+		return nil, err
+	}
+	if err := b.bl.init(b.strm, b.wsBuf.ptr, b.wsBuf.size); err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	img, hit, err := b.nv.compileCached(kernelSource(), "mlxcel", b.Arch, []string{"--std=c++17"})
+	if err != nil {
+		return nil, err
+	}
+	if !hit {
+		b.CompileTime = time.Since(t0)
+	}
+	b.CacheHit = hit
+	if err := d.call("cuModuleLoadData", d.moduleLoadData, uintptr(unsafe.Pointer(&b.mod)), uintptr(unsafe.Pointer(&img[0]))); err != nil {
+		return nil, err
+	}
+	keep(img)
+	// Resolve every kernel now, with the context current: ops look them up
+	// while recording, possibly from another OS thread.
+	for _, name := range kernelNames() {
+		var f uintptr
+		cn := cstr(name)
+		if err := d.call("cuModuleGetFunction "+name, d.moduleGetFunction, uintptr(unsafe.Pointer(&f)), b.mod, uintptr(unsafe.Pointer(&cn[0]))); err != nil {
+			return nil, err
+		}
+		b.fns[name] = f
+	}
+	b.graphs.init(os.Getenv("MLXCEL_CUDA_GRAPHS") != "0")
+	return b, nil
+}
+
+// bind pins the calling goroutine to its OS thread and makes the context
+// current there; call the returned func when done with the driver.
+func (b *Backend) bind() func() {
+	runtime.LockOSThread()
+	if err := b.d.call("cuCtxSetCurrent", b.d.ctxSetCurrent, b.ctx); err != nil {
+		b.fail(err)
+	}
+	return runtime.UnlockOSThread
+}
+
+func (b *Backend) fail(err error) {
+	if b.err == nil && err != nil {
+		b.err = err
+	}
+}
+
+// kernelName finds the kernels in the source; macro-generated ones are
+// listed by their expansions below.
+var kernelName = regexp.MustCompile(`extern "C" __global__ void (?:__launch_bounds__\([A-Z_0-9]+\)\s*)?([a-z_0-9]+)\(`)
+
+func kernelNames() []string {
+	var names []string
+	for _, m := range kernelName.FindAllStringSubmatch(kernelSource(), -1) {
+		names = append(names, m[1])
+	}
+	for _, mr := range []int{1, 2, 4, 8} {
+		for _, bits := range []int{4, 8} {
+			for _, sb := range []string{"bf", "f32"} {
+				names = append(names, fmt.Sprintf("qgemv%d_%s_%d", bits, sb, mr))
+			}
+		}
+		for _, dt := range []string{"f32", "bf16", "f16"} {
+			names = append(names, fmt.Sprintf("dgemv_%s_%d", dt, mr))
+		}
+	}
+	return names
+}
+
+func (b *Backend) fn(name string) uintptr {
+	f, ok := b.fns[name]
+	if !ok {
+		panic("cuda: no kernel " + name) // a programming error
+	}
+	return f
+}
+
+// alloc takes device memory (cuMemAlloc: plain allocations only).
+func (b *Backend) alloc(n int) (uintptr, error) {
+	var p uintptr
+	if n <= 0 {
+		n = 1
+	}
+	if err := b.d.call(fmt.Sprintf("cuMemAlloc(%d)", n), b.d.memAlloc, uintptr(unsafe.Pointer(&p)), uintptr(n)); err != nil {
+		return 0, err
+	}
+	return p, nil
+}
+
+func (b *Backend) allocPersistent(n int) (uintptr, error) {
+	p, err := b.alloc(n)
+	if err == nil {
+		b.persistent = append(b.persistent, p)
+	}
+	return p, err
+}
+
+func (b *Backend) htod(dst uintptr, src unsafe.Pointer, n int) error {
+	if n == 0 {
+		return nil
+	}
+	return b.d.call("cuMemcpyHtoD", b.d.memcpyHtoD, dst, uintptr(src), uintptr(n))
+}
+
+func (b *Backend) dtoh(dst unsafe.Pointer, src uintptr, n int) error {
+	if n == 0 {
+		return nil
+	}
+	return b.d.call("cuMemcpyDtoH", b.d.memcpyDtoH, uintptr(dst), src, uintptr(n))
+}
+
+// grow makes buf at least n bytes (contents are not kept). Recorded or
+// running work may still use the old buffer, so it is flushed and waited
+// for before the free; growth is rare (sizes only ratchet up).
+func (b *Backend) grow(buf *devBuf, n int) error {
+	if buf.size >= n {
+		return nil
+	}
+	if buf.ptr != 0 {
+		b.flush()
+		b.fail(b.d.call("cuStreamSynchronize", b.d.streamSynchronize, b.strm))
+		_ = b.d.call("cuMemFree", b.d.memFree, buf.ptr)
+		buf.ptr, buf.size = 0, 0
+	}
+	n = max(n, 1<<16)
+	p, err := b.alloc(n)
+	if err != nil {
+		return err
+	}
+	buf.ptr, buf.size = p, n
+	return nil
+}
+
+func (b *Backend) Name() string { return "cuda" }
+
+// Info describes the device and libraries in one line.
+func (b *Backend) Info() string {
+	return fmt.Sprintf("%s %s, %d SMs; libcuda %s; nvrtc %d.%d %s; cublas %s", b.Device, b.Arch, b.SMs,
+		b.d.libPath, b.nv.major, b.nv.minor, b.nv.libPath, b.bl.libPath)
+}
+
+// Sync runs everything recorded and waits for the device; it reports the
+// first failure since the last Sync.
+func (b *Backend) Sync() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	defer b.bind()()
+	b.flush()
+	b.fail(b.d.call("cuStreamSynchronize", b.d.streamSynchronize, b.strm))
+	err := b.err
+	b.err = nil
+	return err
+}
+
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	defer b.bind()()
+	b.flush()
+	_ = b.d.call("cuStreamSynchronize", b.d.streamSynchronize, b.strm)
+	b.graphs.clear(b)
+	for _, p := range b.persistent {
+		_ = b.d.call("cuMemFree", b.d.memFree, p)
+	}
+	for _, c := range b.arena.chunks {
+		_ = b.d.call("cuMemFree", b.d.memFree, c.ptr)
+	}
+	for _, p := range []*devBuf{&b.stepBuf, &b.scratch, &b.wsBuf} {
+		if p.ptr != 0 {
+			_ = b.d.call("cuMemFree", b.d.memFree, p.ptr)
+		}
+	}
+	b.persistent, b.arena = nil, arena{}
+	if b.mod != 0 {
+		_ = b.d.call("cuModuleUnload", b.d.moduleUnload, b.mod)
+		b.mod = 0
+	}
+	if b.bl.handle != 0 {
+		purego.SyscallN(b.bl.destroy, b.bl.handle)
+		b.bl.handle = 0
+	}
+	_ = b.d.call("cuStreamDestroy", b.d.streamDestroy, b.strm)
+	return b.d.call("cuDevicePrimaryCtxRelease", b.d.primaryCtxRelease, uintptr(b.dev))
+}

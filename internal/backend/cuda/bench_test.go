@@ -1,0 +1,353 @@
+//go:build linux
+
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+// The benchmarks run as a test so one prebuilt binary does everything on
+// the GPU machine: MLXCEL_CUDA_BENCH=1 enables them, MLXCEL_BENCH_CSV names
+// the CSV to append to. They print a table at the end.
+
+type benchOut struct {
+	t    *testing.T
+	rows []string
+	csv  *os.File
+}
+
+func (o *benchOut) add(bench, config string, rows int, shape string, us, gbps, ratio float64, note string) {
+	line := fmt.Sprintf("%s,%s,%d,%s,%.2f,%.1f,%.3f,%s", bench, config, rows, shape, us, gbps, ratio, note)
+	o.rows = append(o.rows, line)
+	if o.csv != nil {
+		fmt.Fprintln(o.csv, line)
+	}
+}
+
+func benchEnabled(t *testing.T) *benchOut {
+	if os.Getenv("MLXCEL_CUDA_BENCH") == "" {
+		t.Skip("set MLXCEL_CUDA_BENCH=1 to run the GPU benchmarks")
+	}
+	o := &benchOut{t: t}
+	if p := os.Getenv("MLXCEL_BENCH_CSV"); p != "" {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := f.Stat(); st.Size() == 0 {
+			fmt.Fprintln(f, "bench,config,rows,shape,time_us,GB_per_s,ratio_to_copy,note")
+		}
+		o.csv = f
+	}
+	return o
+}
+
+func (o *benchOut) print() {
+	fmt.Println("bench,config,rows,shape,time_us,GB_per_s,ratio_to_copy,note")
+	for _, r := range o.rows {
+		fmt.Println(r)
+	}
+	if o.csv != nil {
+		o.csv.Close()
+	}
+}
+
+// rnd fills bytes quickly (xorshift): benchmark weights need not be
+// well distributed, only not constant.
+func rnd(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	s := seed | 1
+	for i := 0; i+8 <= n; i += 8 {
+		s ^= s << 13
+		s ^= s >> 7
+		s ^= s << 17
+		binary.LittleEndian.PutUint64(b[i:], s)
+	}
+	return b
+}
+
+// scaleBytes is n bf16 values near v (random low mantissa bits).
+func scaleBytes(n int, v float32, seed uint64) []byte {
+	b := rnd(2*n, seed)
+	h := tensor.F32ToBF16(v)
+	for i := 0; i < n; i++ {
+		binary.LittleEndian.PutUint16(b[2*i:], h^uint16(b[2*i]&0x1f))
+	}
+	return b
+}
+
+func q4Host(name string, out, in int, seed uint64) *tensor.Host {
+	ng := out * in / 64
+	return &tensor.Host{Name: name, Shape: []int{out, in}, Data: rnd(out*in/2, seed),
+		Quant: &tensor.Quant{Bits: 4, GroupSize: 64, ScaleDType: tensor.BF16,
+			Scales: scaleBytes(ng, 0.004, seed+1), Biases: scaleBytes(ng, -0.03, seed+2)}}
+}
+
+func weightHost(kind string, out, in int, seed uint64) *tensor.Host {
+	switch kind {
+	case "q4g64":
+		return q4Host("w", out, in, seed)
+	case "q8g64":
+		ng := out * in / 64
+		return &tensor.Host{Name: "w", Shape: []int{out, in}, Data: rnd(out*in, seed),
+			Quant: &tensor.Quant{Bits: 8, GroupSize: 64, ScaleDType: tensor.BF16,
+				Scales: scaleBytes(ng, 0.0003, seed+1), Biases: scaleBytes(ng, -0.03, seed+2)}}
+	case "bf16":
+		return &tensor.Host{Name: "w", Shape: []int{out, in}, DType: tensor.BF16, Data: scaleBytes(out*in, 0.01, seed)}
+	}
+	panic(kind)
+}
+
+// copyRate measures a device-to-device copy with the copy kernel, counting
+// bytes read plus bytes written, the yardstick for the GEMV kernels.
+func copyRate(t *testing.T, b *Backend, o *benchOut) float64 {
+	const n = 1 << 30 // bytes per buffer
+	b.mu.Lock()
+	unbind := b.bind()
+	src, err1 := b.allocPersistent(n)
+	dst, err2 := b.allocPersistent(n)
+	unbind()
+	b.mu.Unlock()
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	tm := b.NewTimer()
+	var best time.Duration
+	for it := 0; it < 6; it++ {
+		tm.Start()
+		b.mu.Lock()
+		b.newLaunch("copy_f32x4", b.SMs*8, 1, 1, 256).p(dst).p(src).i64(n / 16)
+		b.mu.Unlock()
+		d := tm.Stop()
+		if it > 0 && (best == 0 || d < best) {
+			best = d
+		}
+	}
+	gbps := 2 * n / best.Seconds() / 1e9
+	o.add("copy", "copy_f32x4", 0, "2x1GiB", float64(best.Microseconds()), gbps, 1, "read+write")
+	return gbps
+}
+
+// timeLinear times calls Linear calls spread over enough weight copies to
+// defeat the 50 MB L2, as one replayed graph, and returns the median time
+// per call over 5 timed replays.
+var benchWeights = map[string][]backend.Weight{}
+
+func timeLinear(t *testing.T, b *Backend, kind string, rows, out, in int) (time.Duration, int) {
+	key := fmt.Sprintf("%s/%dx%d", kind, out, in)
+	ws := benchWeights[key]
+	if ws == nil {
+		h := weightHost(kind, out, in, uint64(out*7+in))
+		for len(ws) == 0 || len(ws)*ws[0].(*weight).bytes < 400<<20 {
+			w, err := b.UploadWeight(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws = append(ws, w)
+		}
+		benchWeights[key] = ws
+	}
+	wb := ws[0].(*weight).bytes
+	if err := b.BeginStep(&backend.Batch{Tokens: make([]int32, rows), Positions: make([]int32, rows),
+		Seqs: []backend.SeqSlice{{Start: 0, Len: rows}}}); err != nil {
+		t.Fatal(err)
+	}
+	x := b.NewTensor(rows, in)
+	y := b.NewTensor(rows, out)
+	b.Scale(x, 1)
+	tm := b.NewTimer()
+	const calls = 40
+	var ds []time.Duration
+	for it := 0; it < 7; it++ {
+		tm.Start()
+		for c := 0; c < calls; c++ {
+			b.Linear(y, x, ws[c%len(ws)], nil)
+		}
+		d := tm.Stop()
+		if it >= 2 { // run 0 direct, run 1 captures, then replays
+			ds = append(ds, d/calls)
+		}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2], wb
+}
+
+func TestBench(t *testing.T) {
+	o := benchEnabled(t)
+	b := newOrSkip(t)
+	defer b.Close()
+	copyGB := copyRate(t, b, o)
+	shapes := [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}, {128256, 4096}}
+	only := os.Getenv("MLXCEL_BENCH_ONLY")
+	for _, kind := range []string{"q4g64", "q8g64", "bf16"} {
+		for _, rows := range []int{1, 2, 4, 8, 16, 32} {
+			for _, s := range shapes {
+				if (kind != "q4g64" || rows > 8) && s != shapes[1] {
+					continue // the full shape list for the decode case only
+				}
+				if only != "" && !strings.Contains(kind, only) {
+					continue
+				}
+				d, wb := timeLinear(t, b, kind, rows, s[0], s[1])
+				gbps := float64(wb) / d.Seconds() / 1e9
+				o.add("linear", kind, rows, fmt.Sprintf("%dx%d", s[0], s[1]), float64(d.Nanoseconds())/1e3, gbps, gbps/copyGB, "")
+			}
+		}
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("MLXCEL_BENCH_DECODE") != "0" {
+		decodeBench(t, b, o)
+	}
+	o.print()
+}
+
+// llama8b is Llama-3.1-8B's geometry.
+var llama8b = struct{ hidden, heads, kvh, hd, inter, vocab, layers int }{4096, 32, 8, 128, 14336, 128256, 32}
+
+// decodeBench runs a synthetic Llama-3.1-8B in 4-bit (random weights) end
+// to end through the backend's ops, the way model code drives it: a
+// 128-token prefill, then greedy decode steps, with graphs on and off.
+func decodeBench(t *testing.T, b *Backend, o *benchOut) {
+	m := llama8b
+	t0 := time.Now()
+	up := func(h *tensor.Host) backend.Weight {
+		w, err := b.UploadWeight(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	hq, hk, ho := q4Host("q", m.heads*m.hd, m.hidden, 1), q4Host("k", m.kvh*m.hd, m.hidden, 2), q4Host("o", m.hidden, m.heads*m.hd, 3)
+	hg, hd := q4Host("g", m.inter, m.hidden, 4), q4Host("d", m.hidden, m.inter, 5)
+	norm := &tensor.Host{Name: "n", Shape: []int{m.hidden}, DType: tensor.BF16, Data: scaleBytes(m.hidden, 1, 6)}
+	type layer struct{ q, k, v, o, g, u, d, n1, n2 backend.Weight }
+	ls := make([]layer, m.layers)
+	for i := range ls {
+		ls[i] = layer{up(hq), up(hk), up(hk), up(ho), up(hg), up(hg), up(hd), up(norm), up(norm)}
+	}
+	emb, head, nf := up(q4Host("e", m.vocab, m.hidden, 7)), up(q4Host("h", m.vocab, m.hidden, 8)), up(norm)
+	t.Logf("synthetic llama-3.1-8b 4-bit uploaded in %v", time.Since(t0))
+	inv := make([]float32, m.hd/2)
+	for i := range inv {
+		inv[i] = float32(math.Pow(500000, -2*float64(i)/float64(m.hd)))
+	}
+	rope := backend.RoPE{InvFreq: inv, RotaryDim: m.hd, Scale: 1}
+	ap := backend.AttnParams{Heads: m.heads, KVHeads: m.kvh, HeadDim: m.hd, Scale: float32(1 / math.Sqrt(float64(m.hd)))}
+	const bs, prompt, steps = 16, 128, 64
+	forward := func(batch *backend.Batch, kv backend.KVStore) []int32 {
+		if err := b.BeginStep(batch); err != nil {
+			t.Fatal(err)
+		}
+		T := len(batch.Tokens)
+		x, h := b.NewTensor(T, m.hidden), b.NewTensor(T, m.hidden)
+		q, k, v := b.NewTensor(T, m.heads*m.hd), b.NewTensor(T, m.kvh*m.hd), b.NewTensor(T, m.kvh*m.hd)
+		a, o2 := b.NewTensor(T, m.heads*m.hd), b.NewTensor(T, m.hidden)
+		g, u := b.NewTensor(T, m.inter), b.NewTensor(T, m.inter)
+		b.Embed(x, emb)
+		for i, l := range ls {
+			b.RMSNorm(h, x, l.n1, 1e-5)
+			b.Linear(q, h, l.q, nil)
+			b.Linear(k, h, l.k, nil)
+			b.Linear(v, h, l.v, nil)
+			b.ApplyRoPE(q, m.heads, m.hd, rope)
+			b.ApplyRoPE(k, m.kvh, m.hd, rope)
+			b.Attention(a, q, k, v, kv, i, ap)
+			b.Linear(o2, a, l.o, nil)
+			b.Add(x, x, o2)
+			b.RMSNorm(h, x, l.n2, 1e-5)
+			b.Linear(g, h, l.g, nil)
+			b.Linear(u, h, l.u, nil)
+			b.GatedAct(g, g, u, backend.SiLU)
+			b.Linear(o2, g, l.d, nil)
+			b.Add(x, x, o2)
+		}
+		L := len(batch.LogitRows)
+		hl, logits := b.NewTensor(L, m.hidden), b.NewTensor(L, m.vocab)
+		b.GatherLogitRows(hl, x)
+		b.RMSNorm(hl, hl, nf, 1e-5)
+		b.Linear(logits, hl, head, nil)
+		return b.Argmax(logits)
+	}
+	for _, nseq := range []int{1, 8, 32} {
+		for _, graphs := range []bool{true, false} {
+			b.SetGraphs(graphs)
+			spec := backend.KVSpec{NumBlocks: nseq * (prompt + steps + bs) / bs, BlockSize: bs}
+			for range m.layers {
+				spec.Layers = append(spec.Layers, backend.KVLayer{KVHeads: m.kvh, HeadDim: m.hd})
+			}
+			kv, err := b.NewKVStore(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			per := spec.NumBlocks / nseq
+			tables := make([][]int32, nseq)
+			for s := range tables {
+				for j := 0; j < per; j++ {
+					tables[s] = append(tables[s], int32(s*per+j))
+				}
+			}
+			// Prefill each sequence (one step per sequence, 128 tokens).
+			toks := make([]int32, nseq)
+			var prefill time.Duration
+			for s := 0; s < nseq; s++ {
+				batch := &backend.Batch{LogitRows: []int{prompt - 1}, Seqs: []backend.SeqSlice{{Start: 0, Len: prompt, Blocks: tables[s]}}}
+				for i := 0; i < prompt; i++ {
+					batch.Tokens = append(batch.Tokens, int32((i*31+s)%m.vocab))
+					batch.Positions = append(batch.Positions, int32(i))
+				}
+				tp := time.Now()
+				toks[s] = forward(batch, kv)[0]
+				prefill += time.Since(tp)
+			}
+			var dt time.Duration
+			var gpu time.Duration
+			tm := b.NewTimer()
+			for st := 0; st < steps; st++ {
+				batch := &backend.Batch{}
+				for s := 0; s < nseq; s++ {
+					batch.Seqs = append(batch.Seqs, backend.SeqSlice{Start: s, Len: 1, Blocks: tables[s]})
+					batch.Tokens = append(batch.Tokens, toks[s])
+					batch.Positions = append(batch.Positions, int32(prompt+st))
+					batch.LogitRows = append(batch.LogitRows, s)
+				}
+				ts := time.Now()
+				if st == steps-1 {
+					tm.Start()
+				}
+				toks = forward(batch, kv)
+				if st == steps-1 {
+					gpu = tm.Stop()
+				}
+				if st >= 4 { // steps 0-1 launch directly and capture
+					dt += time.Since(ts)
+				}
+			}
+			n := steps - 4
+			tokps := float64(n*nseq) / dt.Seconds()
+			cfg := "graphs-off"
+			if graphs {
+				cfg = "graphs-on"
+			}
+			o.add("decode-llama8b-q4", cfg, nseq, fmt.Sprintf("ctx%d", prompt+steps), float64(dt.Microseconds())/float64(n),
+				tokps, 0, fmt.Sprintf("tok/s in GB_per_s column; last step device %.0fus; prefill %d tok %.1f ms/seq",
+					float64(gpu.Microseconds()), prompt, float64(prefill.Microseconds())/1e3/float64(nseq)))
+			if err := b.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c, r, d, f, lastErr := b.GraphStats()
+	t.Logf("graphs: %d captured, %d replays, %d direct launches, %d failed (%v)", c, r, d, f, lastErr)
+}

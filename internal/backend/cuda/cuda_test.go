@@ -1,0 +1,125 @@
+//go:build linux
+
+package cuda
+
+import (
+	"errors"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/backend/backendtest"
+	_ "github.com/mlxcel/mlxcel/internal/backend/cpu"
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+// newOrSkip starts the backend, or skips where there is no GPU (CI).
+func newOrSkip(t testing.TB) *Backend {
+	t.Helper()
+	b, err := New(0)
+	var un *Unavailable
+	if errors.As(err, &un) {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err) // the device is there but the backend failed: a bug
+	}
+	t.Logf("%s (compile %v, cache hit %v)", b.Info(), b.CompileTime, b.CacheHit)
+	return b
+}
+
+func TestLibraryDiscovery(t *testing.T) {
+	// Pure Go: runs everywhere. An override that names a folder is searched.
+	dir := t.TempDir()
+	p := dir + "/libnvrtc.so.13"
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MLXCEL_NVRTC_LIB", dir)
+	c := candidates(specNVRTC)
+	if len(c) == 0 || c[0] != p {
+		t.Fatalf("override folder not searched first: %v", c)
+	}
+	if !versionLess("/x/libnvrtc.so.12", "/x/libnvrtc.so.13.0") || versionLess("/x/libnvrtc.so.13", "/x/libnvrtc.so.12") {
+		t.Fatal("versionLess")
+	}
+}
+
+func TestSmoke(t *testing.T) {
+	b := newOrSkip(t)
+	defer b.Close()
+	x := b.NewTensor(3, 1000)
+	b.mu.Lock()
+	b.fill(b.tt(x).ptr, 2.5, 3000)
+	b.mu.Unlock()
+	b.Scale(x, 2)
+	out := make([]float32, 3000)
+	b.ReadRows(x, out)
+	for i, v := range out {
+		if v != 5 {
+			t.Fatalf("element %d = %v, want 5", i, v)
+		}
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	b := newOrSkip(t)
+	defer b.Close()
+	backendtest.Run(t, b)
+}
+
+// TestGraphReplay runs the same small step shape several times: the first
+// run launches directly, the second captures, later ones replay; every
+// result must equal the direct run's.
+func TestGraphReplay(t *testing.T) {
+	b := newOrSkip(t)
+	defer b.Close()
+	const rows, cols = 2, 512
+	tab := make([]float32, 4*cols)
+	for i := range tab {
+		tab[i] = float32(math.Sin(float64(i)))
+	}
+	raw := make([]byte, 4*len(tab))
+	for i, v := range tab {
+		u := math.Float32bits(v)
+		raw[4*i], raw[4*i+1], raw[4*i+2], raw[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+	}
+	w, err := b.UploadWeight(&tensor.Host{Name: "t", Shape: []int{4, cols}, DType: tensor.F32, Data: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first []float32
+	for it := 0; it < 5; it++ {
+		if err := b.BeginStep(&backend.Batch{Tokens: []int32{int32(it % 2), 3}, Positions: []int32{0, 1},
+			Seqs: []backend.SeqSlice{{Start: 0, Len: 2}}}); err != nil {
+			t.Fatal(err)
+		}
+		x := b.NewTensor(rows, cols)
+		b.Embed(x, w)
+		for k := 0; k < 10; k++ {
+			b.Scale(x, 1.01)
+			b.Softcap(x, 3)
+		}
+		out := make([]float32, rows*cols)
+		b.ReadRows(x, out)
+		if it == 0 {
+			first = out
+		}
+		if it%2 == 0 {
+			for i := range out {
+				if out[i] != first[i] {
+					t.Fatalf("step %d element %d: %v, direct run %v", it, i, out[i], first[i])
+				}
+			}
+		}
+	}
+	c, r, _, f, lastErr := b.GraphStats()
+	t.Logf("graphs: %d captured, %d replays, %d failed (%v)", c, r, f, lastErr)
+	if c < 1 || r < 1 || f > 0 {
+		t.Fatalf("graph path not taken: %d captures, %d replays, %d failures (%v)", c, r, f, lastErr)
+	}
+}

@@ -1,0 +1,80 @@
+// Shared helpers. NVRTC runs without an include path on user machines, so
+// nothing here includes a header: bf16/f16 conversions are bit operations
+// or inline PTX, and the intrinsics used are NVRTC builtins.
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned long long u64;
+#define DEV __device__ __forceinline__
+#define NEG_INF __uint_as_float(0xff800000u)
+
+DEV float bf16lo(u32 v) { return __uint_as_float(v << 16); }
+DEV float bf16hi(u32 v) { return __uint_as_float(v & 0xffff0000u); }
+DEV float f16f(u16 h) {
+    float f;
+    asm("{ .reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+    return f;
+}
+
+DEV float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+DEV float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// block_sum/block_max reduce over the whole block (blockDim.x a multiple
+// of 32, at most 1024); red needs 32 floats. Every thread gets the result.
+DEV float block_sum(float v, float* red) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : 0.f;
+    return warp_sum(v);
+}
+DEV float block_max(float v, float* red) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : NEG_INF;
+    return warp_max(v);
+}
+
+// Element loaders for dense weights: T is the storage type.
+struct F32 { typedef float T; static DEV float at(const float* p, long long i) { return p[i]; } };
+struct BF16 { typedef u16 T; static DEV float at(const u16* p, long long i) { return __uint_as_float(((u32)p[i]) << 16); } };
+struct F16 { typedef u16 T; static DEV float at(const u16* p, long long i) { return f16f(p[i]); } };
+
+// Scale/bias pairs of one quantization group, interleaved at upload time
+// so one load fetches both: SBbf packs bf16 scale (low half) and bias
+// (high half) in a u32; SBf32 is a float2 (used for f16 and f32 sources,
+// which convert exactly).
+struct SBbf {
+    typedef u32 raw;
+    static DEV raw load(const u32* p, long long g) { return p[g]; }
+    static DEV void get(raw v, float& s, float& b) { s = bf16lo(v); b = bf16hi(v); }
+};
+struct SBf32 {
+    typedef float2 raw;
+    static DEV raw load(const u32* p, long long g) { return reinterpret_cast<const float2*>(p)[g]; }
+    static DEV void get(raw v, float& s, float& b) { s = v.x; b = v.y; }
+};
+
+// qval extracts element e of a row packed at `bits` per element as one
+// LSB-first bit stream of little-endian u32 words (MLX's layout); an
+// element may straddle two words for 3, 5 and 6 bits.
+DEV u32 qval(const u32* row, long long e, int bits) {
+    long long bit = e * bits;
+    long long wi = bit >> 5;
+    int sh = (int)(bit & 31);
+    u32 v = row[wi] >> sh;
+    if (sh + bits > 32) v |= row[wi + 1] << (32 - sh);
+    return v & ((1u << bits) - 1u);
+}

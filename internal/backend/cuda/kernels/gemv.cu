@@ -1,0 +1,326 @@
+// Matrix-vector products for 1..8 activation rows per launch row-chunk:
+// y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]). Decode is bound by the
+// bytes of W, so each warp streams NR weight rows once and applies them to
+// all MR activation rows, which it keeps in registers word by word.
+//
+// Lane l reads words l, l+32, ... of a row: every warp load is one
+// coalesced 128-byte line, and the activations a word needs (8 floats at 4
+// bits) are contiguous, so the x loads of a warp are coalesced too.
+//
+// With eidx set (MoE experts), blockIdx.y is a token t whose weights are
+// expert eidx[t*topk+eslot] of a stacked [E, N, K] matrix, and MR is 1.
+
+// unpack turns one packed word into EPW floats. The integer q lands in the
+// low byte of the float 2^23 (0x4B000000) through one byte permute, and a
+// subtraction removes 2^23 exactly: cheaper than an int-to-float convert,
+// which runs at a quarter of the FMA rate.
+template <int BITS> DEV void unpack(u32 v, float* q);
+template <> DEV void unpack<4>(u32 v, float* q) {
+    u32 lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
+    q[0] = __uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7440)) - 8388608.f;
+    q[1] = __uint_as_float(__byte_perm(hi, 0x4B000000u, 0x7440)) - 8388608.f;
+    q[2] = __uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7441)) - 8388608.f;
+    q[3] = __uint_as_float(__byte_perm(hi, 0x4B000000u, 0x7441)) - 8388608.f;
+    q[4] = __uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7442)) - 8388608.f;
+    q[5] = __uint_as_float(__byte_perm(hi, 0x4B000000u, 0x7442)) - 8388608.f;
+    q[6] = __uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7443)) - 8388608.f;
+    q[7] = __uint_as_float(__byte_perm(hi, 0x4B000000u, 0x7443)) - 8388608.f;
+}
+template <> DEV void unpack<8>(u32 v, float* q) {
+    q[0] = __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7440)) - 8388608.f;
+    q[1] = __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7441)) - 8388608.f;
+    q[2] = __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7442)) - 8388608.f;
+    q[3] = __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7443)) - 8388608.f;
+}
+
+// (No __restrict__: rebase() takes the pointers by reference.)
+#define GEMV_PARAMS                                                                              \
+    float *y, const float *x, const u32 *w, const u32 *sb, const float *bias, int N, int K, int M, \
+        int gshift, int ldy, int ldx, const int *eidx, int topk, int eslot, long long wstride,     \
+        long long sbstride
+#define GEMV_ARGS y, x, w, sb, bias, N, K, M, gshift, ldy, ldx, eidx, topk, eslot, wstride, sbstride
+
+// rebase points the operands at this block's row chunk or expert.
+DEV void rebase(float*& y, const float*& x, const u32*& w, const u32*& sb, int& M, int MR, int ldy, int ldx,
+                const int* eidx, int topk, int eslot, long long wstride, long long sbstride) {
+    int t = blockIdx.y;
+    if (eidx) {
+        int e = eidx[t * topk + eslot];
+        w += e * wstride;
+        sb += e * sbstride;
+        x += (long long)t * ldx;
+        y += (long long)t * ldy;
+        M = 1;
+    } else {
+        x += (long long)t * MR * ldx;
+        y += (long long)t * MR * ldy;
+        M -= t * MR;
+        if (M > MR) M = MR;
+    }
+}
+
+template <int BITS, class SB, int MR, int NR, int J>
+DEV void qgemv_impl(GEMV_PARAMS) {
+    constexpr int EPW = 32 / BITS;
+    rebase(y, x, w, sb, M, MR, ldy, ldx, eidx, topk, eslot, wstride, sbstride);
+    const int nw = K / EPW, ng = K >> gshift;
+    const int lane = threadIdx.x & 31;
+    const int row0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * NR;
+    if (row0 >= N) return;
+    const u32* wr[NR];
+    long long sr[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        int rr = min(row0 + r, N - 1);
+        wr[r] = w + (long long)rr * nw;
+        sr[r] = (long long)rr * ng;
+    }
+    const float* xr[MR];
+#pragma unroll
+    for (int m = 0; m < MR; m++) xr[m] = x + (long long)min(m, M - 1) * ldx;
+    float acc[NR][MR];
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int m = 0; m < MR; m++) acc[r][m] = 0.f;
+
+    for (int base = 0; base < nw; base += 32 * J) {
+        u32 wv[NR][J];
+        typename SB::raw sv[NR][J];
+        // Issue every load of this stretch before any math, so NR*J
+        // independent requests are in flight per lane.
+#pragma unroll
+        for (int j = 0; j < J; j++) {
+            int wi = base + lane + 32 * j;
+            int wc = wi < nw ? wi : nw - 1;
+#pragma unroll
+            for (int r = 0; r < NR; r++) wv[r][j] = wr[r][wc];
+#pragma unroll
+            for (int r = 0; r < NR; r++) sv[r][j] = SB::load(sb, sr[r] + ((wc * EPW) >> gshift));
+        }
+#pragma unroll
+        for (int j = 0; j < J; j++) {
+            int wi = base + lane + 32 * j;
+            if (wi >= nw) break;
+            float xv[MR][EPW], sx[MR];
+#pragma unroll
+            for (int m = 0; m < MR; m++) {
+                const float4* xp = reinterpret_cast<const float4*>(xr[m] + wi * EPW);
+#pragma unroll
+                for (int i = 0; i < EPW / 4; i++) {
+                    float4 f = xp[i];
+                    xv[m][4 * i] = f.x; xv[m][4 * i + 1] = f.y; xv[m][4 * i + 2] = f.z; xv[m][4 * i + 3] = f.w;
+                }
+                float s = 0.f;
+#pragma unroll
+                for (int e = 0; e < EPW; e++) s += xv[m][e];
+                sx[m] = s;
+            }
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                float q[EPW], s, b;
+                unpack<BITS>(wv[r][j], q);
+                SB::get(sv[r][j], s, b);
+                // sum_e x*(s*q+b) = s*sum(x*q) + b*sum(x): the bias term
+                // costs one FMA per word, not one per element.
+#pragma unroll
+                for (int m = 0; m < MR; m++) {
+                    float d = 0.f;
+#pragma unroll
+                    for (int e = 0; e < EPW; e++) d = fmaf(xv[m][e], q[e], d);
+                    acc[r][m] = fmaf(s, d, fmaf(b, sx[m], acc[r][m]));
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int m = 0; m < MR; m++) {
+            float v = warp_sum(acc[r][m]);
+            if (lane == 0 && row0 + r < N && m < M) y[(long long)m * ldy + row0 + r] = v + (bias ? bias[row0 + r] : 0.f);
+        }
+}
+
+#define QGEMV(BITS, SBN, SBT, MR, J)                                                        \
+    extern "C" __global__ void __launch_bounds__(128) qgemv##BITS##_##SBN##_##MR(GEMV_PARAMS) { \
+        qgemv_impl<BITS, SBT, MR, 4, J>(GEMV_ARGS);                                         \
+    }
+QGEMV(4, bf, SBbf, 1, 4) QGEMV(4, bf, SBbf, 2, 4) QGEMV(4, bf, SBbf, 4, 2) QGEMV(4, bf, SBbf, 8, 1)
+QGEMV(4, f32, SBf32, 1, 4) QGEMV(4, f32, SBf32, 2, 4) QGEMV(4, f32, SBf32, 4, 2) QGEMV(4, f32, SBf32, 8, 1)
+QGEMV(8, bf, SBbf, 1, 4) QGEMV(8, bf, SBbf, 2, 4) QGEMV(8, bf, SBbf, 4, 2) QGEMV(8, bf, SBbf, 8, 1)
+QGEMV(8, f32, SBf32, 1, 4) QGEMV(8, f32, SBf32, 2, 4) QGEMV(8, f32, SBf32, 4, 2) QGEMV(8, f32, SBf32, 8, 1)
+
+// Any bit width (2, 3, 5, 6 and the rest): one warp per output row, lanes
+// over elements, up to 8 activation rows. Correct rather than fast.
+template <class SB>
+DEV void qgemv_gen(GEMV_PARAMS, int bits) {
+    rebase(y, x, w, sb, M, 8, ldy, ldx, eidx, topk, eslot, wstride, sbstride);
+    const int nw = (K * bits + 31) / 32, ng = K >> gshift;
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= N) return;
+    const u32* wr = w + (long long)row * nw;
+    float acc[8];
+#pragma unroll
+    for (int m = 0; m < 8; m++) acc[m] = 0.f;
+    for (int e = lane; e < K; e += 32) {
+        float s, b;
+        SB::get(SB::load(sb, (long long)row * ng + (e >> gshift)), s, b);
+        float wv = s * (float)qval(wr, e, bits) + b;
+#pragma unroll
+        for (int m = 0; m < 8; m++)
+            if (m < M) acc[m] = fmaf(wv, x[(long long)m * ldx + e], acc[m]);
+    }
+#pragma unroll
+    for (int m = 0; m < 8; m++) {
+        float v = warp_sum(acc[m]);
+        if (lane == 0 && m < M) y[(long long)m * ldy + row] = v + (bias ? bias[row] : 0.f);
+    }
+}
+extern "C" __global__ void __launch_bounds__(128) qgemvgen_bf(GEMV_PARAMS, int bits) { qgemv_gen<SBbf>(GEMV_ARGS, bits); }
+extern "C" __global__ void __launch_bounds__(128) qgemvgen_f32(GEMV_PARAMS, int bits) { qgemv_gen<SBf32>(GEMV_ARGS, bits); }
+
+// Dense weights (f32, bf16, f16). The fast form reads 16 bytes per lane;
+// dgemvs is the element-wise fallback for rows that are not 16-byte
+// aligned. sb is unused (kept so every GEMV shares one parameter list).
+template <class T> DEV void dunpack(uint4 v, float* f);
+template <> DEV void dunpack<F32>(uint4 v, float* f) {
+    f[0] = __uint_as_float(v.x); f[1] = __uint_as_float(v.y); f[2] = __uint_as_float(v.z); f[3] = __uint_as_float(v.w);
+}
+template <> DEV void dunpack<BF16>(uint4 v, float* f) {
+    f[0] = bf16lo(v.x); f[1] = bf16hi(v.x); f[2] = bf16lo(v.y); f[3] = bf16hi(v.y);
+    f[4] = bf16lo(v.z); f[5] = bf16hi(v.z); f[6] = bf16lo(v.w); f[7] = bf16hi(v.w);
+}
+template <> DEV void dunpack<F16>(uint4 v, float* f) {
+    u32 a[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) { f[2 * i] = f16f((u16)(a[i] & 0xffff)); f[2 * i + 1] = f16f((u16)(a[i] >> 16)); }
+}
+
+template <class T, int MR, int NR, int J>
+DEV void dgemv_impl(GEMV_PARAMS) {
+    constexpr int VE = 16 / sizeof(typename T::T); // elements per 16-byte vector
+    rebase(y, x, w, sb, M, MR, ldy, ldx, eidx, topk, eslot, wstride, sbstride);
+    const int nv = K / VE;
+    const int lane = threadIdx.x & 31;
+    const int row0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * NR;
+    if (row0 >= N) return;
+    const uint4* wr[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) wr[r] = reinterpret_cast<const uint4*>(w) + (long long)min(row0 + r, N - 1) * nv;
+    float acc[NR][MR];
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int m = 0; m < MR; m++) acc[r][m] = 0.f;
+    for (int base = 0; base < nv; base += 32 * J) {
+        uint4 wv[NR][J];
+#pragma unroll
+        for (int j = 0; j < J; j++) {
+            int vi = base + lane + 32 * j;
+            int vc = vi < nv ? vi : nv - 1;
+#pragma unroll
+            for (int r = 0; r < NR; r++) wv[r][j] = wr[r][vc];
+        }
+#pragma unroll
+        for (int j = 0; j < J; j++) {
+            int vi = base + lane + 32 * j;
+            if (vi >= nv) break;
+            float xv[MR][VE];
+#pragma unroll
+            for (int m = 0; m < MR; m++) {
+                const float4* xp = reinterpret_cast<const float4*>(x + (long long)min(m, M - 1) * ldx + vi * VE);
+#pragma unroll
+                for (int i = 0; i < VE / 4; i++) {
+                    float4 f = xp[i];
+                    xv[m][4 * i] = f.x; xv[m][4 * i + 1] = f.y; xv[m][4 * i + 2] = f.z; xv[m][4 * i + 3] = f.w;
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                float f[VE];
+                dunpack<T>(wv[r][j], f);
+#pragma unroll
+                for (int m = 0; m < MR; m++)
+#pragma unroll
+                    for (int e = 0; e < VE; e++) acc[r][m] = fmaf(xv[m][e], f[e], acc[r][m]);
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int m = 0; m < MR; m++) {
+            float v = warp_sum(acc[r][m]);
+            if (lane == 0 && row0 + r < N && m < M) y[(long long)m * ldy + row0 + r] = v + (bias ? bias[row0 + r] : 0.f);
+        }
+}
+#define DGEMV(TN, TT, MR, J)                                                                \
+    extern "C" __global__ void __launch_bounds__(128) dgemv_##TN##_##MR(GEMV_PARAMS) {       \
+        dgemv_impl<TT, MR, 4, J>(GEMV_ARGS);                                                \
+    }
+DGEMV(f32, F32, 1, 4) DGEMV(f32, F32, 2, 4) DGEMV(f32, F32, 4, 2) DGEMV(f32, F32, 8, 1)
+DGEMV(bf16, BF16, 1, 4) DGEMV(bf16, BF16, 2, 4) DGEMV(bf16, BF16, 4, 2) DGEMV(bf16, BF16, 8, 1)
+DGEMV(f16, F16, 1, 4) DGEMV(f16, F16, 2, 4) DGEMV(f16, F16, 4, 2) DGEMV(f16, F16, 8, 1)
+
+template <class T>
+DEV void dgemv_s(GEMV_PARAMS) {
+    rebase(y, x, w, sb, M, 8, ldy, ldx, eidx, topk, eslot, wstride, sbstride);
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= N) return;
+    const typename T::T* wr = reinterpret_cast<const typename T::T*>(w) + (long long)row * K;
+    float acc[8];
+#pragma unroll
+    for (int m = 0; m < 8; m++) acc[m] = 0.f;
+    for (int e = lane; e < K; e += 32) {
+        float wv = T::at(wr, e);
+#pragma unroll
+        for (int m = 0; m < 8; m++)
+            if (m < M) acc[m] = fmaf(wv, x[(long long)m * ldx + e], acc[m]);
+    }
+#pragma unroll
+    for (int m = 0; m < 8; m++) {
+        float v = warp_sum(acc[m]);
+        if (lane == 0 && m < M) y[(long long)m * ldy + row] = v + (bias ? bias[row] : 0.f);
+    }
+}
+extern "C" __global__ void __launch_bounds__(128) dgemvs_f32(GEMV_PARAMS) { dgemv_s<F32>(GEMV_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) dgemvs_bf16(GEMV_PARAMS) { dgemv_s<BF16>(GEMV_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) dgemvs_f16(GEMV_PARAMS) { dgemv_s<F16>(GEMV_ARGS); }
+
+// Weight conversion for the cuBLAS path (many rows): dequantize a whole
+// matrix (or one expert) to f32 so the product runs in TF32 on f32
+// activations, which keeps about 3 more bits than a bf16 product would.
+template <class SB>
+DEV void dequant_f32(float* __restrict__ out, const u32* __restrict__ w, const u32* __restrict__ sb, int N, int K,
+                     int bits, int gshift) {
+    long long n = (long long)N * K;
+    const int nw = (K * bits + 31) / 32, ng = K >> gshift;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        long long r = i / K, e = i - r * K;
+        float s, b;
+        SB::get(SB::load(sb, r * ng + (e >> gshift)), s, b);
+        out[i] = s * (float)qval(w + r * nw, e, bits) + b;
+    }
+}
+extern "C" __global__ void dequant_f32_bf(float* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) {
+    dequant_f32<SBbf>(out, w, sb, N, K, bits, gshift);
+}
+extern "C" __global__ void dequant_f32_f32(float* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) {
+    dequant_f32<SBf32>(out, w, sb, N, K, bits, gshift);
+}
+template <class T>
+DEV void widen(float* __restrict__ out, const typename T::T* __restrict__ in, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = T::at(in, i);
+}
+extern "C" __global__ void bf16_to_f32(float* out, const u16* in, long long n) { widen<BF16>(out, in, n); }
+extern "C" __global__ void f16_to_f32(float* out, const u16* in, long long n) { widen<F16>(out, in, n); }
+// add_bias adds bias[n] to every row of y[m, n] (the cuBLAS path).
+extern "C" __global__ void add_bias(float* y, const float* bias, int M, int N) {
+    long long n = (long long)M * N;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        y[i] += bias[i % N];
+}

@@ -1,0 +1,163 @@
+// Row-wise and elementwise ops. Every kernel takes its sizes as arguments
+// and reads token ids and positions from the step's device buffers, so a
+// step's launches are identical from one decode step to the next and can
+// be replayed from a captured graph.
+
+#define GRID_STRIDE(i, n) \
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+
+extern "C" __global__ void fill_f32(float* p, float v, long long n) { GRID_STRIDE(i, n) p[i] = v; }
+
+// Embedding rows: dst[r] = table[tokens[r]], one block per row.
+template <class T>
+DEV void embed_dense(float* dst, const typename T::T* table, const int* tokens, int cols) {
+    long long id = tokens[blockIdx.x];
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[(long long)blockIdx.x * cols + c] = T::at(table, id * cols + c);
+}
+extern "C" __global__ void embed_f32(float* d, const float* t, const int* tok, int cols) { embed_dense<F32>(d, t, tok, cols); }
+extern "C" __global__ void embed_bf16(float* d, const u16* t, const int* tok, int cols) { embed_dense<BF16>(d, t, tok, cols); }
+extern "C" __global__ void embed_f16(float* d, const u16* t, const int* tok, int cols) { embed_dense<F16>(d, t, tok, cols); }
+
+template <class SB>
+DEV void embed_q(float* dst, const u32* w, const u32* sb, const int* tokens, int cols, int bits, int gshift) {
+    long long id = tokens[blockIdx.x];
+    const int nw = (cols * bits + 31) / 32, ng = cols >> gshift;
+    const u32* row = w + id * nw;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        float s, b;
+        SB::get(SB::load(sb, id * ng + (c >> gshift)), s, b);
+        dst[(long long)blockIdx.x * cols + c] = s * (float)qval(row, c, bits) + b;
+    }
+}
+extern "C" __global__ void embedq_bf(float* d, const u32* w, const u32* sb, const int* tok, int cols, int bits, int gs) {
+    embed_q<SBbf>(d, w, sb, tok, cols, bits, gs);
+}
+extern "C" __global__ void embedq_f32(float* d, const u32* w, const u32* sb, const int* tok, int cols, int bits, int gs) {
+    embed_q<SBf32>(d, w, sb, tok, cols, bits, gs);
+}
+
+// RMSNorm, one block per row. dst may alias x: each thread reads its
+// elements before the reduction and writes the same ones after it.
+extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int cols, float eps) {
+    __shared__ float red[32];
+    const float* xr = x + (long long)blockIdx.x * cols;
+    float* dr = dst + (long long)blockIdx.x * cols;
+    float ss = 0.f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) ss = fmaf(xr[c], xr[c], ss);
+    ss = block_sum(ss, red);
+    float inv = 1.f / sqrtf(ss / (float)cols + eps);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) dr[c] = w ? xr[c] * inv * w[c] : xr[c] * inv;
+}
+
+// RoPE in the rotate_half layout on x[rows, heads*headDim], in place. The
+// angle is taken in double: at position 1e5 a float angle is off by ~1e-2.
+extern "C" __global__ void rope(float* x, const int* pos, const float* invf, int heads, int headDim, int half, float scale) {
+    float* xr = x + (long long)blockIdx.x * heads * headDim;
+    double p = (double)pos[blockIdx.x];
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        double s, c;
+        sincos(p * (double)invf[i], &s, &c);
+        float cs = (float)c * scale, sn = (float)s * scale;
+        for (int h = 0; h < heads; h++) {
+            float* v = xr + h * headDim;
+            float x1 = v[i], x2 = v[i + half];
+            v[i] = x1 * cs - x2 * sn;
+            v[i + half] = x2 * cs + x1 * sn;
+        }
+    }
+}
+
+extern "C" __global__ void gated_silu(float* d, const float* g, const float* u, long long n) {
+    GRID_STRIDE(i, n) { float x = g[i]; d[i] = x / (1.f + expf(-x)) * u[i]; }
+}
+extern "C" __global__ void gated_gelu(float* d, const float* g, const float* u, long long n) {
+    GRID_STRIDE(i, n) {
+        float x = g[i];
+        d[i] = 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
+    }
+}
+extern "C" __global__ void add_f32(float* d, const float* a, const float* b, long long n) { GRID_STRIDE(i, n) d[i] = a[i] + b[i]; }
+extern "C" __global__ void scale_f32(float* x, float s, long long n) { GRID_STRIDE(i, n) x[i] *= s; }
+extern "C" __global__ void softcap_f32(float* x, float c, long long n) { GRID_STRIDE(i, n) x[i] = c * tanhf(x[i] / c); }
+
+// gather_rows copies src rows rows[i] to dst row i (one block per row).
+extern "C" __global__ void gather_rows(float* dst, const float* src, const int* rows, int cols) {
+    const float* s = src + (long long)rows[blockIdx.x] * cols;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[(long long)blockIdx.x * cols + c] = s[c];
+}
+
+// argmax_rows: the first index of the largest value of each row (NaN never
+// wins, matching a `v > best` scan). One block per row.
+extern "C" __global__ void argmax_rows(int* out, const float* x, int cols) {
+    __shared__ float bv[32];
+    __shared__ int bi[32];
+    const float* xr = x + (long long)blockIdx.x * cols;
+    float best = NEG_INF;
+    int idx = 0x7fffffff;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        float v = xr[c];
+        if (v > best) { best = v; idx = c; }
+    }
+    // An all-NaN or all -inf row keeps index 0, as the CPU scan does.
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+        if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
+    }
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    if (lane == 0) { bv[w] = best; bi[w] = idx; }
+    __syncthreads();
+    if (w == 0) {
+        best = lane < nw ? bv[lane] : NEG_INF;
+        idx = lane < nw ? bi[lane] : 0x7fffffff;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, best, o);
+            int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+            if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
+        }
+        if (lane == 0) out[blockIdx.x] = idx == 0x7fffffff ? 0 : idx;
+    }
+}
+
+// moe_route: softmax over each token's router logits, top-k (ties to the
+// lower expert id), optional renormalisation; one thread per token. Done in
+// double like the CPU reference, so the chosen experts agree.
+extern "C" __global__ void moe_route(const float* logits, int T, int E, int topk, int renorm, int* idx, float* wts) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= T) return;
+    const float* l = logits + (long long)t * E;
+    double m = -1e308;
+    for (int e = 0; e < E; e++) m = fmax(m, (double)l[e]);
+    double sum = 0;
+    for (int e = 0; e < E; e++) sum += exp((double)l[e] - m);
+    int chosen[16];
+    double pr[16], top = 0;
+    for (int k = 0; k < topk; k++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            bool taken = false;
+            for (int j = 0; j < k; j++) taken |= chosen[j] == e;
+            if (!taken && (best < 0 || l[e] > l[best])) best = e;
+        }
+        chosen[k] = best;
+        pr[k] = exp((double)l[best] - m);
+        top += pr[k];
+    }
+    for (int k = 0; k < topk; k++) {
+        idx[t * topk + k] = chosen[k];
+        wts[t * topk + k] = (float)(pr[k] / (renorm ? top : sum));
+    }
+}
+
+// moe_accum: dst (+)= wts[t, slot] * y, one block per token row.
+extern "C" __global__ void moe_accum(float* dst, const float* y, const float* wts, int topk, int slot, int cols, int first) {
+    float wgt = wts[blockIdx.x * topk + slot];
+    long long o = (long long)blockIdx.x * cols;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[o + c] = (first ? 0.f : dst[o + c]) + wgt * y[o + c];
+}
+
+// copy_f32x4 is the bandwidth yardstick the GEMV kernels are compared with
+// in the benchmarks: a plain 16-byte-per-thread copy.
+extern "C" __global__ void copy_f32x4(float4* dst, const float4* src, long long n) { GRID_STRIDE(i, n) dst[i] = src[i]; }

@@ -1,0 +1,283 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+// Tensor is a row-major float32 matrix in device memory. Activations stay
+// f32 on the device: decode reads far more weight bytes than activation
+// bytes, and f32 keeps every op within rounding of the CPU reference.
+type Tensor struct {
+	ptr        uintptr
+	rows, cols int
+	gen        uint64 // step arena generation; 0 for a persistent tensor
+}
+
+func (t *Tensor) Rows() int { return t.rows }
+func (t *Tensor) Cols() int { return t.cols }
+
+// arena is bump allocation over a list of chunks, rewound every step.
+type arena struct {
+	chunks   []devBuf
+	cur, off int
+}
+
+const arenaAlign = 256
+
+func (a *arena) reset() { a.cur, a.off = 0, 0 }
+
+func (b *Backend) arenaAlloc(n int) (uintptr, error) {
+	a := &b.arena
+	n = (n + arenaAlign - 1) / arenaAlign * arenaAlign
+	for a.cur < len(a.chunks) {
+		c := a.chunks[a.cur]
+		if a.off+n <= c.size {
+			p := c.ptr + uintptr(a.off)
+			a.off += n
+			return p, nil
+		}
+		a.cur++
+		a.off = 0
+	}
+	size := max(n, 256<<20)
+	p, err := b.alloc(size)
+	if err != nil {
+		return 0, err
+	}
+	a.chunks = append(a.chunks, devBuf{p, size})
+	a.cur = len(a.chunks) - 1
+	a.off = n
+	return p, nil
+}
+
+// NewTensor returns a zeroed matrix. Before the first BeginStep it is a
+// persistent allocation; after it, it lives in the step arena until the
+// next BeginStep (using it later panics).
+func (b *Backend) NewTensor(rows, cols int) backend.Tensor {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := rows * cols * 4
+	t := &Tensor{rows: rows, cols: cols}
+	var err error
+	if b.inStep {
+		t.gen = b.gen
+		t.ptr, err = b.arenaAlloc(n)
+	} else {
+		unbind := b.bind()
+		t.ptr, err = b.allocPersistent(n)
+		unbind()
+	}
+	if err != nil {
+		panic(fmt.Sprintf("cuda: NewTensor(%d, %d): %v", rows, cols, err))
+	}
+	if rows*cols > 0 {
+		b.fill(t.ptr, 0, rows*cols)
+	}
+	return t
+}
+
+// tt checks that x is a live tensor of this backend.
+func (b *Backend) tt(x backend.Tensor) *Tensor {
+	t, ok := x.(*Tensor)
+	if !ok {
+		panic(fmt.Sprintf("cuda: tensor of type %T is not from the cuda backend", x))
+	}
+	if t.gen != 0 && t.gen != b.gen {
+		panic("cuda: a tensor created during an earlier step was used after BeginStep; " +
+			"create tensors once before the first step, or afresh in every step")
+	}
+	return t
+}
+
+func (b *Backend) View(x backend.Tensor, rows, cols int) backend.Tensor {
+	t := b.tt(x)
+	if rows*cols > t.rows*t.cols {
+		panic(fmt.Sprintf("cuda: view %dx%d of a %dx%d tensor", rows, cols, t.rows, t.cols))
+	}
+	return &Tensor{ptr: t.ptr, rows: rows, cols: cols, gen: t.gen}
+}
+
+func (b *Backend) Slice(x backend.Tensor, from, to int) backend.Tensor {
+	t := b.tt(x)
+	if from < 0 || to > t.rows || from > to {
+		panic(fmt.Sprintf("cuda: slice [%d,%d) of %d rows", from, to, t.rows))
+	}
+	return &Tensor{ptr: t.ptr + uintptr(from*t.cols*4), rows: to - from, cols: t.cols, gen: t.gen}
+}
+
+// weight is a parameter in device memory. Dense matrices keep their
+// checkpoint dtype (bf16 stays 2 bytes a weight); vectors (norms, biases)
+// become f32. Quantized matrices keep MLX's packed words as they are, and
+// their scales and biases are interleaved per group: one 4-byte load for
+// bf16 sources, an 8-byte float2 for f16 and f32 sources.
+type weight struct {
+	shape              []int
+	experts, out, in   int
+	dtype              tensor.DType // dense: F32, BF16 or F16
+	quant              bool
+	bits, group, gshft int
+	sbF32              bool
+	w, sb              uintptr
+	bytes              int
+}
+
+func (w *weight) Shape() []int    { return w.shape }
+func (w *weight) Quantized() bool { return w.quant }
+
+// wordsPerRow is the packed row length in u32 words.
+func (w *weight) wordsPerRow() int { return (w.in*w.bits + 31) / 32 }
+
+func (b *Backend) UploadWeight(h *tensor.Host) (backend.Weight, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	defer b.bind()()
+	n := 1
+	for _, d := range h.Shape {
+		n *= d
+	}
+	w := &weight{shape: append([]int(nil), h.Shape...), experts: 1}
+	switch len(h.Shape) {
+	case 1:
+		w.out, w.in = 1, h.Shape[0]
+	case 2:
+		w.out, w.in = h.Shape[0], h.Shape[1]
+	case 3:
+		w.experts, w.out, w.in = h.Shape[0], h.Shape[1], h.Shape[2]
+	default:
+		return nil, fmt.Errorf("%s: unsupported shape %v", h.Name, h.Shape)
+	}
+	if h.Quant == nil {
+		return w, b.uploadDense(w, h, n)
+	}
+	q := h.Quant
+	if q.GroupSize <= 0 || q.GroupSize&(q.GroupSize-1) != 0 || w.in%q.GroupSize != 0 || q.Bits < 1 || q.Bits > 8 {
+		return nil, fmt.Errorf("%s: unsupported quantization %d bits, group %d for %d inputs", h.Name, q.Bits, q.GroupSize, w.in)
+	}
+	w.quant, w.bits, w.group = true, q.Bits, q.GroupSize
+	for 1<<w.gshft < q.GroupSize {
+		w.gshft++
+	}
+	rows := w.experts * w.out
+	nw, ng := w.wordsPerRow(), w.in/q.GroupSize
+	if len(h.Data) != rows*nw*4 || len(q.Scales) != rows*ng*q.ScaleDType.Size() || len(q.Biases) != len(q.Scales) {
+		return nil, fmt.Errorf("%s: quantized data sizes do not match shape %v at %d bits, group %d", h.Name, h.Shape, q.Bits, q.GroupSize)
+	}
+	var sb []byte
+	switch q.ScaleDType {
+	case tensor.BF16:
+		sb = make([]byte, rows*ng*4)
+		for i := 0; i < rows*ng; i++ {
+			copy(sb[4*i:], q.Scales[2*i:2*i+2])
+			copy(sb[4*i+2:], q.Biases[2*i:2*i+2])
+		}
+	case tensor.F16, tensor.F32:
+		w.sbF32 = true
+		s, bi := make([]float32, rows*ng), make([]float32, rows*ng)
+		if err := tensor.ToFloat32(s, q.Scales, q.ScaleDType); err != nil {
+			return nil, fmt.Errorf("%s scales: %v", h.Name, err)
+		}
+		if err := tensor.ToFloat32(bi, q.Biases, q.ScaleDType); err != nil {
+			return nil, fmt.Errorf("%s biases: %v", h.Name, err)
+		}
+		sb = make([]byte, rows*ng*8)
+		for i := range s {
+			putF32(sb[8*i:], s[i])
+			putF32(sb[8*i+4:], bi[i])
+		}
+	default:
+		return nil, fmt.Errorf("%s: scales of type %s are not supported", h.Name, q.ScaleDType)
+	}
+	var err error
+	if w.w, err = b.allocPersistent(len(h.Data)); err != nil {
+		return nil, fmt.Errorf("%s: %v", h.Name, err)
+	}
+	if w.sb, err = b.allocPersistent(len(sb)); err != nil {
+		return nil, fmt.Errorf("%s: %v", h.Name, err)
+	}
+	if err := b.htod(w.w, unsafe.Pointer(&h.Data[0]), len(h.Data)); err != nil {
+		return nil, err
+	}
+	if err := b.htod(w.sb, unsafe.Pointer(&sb[0]), len(sb)); err != nil {
+		return nil, err
+	}
+	w.bytes = len(h.Data) + len(sb)
+	return w, nil
+}
+
+func putF32(b []byte, f float32) {
+	u := math.Float32bits(f)
+	b[0], b[1], b[2], b[3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+}
+
+func (b *Backend) uploadDense(w *weight, h *tensor.Host, n int) error {
+	data := h.Data
+	w.dtype = h.DType
+	// Vectors are read by many small kernels: f32 keeps them simple. f64
+	// (rare) has no kernel of its own.
+	if len(h.Shape) == 1 || (h.DType != tensor.BF16 && h.DType != tensor.F16 && h.DType != tensor.F32) {
+		f := make([]float32, n)
+		if err := tensor.ToFloat32(f, h.Data, h.DType); err != nil {
+			return fmt.Errorf("%s: %v", h.Name, err)
+		}
+		data = unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*n)
+		w.dtype = tensor.F32
+	}
+	if len(data) < n*w.dtype.Size() {
+		return fmt.Errorf("%s: %d bytes for %d elements of %s", h.Name, len(data), n, w.dtype)
+	}
+	var err error
+	if w.w, err = b.allocPersistent(n * w.dtype.Size()); err != nil {
+		return fmt.Errorf("%s: %v", h.Name, err)
+	}
+	w.bytes = n * w.dtype.Size()
+	return b.htod(w.w, unsafe.Pointer(&data[0]), w.bytes)
+}
+
+func (b *Backend) wt(x backend.Weight) *weight {
+	w, ok := x.(*weight)
+	if !ok {
+		panic(fmt.Sprintf("cuda: weight of type %T is not from the cuda backend", x))
+	}
+	return w
+}
+
+// kvStore holds each layer's K and V caches, [block][kvHead][slot][dim] f32.
+type kvStore struct {
+	spec backend.KVSpec
+	k, v []uintptr
+}
+
+func (s *kvStore) Spec() backend.KVSpec { return s.spec }
+
+func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	defer b.bind()()
+	if spec.NumBlocks <= 0 || spec.BlockSize <= 0 {
+		return nil, fmt.Errorf("cuda: KV store needs positive block count and size")
+	}
+	s := &kvStore{spec: spec}
+	for i, l := range spec.Layers {
+		if l.HeadDim > 512 {
+			return nil, fmt.Errorf("cuda: layer %d head dim %d is over 512", i, l.HeadDim)
+		}
+		n := spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim * 4
+		k, err := b.allocPersistent(n)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: KV store layer %d: %v", i, err)
+		}
+		v, err := b.allocPersistent(n)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: KV store layer %d: %v", i, err)
+		}
+		s.k, s.v = append(s.k, k), append(s.v, v)
+	}
+	return s, nil
+}

@@ -1,0 +1,486 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+// Ops record launches; nothing runs until a result is needed (ReadRows,
+// Argmax, Sync) or the next BeginStep. Errors are sticky and reported by
+// the next Sync or BeginStep: the interface's ops return none.
+
+func (b *Backend) needStep(op string) {
+	if !b.inStep {
+		panic("cuda: " + op + " needs a batch: call BeginStep first")
+	}
+}
+
+func dense(d tensor.DType) string {
+	switch d {
+	case tensor.BF16:
+		return "bf16"
+	case tensor.F16:
+		return "f16"
+	}
+	return "f32"
+}
+
+func (w *weight) sbName() string {
+	if w.sbF32 {
+		return "f32"
+	}
+	return "bf"
+}
+
+func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.needStep("Embed")
+	d, w := b.tt(dst), b.wt(table)
+	T := b.step.tokens
+	if d.rows != T || d.cols != w.in {
+		panic(fmt.Sprintf("cuda: Embed into %dx%d from a table of width %d for %d tokens", d.rows, d.cols, w.in, T))
+	}
+	if T == 0 {
+		return
+	}
+	threads := min(256, roundUp(w.in, 32))
+	if w.quant {
+		b.newLaunch("embedq_"+w.sbName(), T, 1, 1, threads).p(d.ptr).p(w.w).p(w.sb).p(b.step.tok).i(w.in).i(w.bits).i(w.gshft)
+		return
+	}
+	b.newLaunch("embed_"+dense(w.dtype), T, 1, 1, threads).p(d.ptr).p(w.w).p(b.step.tok).i(w.in)
+}
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+// gemmRows is the row count above which Linear uses cuBLAS (TF32 on f32
+// activations) instead of the GEMV kernels, which re-read the weights once
+// per 8 rows.
+const gemmRows = 32
+
+func (b *Backend) Linear(dst, x backend.Tensor, wt, bias backend.Weight) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, s, w := b.tt(dst), b.tt(x), b.wt(wt)
+	if s.cols != w.in || d.cols != w.out || d.rows != s.rows || w.experts != 1 {
+		panic(fmt.Sprintf("cuda: Linear %dx%d @ %v^T into %dx%d", s.rows, s.cols, w.shape, d.rows, d.cols))
+	}
+	var bp uintptr
+	if bias != nil {
+		bp = b.wt(bias).w
+	}
+	if s.rows == 0 {
+		return
+	}
+	if s.rows > gemmRows {
+		b.gemm(d, s, w, bp)
+		return
+	}
+	b.gemv(d.ptr, s.ptr, w, bp, s.rows, d.cols, s.cols, 0, 0, 0)
+}
+
+// gemv records y[M,N] = x[M,K] @ W^T for M <= 8 per row chunk (grid.y
+// covers more). With eidx != 0, row t uses expert eidx[t*topk+slot].
+func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, eidx uintptr, topk, slot int) {
+	N, K := w.out, w.in
+	mr := 8
+	switch {
+	case eidx != 0 || M == 1:
+		mr = 1
+	case M == 2:
+		mr = 2
+	case M <= 4:
+		mr = 4
+	}
+	gy := (M + mr - 1) / mr
+	if eidx != 0 {
+		gy = M
+	}
+	aligned := x%16 == 0 && ldx%4 == 0
+	var name string
+	var wstride, sbstride int
+	fast := false
+	if w.quant {
+		nw, ng := w.wordsPerRow(), K/w.group
+		wstride = N * nw
+		sbstride = N * ng
+		if w.sbF32 {
+			sbstride *= 2
+		}
+		fast = (w.bits == 4 || w.bits == 8) && aligned
+		if fast {
+			name = fmt.Sprintf("qgemv%d_%s_%d", w.bits, w.sbName(), mr)
+		} else {
+			name = "qgemvgen_" + w.sbName()
+		}
+	} else {
+		es := w.dtype.Size()
+		wstride = N * K * es / 4
+		ve := 16 / es
+		fast = aligned && K%ve == 0
+		if fast {
+			name = fmt.Sprintf("dgemv_%s_%d", dense(w.dtype), mr)
+		} else {
+			name = "dgemvs_" + dense(w.dtype)
+		}
+	}
+	gx := (N + 15) / 16 // fast kernels: 4 warps x 4 rows per block
+	if !fast {
+		gx = (N + 3) / 4 // one warp per row
+		if eidx == 0 {
+			gy = (M + 7) / 8
+		}
+	}
+	l := b.newLaunch(name, gx, gy, 1, 128).p(y).p(x).p(w.w).p(w.sb).p(bias).i(N).i(K).i(M).i(w.gshft).
+		i(ldy).i(ldx).p(eidx).i(topk).i(slot).i64(wstride).i64(sbstride)
+	if w.quant && !fast {
+		l.i(w.bits)
+	}
+}
+
+// gemm records a many-row product through cuBLAS: the weight is widened
+// (or dequantized) to f32 into a scratch buffer, then a TF32 GEMM runs on
+// the f32 activations.
+func (b *Backend) gemm(d, s *Tensor, w *weight, bias uintptr) {
+	N, K := w.out, w.in
+	wp := w.w
+	if w.quant || w.dtype != tensor.F32 {
+		unbind := b.bind()
+		err := b.grow(&b.scratch, N*K*4)
+		unbind()
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		wp = b.scratch.ptr
+		n := N * K
+		switch {
+		case w.quant:
+			b.newLaunch("dequant_f32_"+w.sbName(), b.gridFor(n), 1, 1, 256).p(wp).p(w.w).p(w.sb).i(N).i(K).i(w.bits).i(w.gshft)
+		case w.dtype == tensor.BF16:
+			b.newLaunch("bf16_to_f32", b.gridFor(n), 1, 1, 256).p(wp).p(w.w).i64(n)
+		default:
+			b.newLaunch("f16_to_f32", b.gridFor(n), 1, 1, 256).p(wp).p(w.w).i64(n)
+		}
+	}
+	b.rec.ls = append(b.rec.ls, launch{fn: fnGemm})
+	l := &b.rec.ls[len(b.rec.ls)-1]
+	l.p(d.ptr).p(s.ptr).p(wp).i(s.rows).i(N).i(K)
+	b.rec.gemm = true
+	if bias != 0 {
+		n := s.rows * N
+		b.newLaunch("add_bias", b.gridFor(n), 1, 1, 256).p(d.ptr).p(bias).i(s.rows).i(N)
+	}
+}
+
+const cublasComputeTF32 = 77 // CUBLAS_COMPUTE_32F_FAST_TF32
+
+func (b *Backend) runGemm(l *launch) error {
+	y, x, w := uintptr(l.args[0]), uintptr(l.args[1]), uintptr(l.args[2])
+	m, n, k := int(int32(l.args[3])), int(int32(l.args[4])), int(int32(l.args[5]))
+	alpha, beta := float32(1), float32(0)
+	r, _, _ := purego.SyscallN(b.bl.gemmEx, b.bl.handle, cublasOpT, cublasOpN, uintptr(n), uintptr(m), uintptr(k),
+		uintptr(unsafe.Pointer(&alpha)), w, cudaR32F, uintptr(k), x, cudaR32F, uintptr(k),
+		uintptr(unsafe.Pointer(&beta)), y, cudaR32F, uintptr(n), cublasComputeTF32, cublasGemmDflt)
+	return blasErr(fmt.Sprintf("gemm %dx%dx%d", m, n, k), r)
+}
+
+func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, s := b.tt(dst), b.tt(x)
+	if d.rows != s.rows || d.cols != s.cols {
+		panic("cuda: RMSNorm shape mismatch")
+	}
+	var wp uintptr
+	if w != nil {
+		wp = b.wt(w).w
+	}
+	if s.rows == 0 {
+		return
+	}
+	threads := min(1024, max(32, roundUp(s.cols/4, 32)))
+	b.newLaunch("rmsnorm", s.rows, 1, 1, threads).p(d.ptr).p(s.ptr).p(wp).i(s.cols).f(eps)
+}
+
+func (b *Backend) ApplyRoPE(x backend.Tensor, heads, headDim int, r backend.RoPE) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.needStep("ApplyRoPE")
+	t := b.tt(x)
+	half := r.RotaryDim / 2
+	if t.rows != b.step.tokens || t.cols < heads*headDim || r.RotaryDim > headDim || len(r.InvFreq) < half {
+		panic(fmt.Sprintf("cuda: ApplyRoPE on %dx%d with %d heads of %d, rotary %d", t.rows, t.cols, heads, headDim, r.RotaryDim))
+	}
+	if t.rows == 0 || half == 0 {
+		return
+	}
+	scale := r.Scale
+	if scale == 0 {
+		scale = 1
+	}
+	tab := b.ropeTable(r.InvFreq[:half])
+	b.newLaunch("rope", t.rows, 1, 1, min(128, roundUp(half, 32))).p(t.ptr).p(b.step.pos).p(tab).i(heads).i(headDim).i(half).f(scale)
+}
+
+// ropeTable uploads an inverse-frequency table once per distinct content.
+func (b *Backend) ropeTable(f []float32) uintptr {
+	key := string(unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f)))
+	if p, ok := b.ropeTabs[key]; ok {
+		return p
+	}
+	defer b.bind()()
+	b.flush() // the copy below is synchronous; keep recorded order
+	p, err := b.allocPersistent(4 * len(f))
+	if err == nil {
+		err = b.htod(p, unsafe.Pointer(&f[0]), 4*len(f))
+	}
+	if err != nil {
+		b.fail(err)
+		return 0
+	}
+	b.ropeTabs[key] = p
+	return p
+}
+
+func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, layer int, p backend.AttnParams) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.needStep("Attention")
+	st, ok := kv.(*kvStore)
+	if !ok {
+		panic(fmt.Sprintf("cuda: KV store of type %T is not from the cuda backend", kv))
+	}
+	o, qt, kt, vt := b.tt(dst), b.tt(q), b.tt(k), b.tt(v)
+	T := b.step.tokens
+	if qt.rows != T || kt.rows != T || vt.rows != T || o.rows != T || p.KVHeads <= 0 || p.Heads%p.KVHeads != 0 ||
+		qt.cols < p.Heads*p.HeadDim || kt.cols < p.KVHeads*p.HeadDim || p.HeadDim > 512 ||
+		layer < 0 || layer >= len(st.k) || st.spec.Layers[layer].KVHeads != p.KVHeads || st.spec.Layers[layer].HeadDim != p.HeadDim {
+		panic(fmt.Sprintf("cuda: Attention shapes: q %dx%d k %dx%d for %d tokens, params %+v", qt.rows, qt.cols, kt.rows, kt.cols, T, p))
+	}
+	if T == 0 {
+		return
+	}
+	bs := st.spec.BlockSize
+	kvw := p.KVHeads * p.HeadDim
+	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
+		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.KVHeads).i(p.HeadDim)
+	// Split each (token, head) over enough blocks to fill the device about
+	// twice; the count depends only on the step's shape, not on how long
+	// the contexts are, so the launch (and its graph) repeats.
+	splits := 1
+	if work := T * p.Heads; work < 2*b.SMs {
+		splits = min(32, (2*b.SMs+work-1)/work)
+	}
+	var part uintptr
+	if splits > 1 {
+		var err error
+		if part, err = b.arenaAlloc(T * p.Heads * splits * (p.HeadDim + 2) * 4); err != nil {
+			b.fail(err)
+			return
+		}
+	}
+	b.newLaunch("attention", p.Heads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).p(st.k[layer]).p(st.v[layer]).
+		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.Heads).i(p.KVHeads).i(p.HeadDim).
+		f(p.Scale).i(p.Window).f(p.Softcap)
+	if splits > 1 {
+		b.newLaunch("attn_combine", p.Heads, T, 1, min(256, roundUp(p.HeadDim, 32))).p(o.ptr).p(part).i(p.Heads).i(p.HeadDim).i(splits)
+	}
+}
+
+func (b *Backend) elementwise(name string, n int) *launch {
+	return b.newLaunch(name, b.gridFor(n), 1, 1, 256)
+}
+
+func sameShape(ts ...*Tensor) bool {
+	for _, t := range ts[1:] {
+		if t.rows*t.cols != ts[0].rows*ts[0].cols {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *Backend) GatedAct(dst, gate, up backend.Tensor, act backend.Activation) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, g, u := b.tt(dst), b.tt(gate), b.tt(up)
+	if !sameShape(d, g, u) {
+		panic("cuda: GatedAct shape mismatch")
+	}
+	n := g.rows * g.cols
+	if n == 0 {
+		return
+	}
+	name := "gated_silu"
+	switch act {
+	case backend.SiLU:
+	case backend.GELUTanh:
+		name = "gated_gelu"
+	default:
+		panic("cuda: unknown activation")
+	}
+	b.elementwise(name, n).p(d.ptr).p(g.ptr).p(u.ptr).i64(n)
+}
+
+func (b *Backend) Add(dst, a, c backend.Tensor) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, x, y := b.tt(dst), b.tt(a), b.tt(c)
+	if !sameShape(d, x, y) {
+		panic("cuda: Add shape mismatch")
+	}
+	if n := x.rows * x.cols; n > 0 {
+		b.elementwise("add_f32", n).p(d.ptr).p(x.ptr).p(y.ptr).i64(n)
+	}
+}
+
+func (b *Backend) Scale(x backend.Tensor, s float32) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.tt(x)
+	if n := t.rows * t.cols; n > 0 {
+		b.elementwise("scale_f32", n).p(t.ptr).f(s).i64(n)
+	}
+}
+
+func (b *Backend) Softcap(x backend.Tensor, c float32) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.tt(x)
+	if n := t.rows * t.cols; n > 0 {
+		b.elementwise("softcap_f32", n).p(t.ptr).f(c).i64(n)
+	}
+}
+
+func (b *Backend) GatherLogitRows(dst, src backend.Tensor) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.needStep("GatherLogitRows")
+	d, s := b.tt(dst), b.tt(src)
+	L := b.step.logitRows
+	if d.rows < L || d.cols != s.cols {
+		panic(fmt.Sprintf("cuda: GatherLogitRows %d rows into %dx%d", L, d.rows, d.cols))
+	}
+	if L > 0 {
+		b.newLaunch("gather_rows", L, 1, 1, min(256, roundUp(s.cols, 32))).p(d.ptr).p(s.ptr).p(b.step.rows).i(s.cols)
+	}
+}
+
+// MoE: router GEMV, a routing kernel (softmax, top-k, renorm) that leaves
+// expert ids and weights on the device, then for each of the k slots the
+// gated MLP of every token's chosen expert (GEMVs that pick their expert
+// from the ids) accumulated into dst. A simple correct version: each
+// token reads its experts' weights on its own.
+func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Experts, p backend.MoEParams) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, s := b.tt(dst), b.tt(x)
+	rw, gw, uw, dw := b.wt(router), b.wt(e.Gate), b.wt(e.Up), b.wt(e.Down)
+	T, hidden, E, inter := s.rows, s.cols, rw.out, gw.out
+	if d.rows != T || d.cols != hidden || rw.in != hidden || gw.experts != E || gw.in != hidden || dw.out != hidden ||
+		dw.in != inter || p.TopK < 1 || p.TopK > 16 || p.TopK > E {
+		panic(fmt.Sprintf("cuda: MoE shapes: x %dx%d router %v gate %v down %v top-%d", T, hidden, rw.shape, gw.shape, dw.shape, p.TopK))
+	}
+	if T == 0 {
+		return
+	}
+	alloc := func(n int) uintptr {
+		ptr, err := b.arenaAllocAny(n)
+		if err != nil {
+			b.fail(err)
+		}
+		return ptr
+	}
+	logits, idx, wts := alloc(T*E*4), alloc(T*p.TopK*4), alloc(T*p.TopK*4)
+	g, u, y := alloc(T*inter*4), alloc(T*inter*4), alloc(T*hidden*4)
+	if b.err != nil {
+		return
+	}
+	for r := 0; r < T; r += 8 { // the router is a plain GEMV; keep it off cuBLAS
+		m := min(8, T-r)
+		b.gemv(logits+uintptr(r*E*4), s.ptr+uintptr(r*hidden*4), rw, 0, m, E, hidden, 0, 0, 0)
+	}
+	renorm := 0
+	if p.Renorm {
+		renorm = 1
+	}
+	b.newLaunch("moe_route", (T+127)/128, 1, 1, 128).p(logits).i(T).i(E).i(p.TopK).i(renorm).p(idx).p(wts)
+	act := "gated_silu"
+	if p.Act == backend.GELUTanh {
+		act = "gated_gelu"
+	}
+	for k := 0; k < p.TopK; k++ {
+		b.gemv(g, s.ptr, gw, 0, T, inter, hidden, idx, p.TopK, k)
+		b.gemv(u, s.ptr, uw, 0, T, inter, hidden, idx, p.TopK, k)
+		b.elementwise(act, T*inter).p(g).p(g).p(u).i64(T * inter)
+		b.gemv(y, g, dw, 0, T, hidden, inter, idx, p.TopK, k)
+		first := 0
+		if k == 0 {
+			first = 1
+		}
+		b.newLaunch("moe_accum", T, 1, 1, min(256, roundUp(hidden, 32))).p(d.ptr).p(y).p(wts).i(p.TopK).i(k).i(hidden).i(first)
+	}
+}
+
+// arenaAllocAny takes op scratch from the step arena. Outside a step the
+// arena is simply not rewound until the first BeginStep, which flushes
+// everything recorded before it rewinds.
+func (b *Backend) arenaAllocAny(n int) (uintptr, error) {
+	if b.inStep {
+		return b.arenaAlloc(n)
+	}
+	defer b.bind()()
+	return b.arenaAlloc(n)
+}
+
+func (b *Backend) ReadRows(x backend.Tensor, out []float32) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.tt(x)
+	n := t.rows * t.cols
+	if len(out) < n {
+		panic(fmt.Sprintf("cuda: ReadRows of %d elements into %d", n, len(out)))
+	}
+	defer b.bind()()
+	b.flush()
+	if b.err == nil && n > 0 {
+		b.fail(b.dtoh(unsafe.Pointer(&out[0]), t.ptr, 4*n))
+	}
+	if b.err != nil {
+		for i := range out[:n] {
+			out[i] = float32(math.NaN())
+		}
+	}
+}
+
+// Argmax runs on the device and copies back only the ids.
+func (b *Backend) Argmax(x backend.Tensor) []int32 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.tt(x)
+	ids := make([]int32, t.rows)
+	if t.rows == 0 {
+		return ids
+	}
+	out, err := b.arenaAllocAny(4 * t.rows)
+	if err != nil {
+		b.fail(err)
+		return ids
+	}
+	b.newLaunch("argmax_rows", t.rows, 1, 1, 1024).p(out).p(t.ptr).i(t.cols)
+	defer b.bind()()
+	b.flush()
+	if b.err == nil {
+		b.fail(b.dtoh(unsafe.Pointer(&ids[0]), out, 4*t.rows))
+	}
+	return ids
+}

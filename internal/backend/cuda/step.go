@@ -1,0 +1,285 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"github.com/mlxcel/mlxcel/internal/backend"
+)
+
+// stepInfo locates the current batch description in the step buffer.
+type stepInfo struct {
+	tokens, seqs, logitRows int
+	btStride                int
+	tok, pos, tok2seq       uintptr // device int32 arrays
+	rows, btab              uintptr
+	hostTokens              []int32
+}
+
+// BeginStep uploads the batch description into the step buffer with one
+// copy: [tokens | positions | token->sequence | logit rows | block tables].
+// Block tables are padded to a power-of-two width so that decode steps of
+// growing sequences keep the same kernel arguments (and so the same
+// graph) until a table outgrows that width.
+func (b *Backend) BeginStep(batch *backend.Batch) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	defer b.bind()()
+	b.flush()
+	if b.err != nil {
+		err := b.err
+		b.err = nil
+		return err
+	}
+	T := len(batch.Tokens)
+	if len(batch.Positions) != T {
+		return fmt.Errorf("cuda: batch has %d tokens but %d positions", T, len(batch.Positions))
+	}
+	n, width := 0, 1
+	for _, s := range batch.Seqs {
+		if s.Start != n || s.Len <= 0 {
+			return fmt.Errorf("cuda: batch sequences must cover the tokens in order")
+		}
+		n += s.Len
+		for width < len(s.Blocks) {
+			width *= 2
+		}
+	}
+	if n != T {
+		return fmt.Errorf("cuda: batch sequences cover %d of %d tokens", n, T)
+	}
+	for _, r := range batch.LogitRows {
+		if r < 0 || r >= T {
+			return fmt.Errorf("cuda: logit row %d outside the %d-token batch", r, T)
+		}
+	}
+	S, L := len(batch.Seqs), len(batch.LogitRows)
+	host := make([]int32, 3*T+L+S*width)
+	copy(host, batch.Tokens)
+	copy(host[T:], batch.Positions)
+	for i, s := range batch.Seqs {
+		for r := s.Start; r < s.Start+s.Len; r++ {
+			host[2*T+r] = int32(i)
+		}
+		copy(host[3*T+L+i*width:], s.Blocks)
+	}
+	for i, r := range batch.LogitRows {
+		host[3*T+i] = int32(r)
+	}
+	if err := b.grow(&b.stepBuf, 4*len(host)); err != nil {
+		return err
+	}
+	if len(host) > 0 {
+		// A synchronous copy on the legacy stream: it waits for the work
+		// queued on b.strm (a blocking stream), so the previous step's
+		// kernels have finished reading the buffer before it changes.
+		if err := b.htod(b.stepBuf.ptr, unsafe.Pointer(&host[0]), 4*len(host)); err != nil {
+			return err
+		}
+	}
+	base := b.stepBuf.ptr
+	b.step = stepInfo{tokens: T, seqs: S, logitRows: L, btStride: width,
+		tok: base, pos: base + uintptr(4*T), tok2seq: base + uintptr(8*T),
+		rows: base + uintptr(12*T), btab: base + uintptr(4*(3*T+L)), hostTokens: batch.Tokens}
+	b.gen++
+	b.inStep = true
+	b.arena.reset()
+	return nil
+}
+
+// launch is one recorded kernel launch (or a cuBLAS call, fn == fnGemm).
+// It holds no Go pointers, so a step's launches can be hashed and compared
+// as plain bytes.
+type launch struct {
+	fn                      uintptr
+	gx, gy, gz, block, smem uint32
+	n                       uint32 // arguments used; args starts 8-byte aligned, no padding
+	args                    [20]uint64
+}
+
+const fnGemm = 1
+
+// recorder collects a step's launches until something needs results.
+type recorder struct {
+	ls     []launch
+	params [20]unsafe.Pointer
+	gemm   bool
+}
+
+func (b *Backend) newLaunch(name string, gx, gy, gz, block int) *launch {
+	if gx <= 0 || gy <= 0 || gz <= 0 {
+		panic(fmt.Sprintf("cuda: %s launched with grid %dx%dx%d", name, gx, gy, gz))
+	}
+	b.rec.ls = append(b.rec.ls, launch{fn: b.fn(name), gx: uint32(gx), gy: uint32(gy), gz: uint32(gz), block: uint32(block)})
+	return &b.rec.ls[len(b.rec.ls)-1]
+}
+
+func (l *launch) p(v uintptr) *launch { l.args[l.n] = uint64(v); l.n++; return l }
+func (l *launch) i(v int) *launch     { l.args[l.n] = uint64(uint32(int32(v))); l.n++; return l }
+func (l *launch) i64(v int) *launch   { l.args[l.n] = uint64(v); l.n++; return l }
+func (l *launch) f(v float32) *launch {
+	l.args[l.n] = uint64(*(*uint32)(unsafe.Pointer(&v)))
+	l.n++
+	return l
+}
+
+// gridFor is a grid-stride launch size: enough blocks to fill the device.
+func (b *Backend) gridFor(n int) int {
+	return max(1, min((n+255)/256, b.SMs*8))
+}
+
+func (b *Backend) fill(p uintptr, v float32, n int) {
+	b.newLaunch("fill_f32", b.gridFor(n), 1, 1, 256).p(p).f(v).i64(n)
+}
+
+// run launches l directly on the stream. Arguments are passed by address:
+// each slot is 8 bytes and the driver reads as many as the parameter's
+// size, which is right for 4-byte values on a little-endian machine.
+func (b *Backend) run(l *launch) error {
+	if l.fn == fnGemm {
+		return b.runGemm(l)
+	}
+	for i := uint32(0); i < l.n; i++ {
+		b.rec.params[i] = unsafe.Pointer(&l.args[i])
+	}
+	r, _, _ := purego.SyscallN(b.d.launchKernel, l.fn, uintptr(l.gx), uintptr(l.gy), uintptr(l.gz),
+		uintptr(l.block), 1, 1, uintptr(l.smem), b.strm, uintptr(unsafe.Pointer(&b.rec.params[0])), 0)
+	return b.d.check("cuLaunchKernel", r)
+}
+
+// flush runs what was recorded: by replaying a captured graph when this
+// exact launch sequence was captured before, by capturing it when it is
+// seen for the second time (a step shape that repeats), else directly.
+// Keying graphs by the launches themselves (kernels, grids, arguments and
+// so every device address) makes a replay correct by construction: any
+// change of pointer or size is a different key.
+func (b *Backend) flush() {
+	ls := b.rec.ls
+	if len(ls) == 0 {
+		return
+	}
+	defer func() { b.rec.ls, b.rec.gemm = b.rec.ls[:0], false }()
+	if b.err != nil {
+		return
+	}
+	if b.graphs.on && len(ls) >= minGraphLaunches && !b.rec.gemm {
+		raw := unsafe.Slice((*byte)(unsafe.Pointer(&ls[0])), len(ls)*int(unsafe.Sizeof(ls[0])))
+		key := maphash.Bytes(b.graphs.seed, raw)
+		if g := b.graphs.m[key]; g != nil && slices.Equal(g.ls, ls) {
+			b.graphs.replays++
+			b.fail(b.d.call("cuGraphLaunch", b.d.graphLaunch, g.exec, b.strm))
+			return
+		}
+		if n := b.graphs.seen[key]; n == 1 {
+			if err := b.capture(key, ls); err == nil {
+				return
+			} else {
+				b.graphs.failed++
+				b.graphs.lastErr = err
+				b.graphs.seen[key] = 2 // do not try this one again
+			}
+		} else if n == 0 {
+			b.graphs.seen[key] = 1
+		}
+	}
+	b.graphs.direct += len(ls)
+	for i := range ls {
+		if err := b.run(&ls[i]); err != nil {
+			b.fail(fmt.Errorf("launch %d of %d: %w", i, len(ls), err))
+			return
+		}
+	}
+}
+
+const minGraphLaunches = 8
+
+type graph struct {
+	ls   []launch
+	exec uintptr
+	g    uintptr
+}
+
+// graphCache maps hashes of launch sequences to instantiated graphs.
+type graphCache struct {
+	on       bool
+	seed     maphash.Seed
+	m        map[uint64]*graph
+	seen     map[uint64]uint8 // 1: seen once, 2: capture failed
+	order    []uint64
+	captures int
+	replays  int
+	direct   int
+	failed   int
+	lastErr  error
+}
+
+const maxGraphs = 64
+
+func (c *graphCache) init(on bool) {
+	c.on, c.seed = on, maphash.MakeSeed()
+	c.m, c.seen = map[uint64]*graph{}, map[uint64]uint8{}
+}
+
+func (c *graphCache) clear(b *Backend) {
+	for _, g := range c.m {
+		_ = b.d.call("cuGraphExecDestroy", b.d.graphExecDestroy, g.exec)
+		_ = b.d.call("cuGraphDestroy", b.d.graphDestroy, g.g)
+	}
+	c.m, c.seen, c.order = map[uint64]*graph{}, map[uint64]uint8{}, nil
+}
+
+// Stream capture modes (CUstreamCaptureMode).
+const captureRelaxed = 2
+
+func (b *Backend) capture(key uint64, ls []launch) error {
+	if err := b.d.call("cuStreamBeginCapture", b.d.streamBeginCapture, b.strm, captureRelaxed); err != nil {
+		return err
+	}
+	var runErr error
+	for i := range ls {
+		if runErr = b.run(&ls[i]); runErr != nil {
+			break
+		}
+	}
+	g := &graph{ls: slices.Clone(ls)}
+	if err := b.d.call("cuStreamEndCapture", b.d.streamEndCapture, b.strm, uintptr(unsafe.Pointer(&g.g))); err != nil || runErr != nil {
+		if g.g != 0 {
+			_ = b.d.call("cuGraphDestroy", b.d.graphDestroy, g.g)
+		}
+		if runErr != nil {
+			return runErr
+		}
+		return err
+	}
+	if err := b.d.call("cuGraphInstantiate", b.d.graphInstantiate, uintptr(unsafe.Pointer(&g.exec)), g.g, 0); err != nil {
+		_ = b.d.call("cuGraphDestroy", b.d.graphDestroy, g.g)
+		return err
+	}
+	if len(b.graphs.order) >= maxGraphs {
+		old := b.graphs.order[0]
+		b.graphs.order = b.graphs.order[1:]
+		if og := b.graphs.m[old]; og != nil {
+			_ = b.d.call("cuGraphExecDestroy", b.d.graphExecDestroy, og.exec)
+			_ = b.d.call("cuGraphDestroy", b.d.graphDestroy, og.g)
+			delete(b.graphs.m, old)
+		}
+	}
+	b.graphs.m[key] = g
+	b.graphs.order = append(b.graphs.order, key)
+	b.graphs.captures++
+	return b.d.call("cuGraphLaunch", b.d.graphLaunch, g.exec, b.strm)
+}
+
+// GraphStats reports graph use since start: captures, replays, launches
+// run directly, failed captures.
+func (b *Backend) GraphStats() (captures, replays, direct, failed int, lastErr error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := &b.graphs
+	return c.captures, c.replays, c.direct, c.failed, c.lastErr
+}
