@@ -11,9 +11,9 @@ import (
 // is applied repeatedly. Merges are keyed by the id pair, so applying one is
 // a map lookup.
 type bpeModel struct {
-	vocab        map[string]int32
-	merges       map[uint64]uint64 // (left<<32 | right) -> (rank<<32 | new id)
-	unkID        int32             // -1: no unk token
+	vocab        *strTable
+	merges       *pairTable // (left<<32 | right) -> (rank<<32 | new id)
+	unkID        int32      // -1: no unk token
 	fuseUnk      bool
 	byteFallback bool
 	ignoreMerges bool
@@ -39,7 +39,7 @@ func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b
 func (m *bpeModel) init() {
 	for b := range m.byteIDs {
 		m.byteIDs[b] = -1
-		if id, ok := m.vocab[fmt.Sprintf("<0x%02X>", b)]; ok {
+		if id, ok := m.vocab.getString(fmt.Sprintf("<0x%02X>", b)); ok {
 			m.byteIDs[b] = id
 		}
 	}
@@ -48,7 +48,7 @@ func (m *bpeModel) init() {
 		var buf [4]byte
 		for r := range m.charIDs {
 			n := utf8.EncodeRune(buf[:], rune(r))
-			id, ok := m.vocab[string(buf[:n])]
+			id, ok := m.vocab.get(buf[:n])
 			if !ok {
 				id = -1
 			}
@@ -84,7 +84,7 @@ func (m *bpeModel) tokenize(sc *bpeScratch, w []byte, out []int32) []int32 {
 		return out
 	}
 	if m.ignoreMerges {
-		if id, ok := m.vocab[string(w)]; ok {
+		if id, ok := m.vocab.get(w); ok {
 			return append(out, id)
 		}
 	}
@@ -117,8 +117,7 @@ func (m *bpeModel) charID(sc *bpeScratch, w []byte, i, end int, r rune) (int32, 
 			id := m.charIDs[r]
 			return id, id >= 0
 		}
-		id, ok := m.vocab[string(w[i:end])]
-		return id, ok
+		return m.vocab.get(w[i:end])
 	}
 	b := sc.word[:0]
 	if i > 0 {
@@ -129,8 +128,7 @@ func (m *bpeModel) charID(sc *bpeScratch, w []byte, i, end int, r rune) (int32, 
 		b = append(b, m.suffix...)
 	}
 	sc.word = b
-	id, ok := m.vocab[string(b)]
-	return id, ok
+	return m.vocab.get(b)
 }
 
 func (m *bpeModel) mergeWord(sc *bpeScratch, w []byte, out []int32) []int32 {
@@ -186,7 +184,7 @@ func (m *bpeModel) mergeWord(sc *bpeScratch, w []byte, out []int32) []int32 {
 
 	h := sc.heap[:0]
 	for i := 0; i+1 < len(syms); i++ {
-		if v, ok := m.merges[pairKey(syms[i].id, syms[i+1].id)]; ok {
+		if v, ok := m.merges.get(pairKey(syms[i].id, syms[i+1].id)); ok {
 			h = heapPush(h, mergeItem{rank: uint32(v >> 32), pos: int32(i), newID: int32(uint32(v))})
 		}
 	}
@@ -200,7 +198,7 @@ func (m *bpeModel) mergeWord(sc *bpeScratch, w []byte, out []int32) []int32 {
 		rightPos := cur.next
 		right := syms[rightPos]
 		// Skip entries made stale by earlier merges.
-		v, ok := m.merges[pairKey(cur.id, right.id)]
+		v, ok := m.merges.get(pairKey(cur.id, right.id))
 		if !ok || int32(uint32(v)) != top.newID {
 			continue
 		}
@@ -212,12 +210,12 @@ func (m *bpeModel) mergeWord(sc *bpeScratch, w []byte, out []int32) []int32 {
 			syms[right.next].prev = top.pos
 		}
 		if cur.prev >= 0 {
-			if v, ok := m.merges[pairKey(syms[cur.prev].id, cur.id)]; ok {
+			if v, ok := m.merges.get(pairKey(syms[cur.prev].id, cur.id)); ok {
 				h = heapPush(h, mergeItem{rank: uint32(v >> 32), pos: cur.prev, newID: int32(uint32(v))})
 			}
 		}
 		if cur.next >= 0 {
-			if v, ok := m.merges[pairKey(cur.id, syms[cur.next].id)]; ok {
+			if v, ok := m.merges.get(pairKey(cur.id, syms[cur.next].id)); ok {
 				h = heapPush(h, mergeItem{rank: uint32(v >> 32), pos: top.pos, newID: int32(uint32(v))})
 			}
 		}

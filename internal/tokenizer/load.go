@@ -52,8 +52,12 @@ type rawFile struct {
 	vocabArena   []byte
 	vocabEntries []vocabEntry
 	vocabIsObj   bool
-	mergesRaw    []byte
+	hasMerges    bool
+	mergeText    []byte // a then b of every merge, back to back
+	mergeList    []mergeText
 }
+
+type mergeText struct{ off, alen, blen uint32 }
 
 type vocabEntry struct {
 	off, n uint32
@@ -91,9 +95,8 @@ func (rf *rawFile) parseModel(r *jsonReader) error {
 			rf.vocabIsObj = true
 			return rf.parseVocab(r)
 		case "merges":
-			raw, err := r.skipValue()
-			rf.mergesRaw = raw
-			return err
+			rf.hasMerges = true
+			return rf.parseMergeText(r)
 		default:
 			raw, err := r.skipValue()
 			if err != nil {
@@ -137,19 +140,19 @@ type bpeOptions struct {
 	IgnoreMerges            bool     `json:"ignore_merges"`
 }
 
-func (rf *rawFile) buildBPE() (*bpeModel, []string, error) {
+func (rf *rawFile) buildBPE() (*bpeModel, []string, []bool, error) {
 	switch rf.modelType {
 	case "BPE":
 	case "":
 		// Older files omit the type; BPE is recognised by its merges.
-		if rf.mergesRaw == nil {
-			return nil, nil, errors.New("model has no type and no merges")
+		if !rf.hasMerges {
+			return nil, nil, nil, errors.New("model has no type and no merges")
 		}
 	default:
-		return nil, nil, fmt.Errorf("unsupported model type %q", rf.modelType)
+		return nil, nil, nil, fmt.Errorf("unsupported model type %q", rf.modelType)
 	}
 	if !rf.vocabIsObj {
-		return nil, nil, errors.New("BPE model vocab is not an object")
+		return nil, nil, nil, errors.New("BPE model vocab is not an object")
 	}
 	var opt bpeOptions
 	obj := make(map[string]json.RawMessage, len(rf.modelRaw))
@@ -157,18 +160,16 @@ func (rf *rawFile) buildBPE() (*bpeModel, []string, error) {
 		obj[k] = raw
 	}
 	if b, err := json.Marshal(obj); err != nil {
-		return nil, nil, fmt.Errorf("model: %w", err)
+		return nil, nil, nil, fmt.Errorf("model: %w", err)
 	} else if err := json.Unmarshal(b, &opt); err != nil {
-		return nil, nil, fmt.Errorf("model: %w", err)
+		return nil, nil, nil, fmt.Errorf("model: %w", err)
 	}
 	if opt.Dropout != nil && *opt.Dropout > 0 {
 		// Dropout is a training-time regulariser; inference ignores it.
 		opt.Dropout = nil
 	}
 
-	arena := string(rf.vocabArena)
 	m := &bpeModel{
-		vocab:        make(map[string]int32, len(rf.vocabEntries)),
 		unkID:        -1,
 		fuseUnk:      opt.FuseUnk,
 		byteFallback: opt.ByteFallback,
@@ -180,79 +181,80 @@ func (rf *rawFile) buildBPE() (*bpeModel, []string, error) {
 	if opt.EndOfWordSuffix != nil {
 		m.suffix = *opt.EndOfWordSuffix
 	}
-	maxID := int32(-1)
-	for _, e := range rf.vocabEntries {
-		if e.id > maxID {
-			maxID = e.id
-		}
-	}
-	idToTok := make([]string, maxID+1)
-	for _, e := range rf.vocabEntries {
-		s := arena[e.off : e.off+e.n]
-		m.vocab[s] = e.id
-		idToTok[e.id] = s
-	}
+	idToTok, known := rf.buildVocab(m)
 	if opt.UnkToken != nil {
-		id, ok := m.vocab[*opt.UnkToken]
+		id, ok := m.vocab.getString(*opt.UnkToken)
 		if !ok {
-			return nil, nil, fmt.Errorf("unk_token %q is not in the vocabulary", *opt.UnkToken)
+			return nil, nil, nil, fmt.Errorf("unk_token %q is not in the vocabulary", *opt.UnkToken)
 		}
 		m.unkID = id
 	}
-	if err := m.parseMerges(rf.mergesRaw); err != nil {
-		return nil, nil, err
+	if err := m.resolveMerges(rf.mergeText, rf.mergeList); err != nil {
+		return nil, nil, nil, err
 	}
 	m.init()
-	return m, idToTok, nil
+	return m, idToTok, known, nil
 }
 
-// parseMerges accepts both spellings: "a b" strings and ["a", "b"] pairs.
-func (m *bpeModel) parseMerges(raw []byte) error {
-	if raw == nil {
-		m.merges = map[uint64]uint64{}
-		return nil
+// buildVocab turns the parsed entries into the id -> token slice and the
+// lookup table; every token is a substring of one arena string.
+func (rf *rawFile) buildVocab(m *bpeModel) ([]string, []bool) {
+	arena := string(rf.vocabArena)
+	maxID := int32(-1)
+	for _, e := range rf.vocabEntries {
+		maxID = max(maxID, e.id)
 	}
-	r := &jsonReader{data: raw}
+	idToTok := make([]string, maxID+1)
+	known := make([]bool, maxID+1)
+	for _, e := range rf.vocabEntries {
+		idToTok[e.id] = arena[e.off : e.off+e.n]
+		known[e.id] = true
+	}
+	m.vocab = newStrTable(idToTok, len(rf.vocabEntries))
+	for _, e := range rf.vocabEntries {
+		m.vocab.put(e.id)
+	}
+	return idToTok, known
+}
+
+// parseMergeText decodes the merges list; both spellings are accepted:
+// "a b" strings and ["a", "b"] pairs. Ids are resolved later, once the
+// vocabulary and the continuing-subword prefix are known.
+func (rf *rawFile) parseMergeText(r *jsonReader) error {
 	if err := r.expect('['); err != nil {
 		return fmt.Errorf("merges: %w", err)
 	}
-	type kv struct{ k, v uint64 }
-	entries := make([]kv, 0, len(raw)/12)
-	var a, b, joined []byte
-	lookup := func(s []byte) (int32, error) {
-		id, ok := m.vocab[string(s)]
-		if !ok {
-			return 0, fmt.Errorf("merge token %q is not in the vocabulary", s)
-		}
-		return id, nil
-	}
-	rank := 0
+	text := make([]byte, 0, (len(r.data)-r.pos)/2)
+	var list []mergeText
 	for !r.next(']') {
-		if rank > 0 {
+		if len(list) > 0 {
 			if err := r.expect(','); err != nil {
 				return fmt.Errorf("merges: %w", err)
 			}
 		}
+		off := len(text)
 		var err error
 		switch r.peek() {
 		case '"':
 			var s []byte
-			s, err = r.readStringView()
-			if err != nil {
+			if s, err = r.readStringView(); err != nil {
 				return fmt.Errorf("merges: %w", err)
 			}
 			sp := bytes.IndexByte(s, ' ')
 			if sp < 0 {
 				return fmt.Errorf("merge %q has no space", s)
 			}
-			a = append(a[:0], s[:sp]...)
-			b = append(b[:0], s[sp+1:]...)
+			text = append(append(text, s[:sp]...), s[sp+1:]...)
+			list = append(list, mergeText{uint32(off), uint32(sp), uint32(len(s) - sp - 1)})
+			continue
 		case '[':
 			r.pos++
-			if a, err = r.appendString(a[:0]); err == nil {
+			if text, err = r.appendString(text); err == nil {
+				alen := len(text) - off
 				if err = r.expect(','); err == nil {
-					if b, err = r.appendString(b[:0]); err == nil {
+					if text, err = r.appendString(text); err == nil {
 						err = r.expect(']')
+						list = append(list, mergeText{uint32(off), uint32(alen), uint32(len(text) - off - alen)})
 					}
 				}
 			}
@@ -262,29 +264,45 @@ func (m *bpeModel) parseMerges(raw []byte) error {
 		default:
 			return fmt.Errorf("merges: %w", r.errorf("expected string or pair"))
 		}
-		ida, err := lookup(a)
-		if err != nil {
-			return err
-		}
-		idb, err := lookup(b)
-		if err != nil {
-			return err
-		}
-		rest := b
-		if len(m.prefix) > 0 && len(rest) >= len(m.prefix) {
-			rest = rest[len(m.prefix):]
-		}
-		joined = append(append(joined[:0], a...), rest...)
-		idn, err := lookup(joined)
-		if err != nil {
-			return err
-		}
-		entries = append(entries, kv{pairKey(ida, idb), uint64(rank)<<32 | uint64(uint32(idn))})
-		rank++
 	}
-	m.merges = make(map[uint64]uint64, len(entries))
-	for _, e := range entries {
-		m.merges[e.k] = e.v // a repeated pair keeps its last rank, as HF's map
+	rf.mergeText, rf.mergeList = text, list
+	return nil
+}
+
+// resolveMerges turns merge text into id pairs, in batches so that the
+// table lookups' cache misses overlap (see strTable.getBatch).
+func (m *bpeModel) resolveMerges(text []byte, list []mergeText) error {
+	m.merges = newPairTable(len(list))
+	const batch = 32
+	var keys [3 * batch][]byte
+	var ids [3 * batch]int32
+	var joined [batch][]byte
+	for lo := 0; lo < len(list); lo += batch {
+		hi := min(lo+batch, len(list))
+		for i := lo; i < hi; i++ {
+			e := list[i]
+			a := text[e.off : e.off+e.alen]
+			b := text[e.off+e.alen : e.off+e.alen+e.blen]
+			j := text[e.off : e.off+e.alen+e.blen]
+			if len(m.prefix) > 0 && len(b) >= len(m.prefix) {
+				joined[i-lo] = append(append(joined[i-lo][:0], a...), b[len(m.prefix):]...)
+				j = joined[i-lo]
+			}
+			k := 3 * (i - lo)
+			keys[k], keys[k+1], keys[k+2] = a, b, j
+		}
+		n := 3 * (hi - lo)
+		m.vocab.getBatch(keys[:n], ids[:n])
+		for i := lo; i < hi; i++ {
+			k := 3 * (i - lo)
+			for x := k; x < k+3; x++ {
+				if ids[x] < 0 {
+					return fmt.Errorf("merge %d: token %q is not in the vocabulary", i, keys[x])
+				}
+			}
+			// A repeated pair keeps its last rank, as HF's map does.
+			m.merges.put(pairKey(ids[k], ids[k+1]), uint64(i)<<32|uint64(uint32(ids[k+2])))
+		}
 	}
 	return nil
 }

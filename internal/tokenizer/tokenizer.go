@@ -50,7 +50,7 @@ type encState struct {
 
 func build(rf *rawFile) (*Tokenizer, error) {
 	t := &Tokenizer{}
-	model, idToTok, err := rf.buildBPE()
+	model, idToTok, known, err := rf.buildBPE()
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
@@ -80,7 +80,7 @@ func build(rf *rawFile) (*Tokenizer, error) {
 			return nil, fmt.Errorf("added_tokens: %w", err)
 		}
 	}
-	if err := t.setVocab(idToTok, added); err != nil {
+	if err := t.setVocab(idToTok, known, added); err != nil {
 		return nil, err
 	}
 	if raw := rf.sections["post_processor"]; !isNull(raw) {
@@ -102,7 +102,7 @@ func build(rf *rawFile) (*Tokenizer, error) {
 	return t, nil
 }
 
-func (t *Tokenizer) setVocab(idToTok []string, added []addedToken) error {
+func (t *Tokenizer) setVocab(idToTok []string, known []bool, added []addedToken) error {
 	n := len(idToTok)
 	for _, a := range added {
 		if a.ID < 0 {
@@ -116,9 +116,7 @@ func (t *Tokenizer) setVocab(idToTok []string, added []addedToken) error {
 	t.known = make([]bool, n)
 	t.special = make([]bool, n)
 	copy(t.idToToken, idToTok)
-	for _, id := range t.model.vocab {
-		t.known[id] = true
-	}
+	copy(t.known, known)
 	t.addedIDs = make(map[string]int32, len(added))
 	specialSet := map[string]bool{}
 	// Specials first, then the rest, as HF orders its matching patterns.
@@ -170,8 +168,7 @@ func (t *Tokenizer) addedOrModelID(tok string) (int32, bool) {
 	if id, ok := t.addedIDs[tok]; ok {
 		return id, true
 	}
-	id, ok := t.model.vocab[tok]
-	return id, ok
+	return t.model.vocab.getString(tok)
 }
 
 // Encode turns text into ids. With addSpecial the post-processor adds its
