@@ -1,0 +1,106 @@
+//go:build amd64 && !purego
+
+package qmat
+
+import "github.com/mlxcel/mlxcel/internal/tensor"
+
+// kargs are the loop bounds of one kernel call; the assembly reads them at
+// fixed offsets (the k* constants in asmgen.go), so keep the order.
+type kargs struct {
+	groups     int      // groups per row in this call (a K-block)
+	iters      int      // 32-weight iterations per group (Group/32)
+	nout       int      // output rows to compute
+	outStride  int      // bytes between activation rows of out
+	wskip      int      // weight bytes from the end of a K-block to the next row's
+	metaStride int      // meta bytes per row
+	biasOff    int      // offset of the biases within a meta row
+	flags      int      // flagAccum | flagBias
+	gsum       *float32 // R=1: per-group sums of x, padded to gp8*8
+	gp8        int      // padded groups / 8
+	wstride    int      // weight bytes per row
+}
+
+const (
+	flagAccum = 1 // add to out (K-blocks after the first)
+	flagBias  = 2 // R=1 kernel: add the row's bias term
+)
+
+// dtCode matches the scale dtype codes baked into callKernel.
+func dtCode(d tensor.DType) int {
+	switch d {
+	case tensor.BF16:
+		return 0
+	case tensor.F16:
+		return 1
+	}
+	return 2
+}
+
+const (
+	// panelBudget bounds the slice of an activation panel one kernel call
+	// walks: it is re-read for every output row, so it must stay in L1
+	// next to the streaming weights. Wider inputs are split into K-blocks.
+	panelBudget = 16 << 10
+	// weightBlock bounds the weight bytes of a block of output rows that
+	// all activation chunks visit before moving on, so that the second and
+	// later chunks find the block in L2 instead of memory.
+	weightBlock = 64 << 10
+)
+
+func (m *Matrix) mulRangeAsm(p *prep, out []float32, o0, o1 int) {
+	es := m.metaType.Size()
+	dt := dtCode(m.metaType)
+	gb := m.Group * m.Bits / 8
+	maxR := p.chunks[0].n
+	kg := max(1, min(m.groups, panelBudget/(maxR*m.Group*4)))
+	ob := o1 - o0
+	if len(p.chunks) > 1 || kg < m.groups {
+		ob = max(1, min(ob, weightBlock/(kg*gb)))
+	}
+	a := kargs{
+		iters:      m.Group / 32,
+		outStride:  m.Out * 4,
+		metaStride: m.metaStride,
+		biasOff:    m.gpad * es,
+		gsum:       &p.gsum[0],
+		gp8:        m.gpad / 8,
+		wstride:    m.rowBytes,
+	}
+	for b0 := o0; b0 < o1; b0 += ob {
+		b1 := min(b0+ob, o1)
+		a.nout = b1 - b0
+		for g0 := 0; g0 < m.groups; g0 += kg {
+			ng := min(kg, m.groups-g0)
+			a.groups = ng
+			a.wskip = m.rowBytes - ng*gb
+			a.flags = flagBias
+			if g0 > 0 {
+				a.flags = flagAccum
+			}
+			w := &m.packed[b0*m.rowBytes+g0*gb]
+			meta := &m.meta[b0*m.metaStride+g0*es]
+			for _, c := range p.chunks {
+				// The panel is [In/16][n][16]; K-block g0 starts at
+				// 16-slice g0*Group/16.
+				x := &p.panel[c.off+g0*m.Group*c.n]
+				o := &out[c.r0*m.Out+b0]
+				if c.n > 1 || a.nout == 1 {
+					callKernel(m.Bits, dt, c.n, w, meta, x, o, &a)
+					continue
+				}
+				// One activation row: output rows in pairs, then the odd
+				// one alone.
+				n := a.nout
+				a.nout = n &^ 1
+				callKernel(m.Bits, dt, 0, w, meta, x, o, &a)
+				if n&1 != 0 {
+					a.nout = 1
+					last := n - 1
+					callKernel(m.Bits, dt, 1, &m.packed[(b0+last)*m.rowBytes+g0*gb],
+						&m.meta[(b0+last)*m.metaStride+g0*es], x, &out[c.r0*m.Out+b0+last], &a)
+				}
+				a.nout = n
+			}
+		}
+	}
+}

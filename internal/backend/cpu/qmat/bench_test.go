@@ -1,0 +1,67 @@
+package qmat
+
+import (
+	"fmt"
+	"math/rand"
+	"runtime"
+	"testing"
+
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+// The benchmarks report weight bytes per second (b.SetBytes(WeightBytes)),
+// directly comparable with BenchmarkCopy, which copies a buffer the size of
+// the 4-bit packed weight: token generation is a stream over the weights,
+// so the copy rate is the bar to measure the kernel against.
+//
+//	go test -run xxx -bench . -benchtime 2s ./internal/backend/cpu/qmat/
+
+const benchN = 4096
+
+func benchMul(b *testing.B, bits, group, nRows int, asm bool) {
+	if asm && !asmAvailable {
+		b.Skip("no AVX2/FMA")
+	}
+	saved := useAsm
+	useAsm = asm
+	defer func() { useAsm = saved }()
+	rng := rand.New(rand.NewSource(1))
+	f := newFixture(b, rng, benchN, benchN, bits, group, tensor.BF16)
+	x := randX(rng, nRows*benchN)
+	out := make([]float32, nRows*benchN)
+	threads := runtime.NumCPU()
+	b.SetBytes(f.m.WeightBytes())
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f.m.Mul(out, x, nRows, threads)
+	}
+}
+
+func BenchmarkMul(b *testing.B) {
+	for _, c := range []struct{ bits, group, rows int }{
+		{4, 64, 1}, {4, 64, 16}, {8, 64, 1}, {8, 64, 16},
+	} {
+		b.Run(fmt.Sprintf("q%d_g%d_rows%d", c.bits, c.group, c.rows), func(b *testing.B) {
+			benchMul(b, c.bits, c.group, c.rows, true)
+		})
+	}
+}
+
+// BenchmarkMulGo is the pure-Go fallback, for reference.
+func BenchmarkMulGo(b *testing.B) {
+	b.Run("q4_g64_rows1", func(b *testing.B) { benchMul(b, 4, 64, 1, false) })
+}
+
+func BenchmarkCopy(b *testing.B) {
+	size := benchN * benchN / 2 // 4-bit packed 4096x4096
+	src := make([]byte, size)
+	dst := make([]byte, size)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		copy(dst, src)
+	}
+}

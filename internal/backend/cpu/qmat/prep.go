@@ -1,0 +1,114 @@
+package qmat
+
+import "sync"
+
+// chunk is a block of activation rows handled by one kernel pass.
+type chunk struct {
+	r0, n int // activation rows r0 .. r0+n-1
+	off   int // offset of the chunk's panel in prep.panel (floats)
+}
+
+// prep is the per-call activation state shared by every goroutine of a Mul:
+// for the assembly path the activation panels, for the Go path the
+// per-group sums of x. It is pooled because token generation calls Mul
+// hundreds of times per token.
+type prep struct {
+	asm    bool
+	x      []float32
+	nRows  int
+	panel  []float32
+	chunks []chunk
+	gsum   []float32
+}
+
+var prepPool = sync.Pool{New: func() any { return new(prep) }}
+
+func (p *prep) release() {
+	p.x = nil
+	prepPool.Put(p)
+}
+
+// asmRows are the activation-row counts the kernels are unrolled for; a
+// call with nRows rows is covered greedily by these (e.g. 16 = 8+8,
+// 7 = 4+2+1). Each chunk re-reads the weights, but chunks are visited
+// innermost over a small block of output rows, so the repeats hit L1.
+var asmRows = [...]int{8, 4, 2, 1}
+
+// prepare builds the activation-side state for x [nRows, In].
+func (m *Matrix) prepare(x []float32, nRows int) *prep {
+	p := prepPool.Get().(*prep)
+	p.x, p.nRows = x, nRows
+	p.asm = useAsm && (m.Bits == 4 || m.Bits == 8)
+	p.chunks = p.chunks[:0]
+	if p.asm {
+		p.panel = grow(p.panel, nRows*m.In)
+		r0 := 0
+		for _, n := range asmRows {
+			for nRows-r0 >= n {
+				c := chunk{r0: r0, n: n, off: r0 * m.In}
+				m.buildPanel(p.panel[c.off:c.off+n*m.In], x[r0*m.In:(r0+n)*m.In], n)
+				p.chunks = append(p.chunks, c)
+				r0 += n
+			}
+		}
+		// The R=1 kernel (at most one R=1 chunk, the last) adds its bias
+		// term from the group sums of its row, padded with zeros to gpad.
+		p.gsum = grow(p.gsum, m.gpad)
+		clear(p.gsum)
+		if c := p.chunks[len(p.chunks)-1]; c.n == 1 {
+			m.groupSums(p.gsum, x[c.r0*m.In:(c.r0+1)*m.In])
+		}
+		return p
+	}
+	p.gsum = grow(p.gsum, nRows*m.groups)
+	for r := 0; r < nRows; r++ {
+		m.groupSums(p.gsum[r*m.groups:(r+1)*m.groups], x[r*m.In:(r+1)*m.In])
+	}
+	return p
+}
+
+// groupSums writes the sum of each group of xr to dst[g].
+func (m *Matrix) groupSums(dst, xr []float32) {
+	for g := 0; g < m.groups; g++ {
+		var s0, s1, s2, s3 float32
+		seg := xr[g*m.Group : (g+1)*m.Group]
+		for i := 0; i+4 <= len(seg); i += 4 {
+			s0 += seg[i]
+			s1 += seg[i+1]
+			s2 += seg[i+2]
+			s3 += seg[i+3]
+		}
+		dst[g] = (s0 + s1) + (s2 + s3)
+	}
+}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// buildPanel lays out n activation rows for the kernels as [In/16][n][16]:
+// for each 16-element slice of the input dimension the n rows follow each
+// other, so the kernel walks one pointer and finds row r at a constant
+// offset. At 4 bits each 16-slice is stored evens first, then odds,
+// because the kernel unpacks 8 bytes into their low nibbles (elements
+// 0,2,..,14) and high nibbles (1,3,..,15).
+func (m *Matrix) buildPanel(dst, x []float32, n int) {
+	in := m.In
+	for k := 0; k < in/16; k++ {
+		for r := 0; r < n; r++ {
+			src := x[r*in+16*k : r*in+16*k+16]
+			d := dst[(k*n+r)*16 : (k*n+r)*16+16]
+			if m.Bits == 4 {
+				for j := 0; j < 8; j++ {
+					d[j] = src[2*j]
+					d[8+j] = src[2*j+1]
+				}
+			} else {
+				copy(d, src)
+			}
+		}
+	}
+}
