@@ -1,0 +1,14 @@
+// Command mlxcel-bench-decode measures prefill and decode throughput of one
+// model, real or synthetic: the same tool as `mlxcel bench decode`, under
+// the name the original project's scripts call.
+package main
+
+import (
+	"github.com/mlxcel/mlxcel/internal/bench"
+
+	// Backends register themselves; a binary runs only those it imports.
+	// TODO(cuda): import the cuda backend here once it registers itself.
+	_ "github.com/mlxcel/mlxcel/internal/backend/cpu"
+)
+
+func main() { bench.CommandMain("mlxcel-bench-decode", bench.DecodeMain) }

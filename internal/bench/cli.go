@@ -1,0 +1,197 @@
+package bench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Main runs `mlxcel bench <decode|ladder|serve> [flags]`.
+func Main(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stderr, "usage: mlxcel bench <decode|ladder|serve> [flags]\n\n"+
+			"  decode  prefill and decode throughput of one model (real checkpoint or synthetic profile)\n"+
+			"  ladder  the representative profiles x prompt lengths: CSV, markdown summary and chart\n"+
+			"  serve   load generator for any OpenAI-compatible server")
+		if len(args) == 0 {
+			return errors.New("missing subcommand")
+		}
+		return nil
+	}
+	switch args[0] {
+	case "decode":
+		return DecodeMain(args[1:], stdout, stderr)
+	case "ladder":
+		return LadderMain(args[1:], stdout, stderr)
+	case "serve":
+		return ServeMain(args[1:], stdout, stderr)
+	}
+	return fmt.Errorf("unknown bench subcommand %q (decode, ladder, serve)", args[0])
+}
+
+// intList parses "512,2048" (a flag.Value).
+type intList []int
+
+func (l *intList) String() string {
+	var s []string
+	for _, n := range *l {
+		s = append(s, strconv.Itoa(n))
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q is not a non-negative integer", f)
+		}
+		*l = append(*l, n)
+	}
+	if len(*l) == 0 {
+		return errors.New("empty list")
+	}
+	return nil
+}
+
+// stringList parses "a,b,c".
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			*l = append(*l, f)
+		}
+	}
+	if len(*l) == 0 {
+		return errors.New("empty list")
+	}
+	return nil
+}
+
+// modelFlags are the flags decode and ladder share.
+type modelFlags struct {
+	backend, profilesDir, tokenizer    string
+	threads, maxTokens, warmup, repeat int
+	prefillChunk                       int
+	seed                               uint64
+	skipMemCheck, quiet                bool
+	memLimitGiB                        float64
+}
+
+func (m *modelFlags) register(fs *flag.FlagSet, maxTokens, warmup int) {
+	fs.StringVar(&m.backend, "backend", "auto", "backend: cpu, cuda or auto (cuda when it starts, else cpu)")
+	fs.IntVar(&m.threads, "threads", 0, "CPU backend worker goroutines (0: all cores)")
+	fs.StringVar(&m.profilesDir, "profiles-dir", "", "folder of model profiles (default: profiles/ in or above the working directory)")
+	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer folder (with tokenizer.json) or shared tokenizer name, overriding the model's own / the profile's pairing")
+	fs.IntVar(&m.maxTokens, "max-tokens", maxTokens, "tokens to decode after the prompt (greedy, no EOS stop)")
+	fs.IntVar(&m.warmup, "warmup", warmup, "untimed runs before the measured ones")
+	fs.IntVar(&m.repeat, "repeat", 1, "measured runs; the row has their mean")
+	fs.IntVar(&m.prefillChunk, "prefill-chunk", 2048, "prompt tokens per forward step during prefill")
+	fs.Uint64Var(&m.seed, "seed", 0, "seed of synthetic weights")
+	fs.BoolVar(&m.skipMemCheck, "skip-mem-check", false, "run even when the memory estimate says it will not fit")
+	fs.BoolVar(&m.quiet, "quiet", false, "no progress log on stderr")
+	fs.Float64Var(&m.memLimitGiB, "mem-limit-gib", 0, "memory the estimate may plan for, in GiB (default: what the backend reports free)")
+}
+
+func (m *modelFlags) options(stderr io.Writer) DecodeOptions {
+	o := DecodeOptions{Backend: m.backend, Threads: m.threads, ProfilesDir: m.profilesDir, Tokenizer: m.tokenizer,
+		MaxTokens: m.maxTokens, Warmup: m.warmup, Repeat: m.repeat, PrefillChunk: m.prefillChunk, Seed: m.seed,
+		SkipMemCheck: m.skipMemCheck, MemLimit: int64(m.memLimitGiB * (1 << 30)), Log: stderr}
+	if m.quiet {
+		o.Log = io.Discard
+	}
+	return o
+}
+
+func newFlagSet(name string, stderr io.Writer, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: %s\n\nflags:\n", usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// DecodeMain is `mlxcel bench decode` and `mlxcel-bench-decode`.
+func DecodeMain(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench decode", stderr, "mlxcel bench decode (--model DIR | --profile NAME) [flags]")
+	var mf modelFlags
+	mf.register(fs, 100, 1)
+	modelDir := fs.String("model", "", "model folder (config.json, *.safetensors, tokenizer.json)")
+	profile := fs.String("profile", "", "model profile name (profiles/<name>/config.json): synthetic weights of its exact shapes")
+	var prompts intList
+	fs.Var(&prompts, "prompt-tokens", "long-prompt length(s) in tokens, comma-separated (default: the short prompt \""+ShortPrompt+"\")")
+	csvPath := fs.String("csv", "", "append rows to this CSV (header written when the file is new)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	o := mf.options(stderr)
+	o.Model, o.Profile, o.PromptTokens = *modelDir, *profile, prompts
+	rows, runErr := RunDecode(o)
+	if len(rows) > 0 {
+		PrintTable(stdout, rows)
+		if *csvPath != "" {
+			if err := AppendCSV(*csvPath, rows); err != nil {
+				return err
+			}
+		}
+	}
+	return runErr
+}
+
+// PrintTable writes rows as an aligned text table.
+func PrintTable(w io.Writer, rows []Row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tprompt\tprefill ms\tprefill tok/s\tgen\tdecode ms\tdecode tok/s\tstatus\t")
+	for _, r := range rows {
+		if r.Status != StatusOK {
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t%s\t\n", r.Model, promptDesc(r), r.Status)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%d\t%.1f\t%.2f\t%s\t\n", r.Model, r.PromptTokens, r.PrefillMS, r.PrefillTokS(),
+			r.GeneratedTokens, r.DecodeMS, r.DecodeTokS(), r.Status)
+	}
+	tw.Flush()
+}
+
+func promptDesc(r Row) string {
+	if r.PromptTargetLen > 0 {
+		return strconv.Itoa(r.PromptTargetLen)
+	}
+	return "short"
+}
+
+// exitOnErr is for the commands' main functions.
+func exitOnErr(name string, err error) {
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+// CommandMain runs a bench front end as a program's main (the
+// mlxcel-bench-decode binary).
+func CommandMain(name string, run func(args []string, stdout, stderr io.Writer) error) {
+	exitOnErr(name, run(os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -1,0 +1,402 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/model"
+	"github.com/mlxcel/mlxcel/internal/model/synthetic"
+	"github.com/mlxcel/mlxcel/internal/weights"
+)
+
+// DecodeOptions configure a decode benchmark of one model.
+type DecodeOptions struct {
+	Model       string // checkpoint folder (or Profile)
+	Profile     string // profile name or folder: synthetic weights
+	ProfilesDir string // where profile names are looked up ("" = search)
+	Tokenizer   string // tokenizer folder or shared name; "" = the model's own / the profile's pairing
+	Backend     string // cpu, cuda, auto
+	Threads     int
+	// PromptTokens lists target prompt lengths; 0 means the short prompt.
+	PromptTokens []int
+	MaxTokens    int
+	Warmup       int
+	Repeat       int
+	PrefillChunk int
+	Seed         uint64
+	// SkipMemCheck runs even when the estimate says it will not fit.
+	SkipMemCheck bool
+	// MemLimit, when positive, replaces the detected available memory
+	// (bytes): to plan for a smaller machine, or to test the skip path.
+	MemLimit int64
+	Log      io.Writer
+}
+
+func (o *DecodeOptions) defaults() {
+	if o.Backend == "" {
+		o.Backend = "auto"
+	}
+	if o.MaxTokens <= 0 {
+		o.MaxTokens = 100
+	}
+	if o.Repeat <= 0 {
+		o.Repeat = 1
+	}
+	if o.PrefillChunk <= 0 {
+		o.PrefillChunk = 2048
+	}
+	if len(o.PromptTokens) == 0 {
+		o.PromptTokens = []int{0}
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+}
+
+// blockSize is the KV page size the benchmark uses (the engine's default).
+const blockSize = 16
+
+// RunDecode benchmarks one model at each of o.PromptTokens and returns one
+// row per length. A failure at any stage becomes FAIL:<stage> rows (for
+// every length it prevents) rather than an early return, so a ladder
+// keeps going and the CSV says what happened; the error is also returned.
+func RunDecode(o DecodeOptions) ([]Row, error) {
+	o.defaults()
+	base := Row{Date: time.Now().UTC().Format(time.RFC3339), Version: Version(), Build: BuildType(), MaxTokens: o.MaxTokens}
+	fail := func(stage string, lengths []int, err error) ([]Row, error) {
+		var rows []Row
+		for _, n := range lengths {
+			r := base
+			setPrompt(&r, n)
+			r.Status = FailStatus(stage)
+			rows = append(rows, r)
+		}
+		fmt.Fprintf(o.Log, "%s: FAIL:%s: %v\n", base.Model, stage, err)
+		return rows, fmt.Errorf("%s: %s: %w", base.Model, stage, err)
+	}
+
+	// 1. The model's description.
+	var cfg *weights.Config
+	var stored int64
+	var tokSpec string
+	var err error
+	switch {
+	case o.Profile != "" && o.Model != "":
+		return nil, errors.New("give --model or --profile, not both")
+	case o.Profile != "":
+		base.Model = filepath.Base(o.Profile)
+		base.ModelPath = "synthetic:" + base.Model
+		var dir string
+		if dir, err = FindProfile(o.Profile, o.ProfilesDir); err == nil {
+			cfg, err = weights.LoadConfig(dir)
+		}
+		if err != nil {
+			return fail("config", o.PromptTokens, err)
+		}
+		plan, err := synthetic.Plan(cfg)
+		if err != nil {
+			return fail("config", o.PromptTokens, err)
+		}
+		stored = synthetic.TotalBytes(plan)
+		tokSpec = o.Tokenizer
+		if tokSpec == "" {
+			if isFile(filepath.Join(dir, "tokenizer.json")) {
+				tokSpec = dir
+			} else if name, ok := TokenizerName(cfg); ok {
+				tokSpec = name
+			} else {
+				return fail("tokenizer", o.PromptTokens, fmt.Errorf("no tokenizer paired with model_type %q; pass --tokenizer", cfg.ModelType))
+			}
+		}
+	case o.Model != "":
+		base.Model = filepath.Base(filepath.Clean(o.Model))
+		if abs, err := filepath.Abs(o.Model); err == nil {
+			base.ModelPath = abs
+		} else {
+			base.ModelPath = o.Model
+		}
+		if cfg, err = weights.LoadConfig(o.Model); err != nil {
+			return fail("config", o.PromptTokens, err)
+		}
+		stored = checkpointBytes(o.Model)
+		tokSpec = o.Tokenizer
+		if tokSpec == "" {
+			tokSpec = o.Model
+		}
+	default:
+		return nil, errors.New("give --model DIR or --profile NAME")
+	}
+
+	// 2. Backend.
+	be, err := backend.New(o.Backend, backend.Options{Threads: o.Threads})
+	if err != nil {
+		return fail("backend", o.PromptTokens, err)
+	}
+	defer be.Close()
+	base.Hardware = Hardware(be)
+
+	// 3. Tokenizer.
+	tokDir, err := FindTokenizer(tokSpec)
+	var enc Encoder
+	if err == nil {
+		enc, err = LoadTokenizer(tokDir)
+	}
+	if err != nil {
+		return fail("tokenizer", o.PromptTokens, err)
+	}
+
+	// 4. Memory estimate, before anything big is allocated. Each length
+	// needs its prompt plus the generated tokens in the KV cache.
+	est := estimate(cfg, be, stored, o.PrefillChunk)
+	if o.MemLimit > 0 {
+		est.Available, est.Source = o.MemLimit, "--mem-limit-gib"
+	}
+	fmt.Fprintf(o.Log, "%s on %s: %s\n", base.Model, base.Hardware, est)
+	maxCtx := cfg.MaxPosition
+	if maxCtx <= 0 {
+		maxCtx = 4096
+	}
+	fits := map[int]bool{}
+	var runnable []int
+	for _, n := range o.PromptTokens {
+		fits[n] = o.SkipMemCheck || est.Fits(contextFor(n, o.MaxTokens, maxCtx))
+		if fits[n] {
+			runnable = append(runnable, n)
+		}
+	}
+	skip := func(n int) Row {
+		r := base
+		setPrompt(&r, n)
+		r.Status = StatusSkipOOM
+		fmt.Fprintf(o.Log, "%s: %d-token prompt: SKIP: needs about %s\n", base.Model, n, gib(est.Need(contextFor(n, o.MaxTokens, maxCtx))))
+		return r
+	}
+	if len(runnable) == 0 {
+		var rows []Row
+		for _, n := range o.PromptTokens {
+			rows = append(rows, skip(n))
+		}
+		return rows, nil
+	}
+
+	// 5. Weights.
+	t0 := time.Now()
+	var m *model.Model
+	if o.Profile != "" {
+		var src *synthetic.Source
+		m, src, err = synthetic.Build(cfg, be, synthetic.Options{Seed: o.Seed})
+		if err == nil && len(src.Unpredicted()) > 0 {
+			fmt.Fprintf(o.Log, "%s: warning: the model asked for tensors a real checkpoint lacks: %v\n", base.Model, src.Unpredicted())
+		}
+	} else {
+		m, err = model.Load(o.Model, be, model.LoadOptions{})
+	}
+	if err != nil {
+		return fail("load", o.PromptTokens, err)
+	}
+	fmt.Fprintf(o.Log, "%s: weights ready in %.1fs\n", base.Model, time.Since(t0).Seconds())
+	// One short untimed pass per model, whatever --warmup says, so lazy
+	// first-use work (kernel compilation on a GPU, buffer growth) never
+	// lands in the first measured point.
+	if ids, err := enc.Encode(ShortPrompt, true); err == nil && len(ids) > 0 {
+		if _, _, _, err := once(m, ids, 2, o.PrefillChunk); err != nil {
+			fmt.Fprintf(o.Log, "%s: warm-up pass: %v\n", base.Model, err)
+		}
+	}
+
+	var rows []Row
+	var firstErr error
+	for _, n := range o.PromptTokens {
+		if !fits[n] {
+			rows = append(rows, skip(n))
+			continue
+		}
+		r := base
+		setPrompt(&r, n)
+		if err := runOne(m, enc, &r, o); err != nil {
+			fmt.Fprintf(o.Log, "%s: %d-token prompt: %s: %v\n", base.Model, n, r.Status, err)
+			firstErr = cmpOr(firstErr, fmt.Errorf("%s: %s: %w", base.Model, r.Status, err))
+		}
+		rows = append(rows, r)
+	}
+	return rows, firstErr
+}
+
+// contextFor is the KV context a run of an n-token prompt (0: the short
+// prompt, a dozen tokens) and maxTokens generated tokens occupies.
+func contextFor(n, maxTokens, maxCtx int) int { return min(max(n, 16)+maxTokens, maxCtx) }
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func setPrompt(r *Row, target int) {
+	if target > 0 {
+		r.Prompt, r.PromptTargetLen = LongPromptLabel, target
+	} else {
+		r.Prompt = ShortPrompt
+	}
+}
+
+// runOne measures one prompt length into r (Status ok or FAIL:<stage>).
+func runOne(m *model.Model, enc Encoder, r *Row, o DecodeOptions) (err error) {
+	stage := "tokenize"
+	defer func() {
+		// A kernel panic (bad shape, index out of range) fails this row,
+		// not the whole ladder.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+		if err != nil {
+			r.Status = FailStatus(stage)
+		}
+	}()
+	var prompt []int32
+	if r.PromptTargetLen > 0 {
+		prompt, err = LongPrompt(enc, r.PromptTargetLen)
+	} else {
+		prompt, err = enc.Encode(ShortPrompt, true)
+	}
+	if err != nil {
+		return err
+	}
+	// The prompt and every generated token must fit in the context; the
+	// prompt gives way (its real length is what the row records).
+	maxTokens := min(o.MaxTokens, m.MaxContext()-1)
+	if limit := m.MaxContext() - maxTokens; len(prompt) > limit {
+		prompt = prompt[:limit]
+	}
+	if len(prompt) == 0 {
+		return errors.New("empty prompt")
+	}
+	r.PromptTokens = len(prompt)
+	r.MaxTokens = o.MaxTokens
+	var prefill, decode []float64
+	for i := range o.Warmup + o.Repeat {
+		runtime.GC() // keep a collection of the last run's garbage out of the timings
+		p, d, st, err := once(m, prompt, maxTokens, o.PrefillChunk)
+		if err != nil {
+			stage = st
+			return err
+		}
+		if i >= o.Warmup {
+			prefill, decode = append(prefill, p), append(decode, d)
+		}
+	}
+	r.PrefillMS, r.DecodeMS = mean(prefill), mean(decode)
+	r.GeneratedTokens = maxTokens
+	r.Status = StatusOK
+	fmt.Fprintf(o.Log, "%s: prompt %d tokens: prefill %.1f ms (%.1f tok/s%s), decode %d tokens %.1f ms (%.2f tok/s%s)\n",
+		r.Model, r.PromptTokens, r.PrefillMS, r.PrefillTokS(), spread(prefill), maxTokens, r.DecodeMS, r.DecodeTokS(), spread(decode))
+	return nil
+}
+
+// once prefills prompt through a fresh paged KV cache in chunks of chunk
+// tokens, then decodes n tokens greedily one at a time (no EOS stop: the
+// point is a fixed amount of work). It returns both durations in ms and,
+// on error, the stage that failed.
+func once(m *model.Model, prompt []int32, n, chunk int) (prefillMS, decodeMS float64, stage string, err error) {
+	total := len(prompt) + n
+	nb := (total + blockSize - 1) / blockSize
+	kv, err := m.Backend().NewKVStore(backend.KVSpec{NumBlocks: nb, BlockSize: blockSize, Layers: m.KVLayers()})
+	if err != nil {
+		return 0, 0, "prefill", err
+	}
+	blocks := make([]int32, nb)
+	for i := range blocks {
+		blocks[i] = int32(i)
+	}
+	step := func(tokens []int32, pos int) ([]float32, error) {
+		b := &backend.Batch{Tokens: tokens, Seqs: []backend.SeqSlice{{Start: 0, Len: len(tokens), Blocks: blocks}}}
+		for i := range tokens {
+			b.Positions = append(b.Positions, int32(pos+i))
+		}
+		if pos+len(tokens) == len(prompt) || len(tokens) == 1 {
+			// Only the last prompt token's logits (and each decode
+			// token's) are needed, as in serving.
+			b.LogitRows = []int{len(tokens) - 1}
+		}
+		return m.Forward(b, kv)
+	}
+	m.Reserve(min(chunk, len(prompt)))
+	t := time.Now()
+	var logits []float32
+	for pos := 0; pos < len(prompt); pos += chunk {
+		end := min(pos+chunk, len(prompt))
+		if logits, err = step(prompt[pos:end], pos); err != nil {
+			return 0, 0, "prefill", err
+		}
+	}
+	if err := m.Backend().Sync(); err != nil {
+		return 0, 0, "prefill", err
+	}
+	prefillMS = ms(time.Since(t))
+	if !finite(logits) {
+		return 0, 0, "prefill", errors.New("non-finite logits")
+	}
+	t = time.Now()
+	next := argmax(logits)
+	for i := range n {
+		if logits, err = step([]int32{next}, len(prompt)+i); err != nil {
+			return 0, 0, "decode", err
+		}
+		next = argmax(logits)
+	}
+	if err := m.Backend().Sync(); err != nil {
+		return 0, 0, "decode", err
+	}
+	return prefillMS, ms(time.Since(t)), "", nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func argmax(row []float32) int32 {
+	best := 0
+	for i, v := range row {
+		if v > row[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+func finite(xs []float32) bool {
+	for _, v := range xs {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return false
+		}
+	}
+	return len(xs) > 0
+}
+
+func mean(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(max(len(xs), 1))
+}
+
+// spread formats the relative standard deviation of repeated timings.
+func spread(xs []float64) string {
+	if len(xs) < 2 {
+		return ""
+	}
+	m := mean(xs)
+	var v float64
+	for _, x := range xs {
+		v += (x - m) * (x - m)
+	}
+	sd := math.Sqrt(v / float64(len(xs)-1))
+	return fmt.Sprintf(", ±%.1f%% over %d runs, min %.1f ms", 100*sd/m, len(xs), slices.Min(xs))
+}
