@@ -1,0 +1,101 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// DefaultMaxBodyBytes bounds a request body. A prompt of a million tokens
+// is a few MB of JSON; much more is a mistake or an attack, answered 413
+// before it is buffered.
+const DefaultMaxBodyBytes = 16 << 20
+
+func tooLarge(limit int64) *apiError {
+	return &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalid, code: "request_too_large",
+		msg: "Request body is larger than the server's limit of " + byteSize(limit) + "."}
+}
+
+// readJSON reads and decodes a request body into v, mapping every failure
+// to the 4xx a client can act on.
+func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
+	// A declared length over the limit is refused before reading a byte.
+	if r.ContentLength > limit {
+		return tooLarge(limit)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge(limit)
+		}
+		return badRequest("", "reading the request body: %v", err)
+	}
+	// encoding/json silently replaces invalid UTF-8 with U+FFFD; a prompt
+	// that is not text is refused instead of being generated from.
+	if !utf8.Valid(body) {
+		return badRequest("", "The request body is not valid UTF-8.")
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return badRequest("", "The request body is empty; expected a JSON object.")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return jsonError(err)
+	}
+	return nil
+}
+
+// jsonError names the field a type error is about, so clients get
+// "param": "max_tokens" rather than a Go type name alone.
+func jsonError(err error) *apiError {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return badRequest("", "Malformed JSON in the request body: %v (at byte %d).", se, se.Offset)
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return badRequest("", "The request body must be a JSON object, not a JSON %s.", te.Value)
+		}
+		return badRequest(te.Field, "Invalid type for '%s': expected %s, got a JSON %s.", te.Field, jsonTypeName(te.Type.Kind().String()), te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("", "Malformed JSON in the request body: unexpected end of input.")
+	}
+	return badRequest("", "Invalid request body: %v", err)
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "an integer"
+	case "float32", "float64":
+		return "a number"
+	case "bool":
+		return "a boolean"
+	case "string":
+		return "a string"
+	case "slice", "array":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "ptr":
+		return "a value"
+	}
+	return kind
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return itoa(n>>20) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return itoa(n>>10) + " KiB"
+	}
+	return itoa(n) + " bytes"
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

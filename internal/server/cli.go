@@ -1,0 +1,168 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/mlxcel/mlxcel/internal/app"
+	"github.com/mlxcel/mlxcel/internal/engine"
+)
+
+// Flags are the command-line options of `mlxcel serve` and mlxcel-server;
+// both binaries call Main, so they take exactly the same flags.
+type Flags struct {
+	Model, Backend  string
+	Threads         int
+	Host            string
+	Port            int
+	Options         Options
+	ShutdownTimeout time.Duration
+}
+
+// Register defines the flags on fs.
+func (f *Flags) Register(fs *flag.FlagSet) {
+	o := &f.Options
+	fs.StringVar(&f.Model, "model", "", "model directory (default: the embedded stories260k)")
+	fs.StringVar(&f.Model, "m", "", "shorthand for --model")
+	fs.StringVar(&f.Backend, "backend", "auto", "cpu, cuda or auto (cuda when a device is found)")
+	fs.IntVar(&f.Threads, "threads", 0, "CPU threads (0: all cores)")
+	fs.StringVar(&f.Host, "host", "127.0.0.1", "address to listen on (0.0.0.0: all interfaces)")
+	fs.IntVar(&f.Port, "port", 8080, "port to listen on")
+	fs.IntVar(&o.Parallel, "parallel", engine.DefaultParallel, "sequences decoded concurrently (batch slots)")
+	fs.IntVar(&o.CtxSize, "ctx-size", 0, "maximum tokens per sequence, prompt + completion (0: the model's context length)")
+	fs.IntVar(&o.KVBlocks, "kv-blocks", 0, "KV cache size in blocks (0: see --kv-mem)")
+	fs.IntVar(&o.KVMemMiB, "kv-mem", 0, "KV cache size in MiB (0 with --kv-blocks 0: room for --parallel full contexts)")
+	fs.IntVar(&o.BlockSize, "block-size", 16, "KV cache block size in tokens")
+	fs.IntVar(&o.MaxQueue, "max-queue", engine.DefaultMaxQueue, "requests that may wait beyond the running ones before 429 (-1: none)")
+	fs.IntVar(&o.PrefillChunk, "prefill-chunk", engine.DefaultPrefillChunk, "most prompt tokens processed per step (long prompts are chunked)")
+	fs.StringVar(&o.APIKey, "api-key", "", "require 'Authorization: Bearer <key>' (default: $MLXCEL_API_KEY; empty: no auth)")
+	fs.StringVar(&o.ServedModelName, "served-model-name", "", "model id in the API (default: the model directory's name)")
+	fs.Int64Var(&o.MaxBodyBytes, "max-body", DefaultMaxBodyBytes, "largest request body in bytes (413 beyond)")
+	fs.DurationVar(&f.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long running requests may take to finish")
+}
+
+func (f *Flags) check() error {
+	o := f.Options
+	switch {
+	case f.Port < 0 || f.Port > 65535:
+		return fmt.Errorf("--port %d is not a port", f.Port)
+	case o.Parallel < 1:
+		return fmt.Errorf("--parallel must be at least 1")
+	case o.CtxSize < 0, o.KVBlocks < 0, o.KVMemMiB < 0, o.PrefillChunk < 0, o.BlockSize < 1:
+		return fmt.Errorf("--ctx-size, --kv-blocks, --kv-mem and --prefill-chunk must not be negative, --block-size at least 1")
+	case o.KVBlocks > 0 && o.KVMemMiB > 0:
+		return fmt.Errorf("give --kv-blocks or --kv-mem, not both")
+	}
+	return nil
+}
+
+// Main parses args and serves until SIGINT or SIGTERM. name is the
+// command name for usage messages.
+func Main(name string, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f Flags
+	f.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if f.Options.APIKey == "" {
+		f.Options.APIKey = os.Getenv("MLXCEL_API_KEY")
+	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	f.Options.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return f.serve(ctx)
+}
+
+// serve listens first, then loads the model, so /health answers 503
+// during a long load instead of refusing connections.
+func (f *Flags) serve(ctx context.Context) error {
+	log := f.Options.Logger
+	s := New(f.Options)
+	ln, err := net.Listen("tcp", net.JoinHostPort(f.Host, strconv.Itoa(f.Port)))
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// No write timeout: a stream lasts as long as its generation.
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	log.Info("listening", "addr", "http://"+ln.Addr().String(), "auth", f.Options.APIKey != "")
+
+	type loadResult struct {
+		l   *app.Loaded
+		err error
+	}
+	loaded := make(chan loadResult, 1)
+	go func() {
+		l, err := app.Load(app.Options{ModelDir: f.Model, Backend: f.Backend, Threads: f.Threads, Quiet: true})
+		if err == nil {
+			if err = s.Ready(l); err != nil {
+				l.Model.Backend().Close()
+			}
+		}
+		loaded <- loadResult{l, err}
+	}()
+
+	var l *app.Loaded
+	for l == nil {
+		select {
+		case r := <-loaded:
+			if r.err != nil {
+				hs.Close()
+				return r.err
+			}
+			l = r.l
+			log.Info("loaded", "model", l.Name, "dir", l.Dir, "seconds", l.LoadTime.Seconds())
+		case err := <-serveErr:
+			return err
+		case <-ctx.Done():
+			// Loading cannot be interrupted; exiting drops it.
+			hs.Close()
+			return nil
+		}
+	}
+	defer l.Model.Backend().Close()
+
+	select {
+	case err := <-serveErr:
+		s.Close()
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "grace", f.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), f.ShutdownTimeout)
+	defer cancel()
+	err = hs.Shutdown(sctx)
+	// Stopping the engine ends whatever still runs after the grace period
+	// (its clients get an error), which lets their handlers return.
+	s.Close()
+	if errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("grace period over: running requests were stopped")
+		hs.Close()
+		return nil
+	}
+	return err
+}

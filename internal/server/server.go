@@ -1,0 +1,224 @@
+// Package server is mlxcel's OpenAI-compatible HTTP server: chat and text
+// completions (streaming or not), models, health, llama-server style
+// tokenize/detokenize and Prometheus metrics, over one model driven by the
+// continuous-batching engine.
+//
+// The HTTP listener comes up before the model is loaded (health answers
+// 503 until Ready), so orchestrators see the process alive while a large
+// model loads. Each request becomes one engine stream through
+// generate.Run; a client that goes away cancels its stream, which frees
+// its batch slot and KV blocks within a step.
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mlxcel/mlxcel/internal/app"
+	"github.com/mlxcel/mlxcel/internal/chat"
+	"github.com/mlxcel/mlxcel/internal/engine"
+	"github.com/mlxcel/mlxcel/internal/tokenizer"
+)
+
+// Options configure a Server. Zero fields take defaults.
+type Options struct {
+	// ServedModelName is the model id clients send and /v1/models lists
+	// (default: the model directory's base name, or stories260k).
+	ServedModelName string
+	// APIKey, when set, is required as "Authorization: Bearer <key>" on
+	// every endpoint but /health and /metrics.
+	APIKey string
+
+	// Engine sizing, see engine.Config. CtxSize caps prompt + generated
+	// tokens per sequence (0: the model's). KVBlocks or KVMemMiB size the
+	// KV cache (at most one; neither: enough for Parallel full contexts).
+	Parallel     int
+	MaxQueue     int
+	PrefillChunk int
+	CtxSize      int
+	KVBlocks     int
+	KVMemMiB     int
+	BlockSize    int
+
+	// MaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// PlainChat forces the plain chat fallback on for a model without a
+	// chat template (see plainchat.go); it is on anyway for models that
+	// carry the embedded stories260k tokenizer.
+	PlainChat bool
+	// Logger receives one line per request and the server's events
+	// (default: discard).
+	Logger *slog.Logger
+}
+
+// Server serves one model. Create it with New, serve Handler, then call
+// Ready once the model is loaded.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	metrics *metrics
+	handler http.Handler
+
+	mu     sync.Mutex             // serialises Ready and Close
+	state  atomic.Pointer[served] // nil while loading
+	closed bool
+}
+
+// served is the loaded model and its engine: everything a request needs.
+type served struct {
+	name      string
+	created   int64
+	loaded    *app.Loaded
+	eng       *engine.Engine
+	tok       *tokenizer.Tokenizer
+	template  *chat.Template
+	plainChat bool
+	stopIDs   []int32
+	vocab     int
+	texts     *tokenTexts
+}
+
+// New makes a server in the loading state: /health answers 503 and the
+// API endpoints refuse with 503 until Ready.
+func New(o Options) *Server {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Server{opts: o, log: log}
+	s.metrics = newMetrics(s.stats)
+	s.handler = s.routes()
+	return s
+}
+
+// Handler is the HTTP handler of every endpoint.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Ready builds the engine over l, starts it and switches the server to
+// serving. It fails if the KV cache options do not fit the model.
+func (s *Server) Ready(l *app.Loaded) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("server: closed")
+	}
+	if s.state.Load() != nil {
+		return errors.New("server: a model is already loaded")
+	}
+	cfg, err := s.engineConfig(l)
+	if err != nil {
+		return err
+	}
+	eng, err := engine.New(l.Model, cfg)
+	if err != nil {
+		return err
+	}
+	name := s.opts.ServedModelName
+	if name == "" {
+		name = l.Name
+	}
+	m := &served{
+		name:      name,
+		created:   time.Now().Unix(),
+		loaded:    l,
+		eng:       eng,
+		tok:       l.Tokenizer,
+		template:  l.Template,
+		plainChat: l.Template == nil && (s.opts.PlainChat || hasStoriesTokenizer(l.Dir)),
+		stopIDs:   l.StopIDs,
+		vocab:     l.Model.Vocab(),
+		texts:     newTokenTexts(l.Tokenizer),
+	}
+	s.metrics.setCacheInfo(eng.Config())
+	eng.Start()
+	s.state.Store(m)
+	c := eng.Config()
+	s.log.Info("model ready", "model", name, "backend", l.Model.Backend().Name(), "ctx", eng.MaxContext(),
+		"parallel", c.Parallel, "kv_blocks", c.NumBlocks, "block_size", c.BlockSize, "plain_chat", m.plainChat)
+	return nil
+}
+
+// engineConfig turns the options into an engine.Config, with the metrics
+// hooks attached.
+func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
+	o := s.opts
+	cfg := engine.Config{
+		Parallel:     o.Parallel,
+		MaxQueue:     o.MaxQueue,
+		PrefillChunk: o.PrefillChunk,
+		MaxContext:   o.CtxSize,
+		BlockSize:    o.BlockSize,
+		NumBlocks:    o.KVBlocks,
+		OnFinish:     s.metrics.onFinish,
+		OnStep:       s.metrics.onStep,
+	}
+	if o.KVBlocks > 0 && o.KVMemMiB > 0 {
+		return cfg, errors.New("server: give the KV cache size as blocks or as MiB, not both")
+	}
+	if o.KVMemMiB > 0 {
+		bs := o.BlockSize
+		if bs <= 0 {
+			bs = 16 // kvcache.DefaultBlockSize
+			cfg.BlockSize = bs
+		}
+		per := kvBytesPerBlock(l, bs)
+		n := int(int64(o.KVMemMiB) << 20 / per)
+		if n < 1 {
+			return cfg, fmt.Errorf("server: --kv-mem %d MiB holds no KV block (one block of %d tokens is %s)", o.KVMemMiB, bs, byteSize(per))
+		}
+		cfg.NumBlocks = n
+	}
+	return cfg, nil
+}
+
+// kvBytesPerBlock is one block of K and V over all layers. Both backends
+// keep the cache in float32.
+func kvBytesPerBlock(l *app.Loaded, blockSize int) int64 {
+	var per int64
+	for _, layer := range l.Model.KVLayers() {
+		per += 2 * int64(layer.KVHeads) * int64(layer.HeadDim) * 4
+	}
+	return per * int64(blockSize)
+}
+
+// model returns the served model, or nil while loading.
+func (s *Server) model() *served { return s.state.Load() }
+
+// stats reads the engine's snapshot; zero while loading.
+func (s *Server) stats() (engine.Stats, bool) {
+	m := s.model()
+	if m == nil {
+		return engine.Stats{}, false
+	}
+	return m.eng.Stats(), true
+}
+
+// Engine is the running engine (nil while loading), for tests and tools.
+func (s *Server) Engine() *engine.Engine {
+	if m := s.model(); m != nil {
+		return m.eng
+	}
+	return nil
+}
+
+// Close stops the engine: requests still running end with an error. The
+// caller shuts the HTTP server down first (http.Server.Shutdown) so no new
+// request arrives. The model's backend is the caller's to close.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	m := s.state.Load()
+	s.mu.Unlock()
+	if m != nil {
+		m.eng.Stop()
+	}
+}
