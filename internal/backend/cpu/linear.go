@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/backend/cpu/qmat"
 
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
@@ -12,7 +13,7 @@ import (
 type weight struct {
 	shape []int
 	dense []float32
-	q     []*shimMatrix
+	q     []*qmat.Matrix
 }
 
 func (w *weight) Shape() []int    { return w.shape }
@@ -44,8 +45,11 @@ func (b *Backend) UploadWeight(h *tensor.Host) (backend.Weight, error) {
 	if len(h.Data) != experts*wBytes || len(q.Scales) != experts*sBytes || len(q.Biases) != experts*sBytes {
 		return nil, fmt.Errorf("%s: quantized data sizes do not match shape %v at %d bits, group %d", h.Name, h.Shape, q.Bits, q.GroupSize)
 	}
+	// qmat reads the packed words in place; copy them off the checkpoint's
+	// mapping, which the loader unmaps once the model is built.
+	packed := append([]byte(nil), h.Data...)
 	for e := range experts {
-		m, err := shimNew(out, in, q.Bits, q.GroupSize, h.Data[e*wBytes:(e+1)*wBytes],
+		m, err := qmat.New(out, in, q.Bits, q.GroupSize, packed[e*wBytes:(e+1)*wBytes],
 			q.Scales[e*sBytes:(e+1)*sBytes], q.Biases[e*sBytes:(e+1)*sBytes], q.ScaleDType)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", h.Name, err)
@@ -86,8 +90,7 @@ func (b *Backend) Linear(dst, x backend.Tensor, wt, bias backend.Weight) {
 func (b *Backend) linear(out, x []float32, rows int, w *weight, e int) {
 	outDim, in := w.shape[len(w.shape)-2], w.shape[len(w.shape)-1]
 	if w.q != nil {
-		m := w.q[e]
-		b.parallel(outDim, 16, func(lo, hi int) { m.MulRange(out, x, rows, lo, hi) })
+		w.q[e].Mul(out, x, rows, b.threads)
 		return
 	}
 	wd := w.dense[e*outDim*in : (e+1)*outDim*in]
