@@ -185,7 +185,11 @@ func newReplacer(p pattern, content string) (*replacer, error) {
 	case p.String != nil:
 		return &replacer{lit: []byte(*p.String), content: []byte(content)}, nil
 	case p.Regex != nil:
-		re, err := regexp.Compile(*p.Regex)
+		conv, err := onigToRE2(*p.Regex)
+		if err != nil {
+			return nil, fmt.Errorf("Replace pattern %q: %w", *p.Regex, err)
+		}
+		re, err := regexp.Compile(conv)
 		if err != nil {
 			return nil, fmt.Errorf("Replace pattern %q: %w", *p.Regex, err)
 		}

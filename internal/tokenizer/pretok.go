@@ -51,11 +51,11 @@ func newMatcher(p pattern) (matcher, error) {
 		case gpt2Pattern:
 			return gpt2Scanner{}, nil
 		}
-		re, err := regexp.Compile(*p.Regex)
+		m, err := compileOnig(*p.Regex)
 		if err != nil {
 			return nil, fmt.Errorf("Split pattern %q is not supported: %w", *p.Regex, err)
 		}
-		return regexMatcher{re}, nil
+		return m, nil
 	}
 	return nil, fmt.Errorf("Split: %s", p.describe())
 }

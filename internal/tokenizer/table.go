@@ -98,7 +98,7 @@ type pairTable struct {
 type pairSlot struct{ k, v uint64 } // k = key+1, 0 = empty
 
 func newPairTable(n int) *pairTable {
-	b := bits.Len(uint(n*2 + 1))
+	b := bits.Len(uint(n*5/3 + 1)) // load factor at most 0.6
 	return &pairTable{slots: make([]pairSlot, 1<<b), shift: uint(64 - b)}
 }
 

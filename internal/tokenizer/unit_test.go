@@ -209,3 +209,32 @@ func TestParseIDs(t *testing.T) {
 		}
 	}
 }
+
+// Encode shares a word cache and scratch pool between goroutines.
+func TestConcurrentEncode(t *testing.T) {
+	tk := loadNamed(t, "qwen3")
+	texts := append([]string{}, streamTexts...)
+	want := make([][]int32, len(texts))
+	for i, s := range texts {
+		want[i], _ = tk.Encode(s, true)
+	}
+	done := make(chan error)
+	for g := 0; g < 4; g++ {
+		go func(g int) {
+			for i := 0; i < 200; i++ {
+				k := (i + g) % len(texts)
+				got, _ := tk.Encode(texts[k], true)
+				if !sameIDs(got, want[k]) {
+					done <- fmt.Errorf("goroutine %d: %q encoded differently", g, texts[k])
+					return
+				}
+			}
+			done <- nil
+		}(g)
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
