@@ -306,16 +306,6 @@ func (m *metaspacePre) split(st *encState, s []byte, first bool, emit emitFn) {
 	emit(buf[start:], first && start == 0)
 }
 
-// digitsPre splits digits from the rest, each digit alone if individual.
-type digitsPre struct {
-	individual bool
-	inner      *splitter
-}
-
-func (d *digitsPre) split(st *encState, s []byte, first bool, emit emitFn) {
-	d.inner.split(st, s, first, emit)
-}
-
 // whitespacePre is HF's Whitespace pre-tokenizer, `\w+|[^\w\s]+`.
 type whitespacePre struct{}
 
@@ -474,8 +464,9 @@ func parsePreTokenizer(raw []byte, slots *slotAlloc) (preTokenizer, error) {
 		if c.Individual {
 			beh = behIsolated
 		}
-		return &digitsPre{individual: c.Individual,
-			inner: &splitter{m: runeMatcher(unicode.IsNumber), beh: beh, slot: slots.next()}}, nil
+		// Digits splits on char::is_numeric (Unicode N), digit runs kept
+		// together unless individual_digits.
+		return &splitter{m: runeMatcher(unicode.IsNumber), beh: beh, slot: slots.next()}, nil
 	case "Whitespace":
 		return whitespacePre{}, nil
 	case "WhitespaceSplit":
