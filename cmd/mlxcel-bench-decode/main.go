@@ -7,8 +7,8 @@ import (
 	"github.com/mlxcel/mlxcel/internal/bench"
 
 	// Backends register themselves; a binary runs only those it imports.
-	// TODO(cuda): import the cuda backend here once it registers itself.
 	_ "github.com/mlxcel/mlxcel/internal/backend/cpu"
+	_ "github.com/mlxcel/mlxcel/internal/backend/cuda"
 )
 
 func main() { bench.CommandMain("mlxcel-bench-decode", bench.DecodeMain) }

@@ -5,10 +5,11 @@ import (
 
 	"github.com/mlxcel/mlxcel/internal/bench"
 
-	// The benchmarks create backends by name; registering the CPU backend
-	// here keeps `mlxcel bench` usable whatever else main imports.
-	// TODO(cuda): import the cuda backend once it registers itself.
+	// The benchmarks create backends by name (--backend cpu|cuda|auto);
+	// registering both here keeps `mlxcel bench` complete whatever else
+	// main imports.
 	_ "github.com/mlxcel/mlxcel/internal/backend/cpu"
+	_ "github.com/mlxcel/mlxcel/internal/backend/cuda"
 )
 
 func init() {

@@ -19,6 +19,7 @@ import (
 // against device memory.
 type (
 	deviceNamer  interface{ DeviceName() string }
+	infoer       interface{ Info() string }
 	memoryReport interface {
 		// MemoryInfo returns free and total device memory in bytes.
 		MemoryInfo() (free, total int64, err error)
@@ -32,6 +33,13 @@ func Hardware(be backend.Backend) string {
 		if d, ok := be.(deviceNamer); ok {
 			if n := d.DeviceName(); n != "" {
 				return n
+			}
+		}
+		// The CUDA backend describes itself as "NVIDIA H200 sm_90, 132
+		// SMs; libcuda ...": the part before the first ';' names the GPU.
+		if d, ok := be.(infoer); ok {
+			if n, _, _ := strings.Cut(d.Info(), ";"); strings.TrimSpace(n) != "" {
+				return strings.TrimSpace(n)
 			}
 		}
 		if be.Name() != "cpu" {
@@ -166,4 +174,17 @@ func cgroupRemaining() int64 {
 		return -1
 	}
 	return max(limit-used, 0)
+}
+
+// loadAverage is /proc/loadavg's first three fields, or "" elsewhere.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], ", ")
 }

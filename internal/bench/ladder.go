@@ -134,6 +134,10 @@ func writeSummary(path string, o LadderOptions, res *LadderResult) error {
 	fmt.Fprintf(&b, "- command: `%s`\n", cmpStr(o.Command, "mlxcel bench ladder"))
 	fmt.Fprintf(&b, "- date: %s\n- hardware: %s\n- backend: %s\n- mlxcel version: %s\n- build: %s\n",
 		first.Date, first.Hardware, o.Decode.Backend, first.Version, first.Build)
+	if la := loadAverage(); la != "" {
+		// Other work on the machine slows every point; say how busy it was.
+		fmt.Fprintf(&b, "- load average (1, 5, 15 min) when the summary was written: %s\n", la)
+	}
 	fmt.Fprintf(&b, "- decode: %d greedy tokens after the prompt (no EOS stop); prefill in chunks of %d tokens; "+
 		"%d warm-up and %d measured run(s) per point\n", o.Decode.MaxTokens, o.Decode.PrefillChunk, o.Decode.Warmup, o.Decode.Repeat)
 	fmt.Fprintf(&b, "- data: [%s](%s); chart: [%s](%s)\n\n", filepath.Base(res.CSV), filepath.Base(res.CSV),
