@@ -53,7 +53,10 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	}
 	group := p.Heads / p.KVHeads
 	work := qt.rows * p.Heads
-	b.parallel(work, 4, func(lo, hi int) {
+	// Each (token, head) item reads about pos*HeadDim keys and values;
+	// split only when that adds up to enough work to pay for goroutines.
+	perItem := (int(step.Positions[qt.rows-1]) + 1) * p.HeadDim
+	b.parallel(work, max(1, (1<<16)/max(perItem, 1)), func(lo, hi int) {
 		var scores []float32
 		for w := lo; w < hi; w++ {
 			r, h := w/p.Heads, w%p.Heads

@@ -89,12 +89,22 @@ func (b *Backend) Linear(dst, x backend.Tensor, wt, bias backend.Weight) {
 // (e = 0 for a plain matrix), splitting the output columns over threads.
 func (b *Backend) linear(out, x []float32, rows int, w *weight, e int) {
 	outDim, in := w.shape[len(w.shape)-2], w.shape[len(w.shape)-1]
+	// Below ~256K multiply-adds a goroutine hand-off costs more than it
+	// saves (and much more when the cores are busy elsewhere).
+	threads := b.threads
+	if outDim*in*rows < 1<<18 {
+		threads = 1
+	}
 	if w.q != nil {
-		w.q[e].Mul(out, x, rows, b.threads)
+		w.q[e].Mul(out, x, rows, threads)
 		return
 	}
 	wd := w.dense[e*outDim*in : (e+1)*outDim*in]
-	b.parallel(outDim, 16, func(lo, hi int) {
+	minChunk := outDim
+	if threads > 1 {
+		minChunk = 16
+	}
+	b.parallel(outDim, minChunk, func(lo, hi int) {
 		for r := range rows {
 			xr := x[r*in : (r+1)*in]
 			or := out[r*outDim : (r+1)*outDim]
