@@ -99,16 +99,17 @@ func (m *Matrix) buildPanel(dst, x []float32, n int) {
 	in := m.In
 	for k := 0; k < in/16; k++ {
 		for r := 0; r < n; r++ {
-			src := x[r*in+16*k : r*in+16*k+16]
-			d := dst[(k*n+r)*16 : (k*n+r)*16+16]
-			if m.Bits == 4 {
-				for j := 0; j < 8; j++ {
-					d[j] = src[2*j]
-					d[8+j] = src[2*j+1]
-				}
-			} else {
-				copy(d, src)
+			// Array pointers: one bounds check per 16 floats.
+			src := (*[16]float32)(x[r*in+16*k:])
+			d := (*[16]float32)(dst[(k*n+r)*16:])
+			if m.Bits != 4 {
+				*d = *src
+				continue
 			}
+			d[0], d[1], d[2], d[3] = src[0], src[2], src[4], src[6]
+			d[4], d[5], d[6], d[7] = src[8], src[10], src[12], src[14]
+			d[8], d[9], d[10], d[11] = src[1], src[3], src[5], src[7]
+			d[12], d[13], d[14], d[15] = src[9], src[11], src[13], src[15]
 		}
 	}
 }

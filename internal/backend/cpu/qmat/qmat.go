@@ -20,6 +20,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mlxcel/mlxcel/internal/quant"
 	"github.com/mlxcel/mlxcel/internal/tensor"
@@ -178,20 +179,34 @@ func (m *Matrix) Mul(out, x []float32, nRows int, threads int) {
 		m.mulRange(p, out, 0, m.Out)
 		return
 	}
-	// Split into threads contiguous ranges, multiples of 8 rows so
-	// neighbouring goroutines don't write the same output cache lines.
-	// The first range runs on this goroutine.
-	per := (m.Out + threads - 1) / threads
-	per = (per + 7) &^ 7
-	var wg sync.WaitGroup
-	for o0 := per; o0 < m.Out; o0 += per {
-		wg.Add(1)
-		go func(o0, o1 int) {
-			defer wg.Done()
-			m.mulRange(p, out, o0, o1)
-		}(o0, min(o0+per, m.Out))
+	// Hand out blocks of output rows from a shared counter instead of one
+	// fixed range per goroutine: when another process holds a core, or
+	// cores run at different speeds, a static split waits for the slowest
+	// share. Blocks are multiples of 16 rows (whole output cache lines
+	// per activation row, so goroutines never write the same line) and
+	// about 8 per goroutine, few enough that the per-call overhead stays
+	// small. The calling goroutine works too.
+	blk := max(16, (m.Out/(threads*8)+15)&^15)
+	nblk := (m.Out + blk - 1) / blk
+	var next atomic.Int64
+	work := func() {
+		for {
+			b := int(next.Add(1) - 1)
+			if b >= nblk {
+				return
+			}
+			m.mulRange(p, out, b*blk, min((b+1)*blk, m.Out))
+		}
 	}
-	m.mulRange(p, out, 0, min(per, m.Out))
+	var wg sync.WaitGroup
+	for t := 1; t < min(threads, nblk); t++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work()
+		}()
+	}
+	work()
 	wg.Wait()
 }
 
