@@ -191,3 +191,5 @@ func humanBytes(n int64) string {
 	}
 	return fmt.Sprintf("%d B", n)
 }
+
+func ms(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1000 }

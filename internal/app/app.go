@@ -1,0 +1,134 @@
+// Package app wires a model directory into a ready engine: backend,
+// weights, tokenizer, chat template and stop tokens. The CLI commands and
+// the binaries share it so they load models the same way.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	_ "github.com/mlxcel/mlxcel/internal/backend/cpu" // registers "cpu"
+	"github.com/mlxcel/mlxcel/internal/chat"
+	"github.com/mlxcel/mlxcel/internal/defaultmodel"
+	"github.com/mlxcel/mlxcel/internal/model"
+	"github.com/mlxcel/mlxcel/internal/tokenizer"
+	"github.com/mlxcel/mlxcel/internal/weights"
+)
+
+// Options choose what to load and where to run it.
+type Options struct {
+	ModelDir string // empty: the embedded default model
+	Backend  string // cpu, cuda, auto
+	Threads  int
+	Quiet    bool // no progress bar
+}
+
+// Loaded is a model ready to serve.
+type Loaded struct {
+	Name      string // directory base name or the default model's name
+	Dir       string
+	Model     *model.Model
+	Tokenizer *tokenizer.Tokenizer
+	Template  *chat.Template // nil when the model has none
+	StopIDs   []int32        // EOS ids from generation_config, config and tokenizer
+	GenConfig chat.GenerationConfig
+	LoadTime  time.Duration
+}
+
+// Load loads everything; errors are one line naming the problem.
+func Load(o Options) (*Loaded, error) {
+	start := time.Now()
+	dir, name := o.ModelDir, ""
+	if dir == "" {
+		d, err := defaultmodel.Dir()
+		if err != nil {
+			return nil, err
+		}
+		dir, name = d, defaultmodel.Name
+	} else {
+		name = filepath.Base(filepath.Clean(dir))
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("model directory %s: %v", dir, errors.Unwrap(err))
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("model directory %s: not a directory", dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		return nil, fmt.Errorf("model directory %s: no tokenizer.json", dir)
+	}
+	cfg, err := weights.LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %v", cfg.Path, err)
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	name0 := o.Backend
+	if name0 == "" {
+		name0 = "auto"
+	}
+	be, err := backend.New(name0, backend.Options{Threads: o.Threads})
+	if err != nil {
+		return nil, err
+	}
+	bar := newBar(dir, o.Quiet)
+	m, err := model.Load(dir, be, model.LoadOptions{Progress: func(_ string, n int64) {
+		if bar != nil {
+			bar.Add64(n)
+		}
+	}})
+	if bar != nil {
+		bar.Finish()
+		fmt.Fprintln(os.Stderr)
+	}
+	if err != nil {
+		be.Close()
+		return nil, err
+	}
+	l := &Loaded{Name: name, Dir: dir, Model: m, Tokenizer: tok}
+	if t, err := chat.Load(dir); err == nil {
+		l.Template = t
+	}
+	l.GenConfig, _ = chat.LoadGenerationConfig(dir)
+	var tokEOS []int32
+	if id, ok := tok.EOS(); ok {
+		tokEOS = append(tokEOS, id)
+	}
+	if l.StopIDs, err = chat.StopTokenIDs(dir, tokEOS); err != nil {
+		return nil, err
+	}
+	l.LoadTime = time.Since(start)
+	return l, nil
+}
+
+// newBar shows load progress for big models on a terminal only.
+func newBar(dir string, quiet bool) *progressbar.ProgressBar {
+	if quiet || !term.IsTerminal(int(os.Stderr.Fd())) {
+		return nil
+	}
+	var total int64
+	files, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			total += st.Size()
+		}
+	}
+	if total < 64<<20 {
+		return nil
+	}
+	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowBytes(true),
+		progressbar.OptionSetDescription("loading "+filepath.Base(dir)), progressbar.OptionThrottle(100*time.Millisecond))
+}
