@@ -64,22 +64,22 @@ type Backend struct {
 
 	persistent []uintptr // device allocations freed at Close
 
-	// Step state. Tensors created after a BeginStep come from the step
-	// arena, which is rewound at the next BeginStep: the same sequence of
-	// NewTensor calls then yields the same device addresses every step,
-	// which is what lets a step's launches match a captured graph.
-	gen     uint64
+	// Step state: ops' scratch comes from the arena, rewound at every
+	// BeginStep; tensors from NewTensor are recycled through pool.
 	inStep  bool
+	pool    tensorPool
 	arena   arena
 	stepBuf devBuf // tokens, positions, tok2seq, logit rows, block tables
 	step    stepInfo
 
 	rec    recorder
 	graphs graphCache
+	prof   profiler
 
 	ropeTabs map[string]uintptr // inverse-frequency tables by content
 	scratch  devBuf             // cuBLAS path: dequantized weights
 	wsBuf    devBuf             // cuBLAS workspace
+	pinned   []byte             // page-locked staging for uploads
 	err      error              // first asynchronous failure, sticky
 }
 
@@ -189,7 +189,9 @@ var kernelName = regexp.MustCompile(`extern "C" __global__ void (?:__launch_boun
 func kernelNames() []string {
 	var names []string
 	for _, m := range kernelName.FindAllStringSubmatch(kernelSource(), -1) {
-		names = append(names, m[1])
+		if !strings.HasPrefix(m[1], "__") { // a macro's "__launch_bounds__(" line
+			names = append(names, m[1])
+		}
 	}
 	for _, mr := range []int{1, 2, 4, 8} {
 		for _, bits := range []int{4, 8} {
@@ -232,12 +234,31 @@ func (b *Backend) allocPersistent(n int) (uintptr, error) {
 	return p, err
 }
 
+// htod copies host memory to the device through a pinned staging buffer:
+// pinned copies run at full PCIe rate, and the driver never has to pin
+// (or reject) Go heap pages itself.
 func (b *Backend) htod(dst uintptr, src unsafe.Pointer, n int) error {
 	if n == 0 {
 		return nil
 	}
-	return b.d.call("cuMemcpyHtoD", b.d.memcpyHtoD, dst, uintptr(src), uintptr(n))
+	if b.pinned == nil {
+		var hp *byte // a C address in a *byte: see check
+		if err := b.d.call("cuMemAllocHost", b.d.memAllocHost, uintptr(unsafe.Pointer(&hp)), stagingBytes); err != nil {
+			return err
+		}
+		b.pinned = unsafe.Slice(hp, stagingBytes)
+	}
+	s := unsafe.Slice((*byte)(src), n)
+	for off := 0; off < n; off += stagingBytes {
+		c := copy(b.pinned, s[off:])
+		if err := b.d.call("cuMemcpyHtoD", b.d.memcpyHtoD, dst+uintptr(off), uintptr(unsafe.Pointer(&b.pinned[0])), uintptr(c)); err != nil {
+			return fmt.Errorf("%w (copying %d bytes to %#x)", err, c, dst+uintptr(off))
+		}
+	}
+	return nil
 }
+
+const stagingBytes = 64 << 20
 
 func (b *Backend) dtoh(dst unsafe.Pointer, src uintptr, n int) error {
 	if n == 0 {
@@ -308,6 +329,10 @@ func (b *Backend) Close() error {
 		}
 	}
 	b.persistent, b.arena = nil, arena{}
+	if b.pinned != nil {
+		_ = b.d.call("cuMemFreeHost", b.d.memFreeHost, uintptr(unsafe.Pointer(&b.pinned[0])))
+		b.pinned = nil
+	}
 	if b.mod != 0 {
 		_ = b.d.call("cuModuleUnload", b.d.moduleUnload, b.mod)
 		b.mod = 0

@@ -246,15 +246,24 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	rope := backend.RoPE{InvFreq: inv, RotaryDim: m.hd, Scale: 1}
 	ap := backend.AttnParams{Heads: m.heads, KVHeads: m.kvh, HeadDim: m.hd, Scale: float32(1 / math.Sqrt(float64(m.hd)))}
 	const bs, prompt, steps = 16, 128, 64
+	// Activation buffers are made once per token count and kept, as the
+	// model package does, so steady decode steps replay one graph.
+	type acts struct{ x, h, q, k, v, a, o2, g, u, hl, logits backend.Tensor }
+	bufs := map[[2]int]*acts{}
 	forward := func(batch *backend.Batch, kv backend.KVStore) []int32 {
 		if err := b.BeginStep(batch); err != nil {
 			t.Fatal(err)
 		}
-		T := len(batch.Tokens)
-		x, h := b.NewTensor(T, m.hidden), b.NewTensor(T, m.hidden)
-		q, k, v := b.NewTensor(T, m.heads*m.hd), b.NewTensor(T, m.kvh*m.hd), b.NewTensor(T, m.kvh*m.hd)
-		a, o2 := b.NewTensor(T, m.heads*m.hd), b.NewTensor(T, m.hidden)
-		g, u := b.NewTensor(T, m.inter), b.NewTensor(T, m.inter)
+		T, L := len(batch.Tokens), len(batch.LogitRows)
+		ab := bufs[[2]int{T, L}]
+		if ab == nil {
+			ab = &acts{b.NewTensor(T, m.hidden), b.NewTensor(T, m.hidden), b.NewTensor(T, m.heads*m.hd),
+				b.NewTensor(T, m.kvh*m.hd), b.NewTensor(T, m.kvh*m.hd), b.NewTensor(T, m.heads*m.hd),
+				b.NewTensor(T, m.hidden), b.NewTensor(T, m.inter), b.NewTensor(T, m.inter),
+				b.NewTensor(L, m.hidden), b.NewTensor(L, m.vocab)}
+			bufs[[2]int{T, L}] = ab
+		}
+		x, h, q, k, v, a, o2, g, u := ab.x, ab.h, ab.q, ab.k, ab.v, ab.a, ab.o2, ab.g, ab.u
 		b.Embed(x, emb)
 		for i, l := range ls {
 			b.RMSNorm(h, x, l.n1, 1e-5)
@@ -273,8 +282,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			b.Linear(o2, g, l.d, nil)
 			b.Add(x, x, o2)
 		}
-		L := len(batch.LogitRows)
-		hl, logits := b.NewTensor(L, m.hidden), b.NewTensor(L, m.vocab)
+		hl, logits := ab.hl, ab.logits
 		b.GatherLogitRows(hl, x)
 		b.RMSNorm(hl, hl, nf, 1e-5)
 		b.Linear(logits, hl, head, nil)
@@ -345,6 +353,23 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 					float64(gpu.Microseconds()), prompt, float64(prefill.Microseconds())/1e3/float64(nseq)))
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
+			}
+			if nseq == 1 && graphs {
+				// One profiled step: where the device time of a decode step goes.
+				b.SetProfile(true)
+				batch := &backend.Batch{Tokens: toks[:1], Positions: []int32{int32(prompt + steps)}, LogitRows: []int{0},
+					Seqs: []backend.SeqSlice{{Start: 0, Len: 1, Blocks: tables[0]}}}
+				forward(batch, kv)
+				var total time.Duration
+				rep := b.ProfileReport()
+				for _, e := range rep {
+					total += e.Total
+				}
+				for _, e := range rep {
+					o.add("profile-decode-b1", e.Name, e.Calls, "", float64(e.Total.Nanoseconds())/1e3, 0,
+						e.Total.Seconds()/total.Seconds(), "ratio column: share of profiled device time")
+				}
+				b.SetProfile(false)
 			}
 		}
 	}

@@ -93,12 +93,12 @@ func TestGraphReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	var first []float32
+	x := b.NewTensor(rows, cols) // kept across steps, as model code does
 	for it := 0; it < 5; it++ {
 		if err := b.BeginStep(&backend.Batch{Tokens: []int32{int32(it % 2), 3}, Positions: []int32{0, 1},
 			Seqs: []backend.SeqSlice{{Start: 0, Len: 2}}}); err != nil {
 			t.Fatal(err)
 		}
-		x := b.NewTensor(rows, cols)
 		b.Embed(x, w)
 		for k := 0; k < 10; k++ {
 			b.Scale(x, 1.01)

@@ -5,6 +5,8 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
@@ -17,13 +19,16 @@ import (
 type Tensor struct {
 	ptr        uintptr
 	rows, cols int
-	gen        uint64 // step arena generation; 0 for a persistent tensor
+	owner      *Tensor // views and slices keep their allocation alive
 }
 
 func (t *Tensor) Rows() int { return t.rows }
 func (t *Tensor) Cols() int { return t.cols }
 
-// arena is bump allocation over a list of chunks, rewound every step.
+// arena is bump allocation over a list of chunks for ops' internal scratch
+// (attention partials, MoE routing, argmax ids), rewound every BeginStep:
+// the same op sequence then gets the same addresses every step, which keeps
+// its launches, and so its graph, identical.
 type arena struct {
 	chunks   []devBuf
 	cur, off int
@@ -46,7 +51,7 @@ func (b *Backend) arenaAlloc(n int) (uintptr, error) {
 		a.cur++
 		a.off = 0
 	}
-	size := max(n, 256<<20)
+	size := max(n, 64<<20)
 	p, err := b.alloc(size)
 	if err != nil {
 		return 0, err
@@ -57,41 +62,77 @@ func (b *Backend) arenaAlloc(n int) (uintptr, error) {
 	return p, nil
 }
 
-// NewTensor returns a zeroed matrix. Before the first BeginStep it is a
-// persistent allocation; after it, it lives in the step arena until the
-// next BeginStep (using it later panics).
+// tensorPool recycles the memory of tensors the garbage collector has
+// dropped. A cleanup queues the address; BeginStep moves the queue into
+// the pool once the work recorded so far is on the stream, so a later
+// kernel that reuses the memory runs after every kernel that used it (one
+// stream, in order).
+type tensorPool struct {
+	mu       sync.Mutex
+	released []devBuf
+	free     map[int][]uintptr
+}
+
+func (p *tensorPool) release(d devBuf) {
+	p.mu.Lock()
+	p.released = append(p.released, d)
+	p.mu.Unlock()
+}
+
+func (p *tensorPool) recycle() {
+	p.mu.Lock()
+	rel := p.released
+	p.released = nil
+	p.mu.Unlock()
+	if p.free == nil {
+		p.free = map[int][]uintptr{}
+	}
+	for _, d := range rel {
+		p.free[d.size] = append(p.free[d.size], d.ptr)
+	}
+}
+
+// NewTensor returns a zeroed matrix that lives as long as the Go value (or
+// a view of it). Model code that keeps its activation buffers across
+// steps gets the same addresses every step, which is what graph replay
+// needs; code that allocates per step still works, launching directly
+// when the addresses differ.
 func (b *Backend) NewTensor(rows, cols int) backend.Tensor {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n := rows * cols * 4
+	n := (max(rows*cols*4, 4) + arenaAlign - 1) / arenaAlign * arenaAlign
 	t := &Tensor{rows: rows, cols: cols}
-	var err error
-	if b.inStep {
-		t.gen = b.gen
-		t.ptr, err = b.arenaAlloc(n)
+	if l := b.pool.free[n]; len(l) > 0 {
+		t.ptr = l[len(l)-1]
+		b.pool.free[n] = l[:len(l)-1]
 	} else {
 		unbind := b.bind()
-		t.ptr, err = b.allocPersistent(n)
+		p, err := b.allocPersistent(n)
 		unbind()
+		if err != nil {
+			panic(fmt.Sprintf("cuda: NewTensor(%d, %d): %v", rows, cols, err))
+		}
+		t.ptr = p
 	}
-	if err != nil {
-		panic(fmt.Sprintf("cuda: NewTensor(%d, %d): %v", rows, cols, err))
-	}
+	runtime.AddCleanup(t, b.pool.release, devBuf{t.ptr, n})
 	if rows*cols > 0 {
 		b.fill(t.ptr, 0, rows*cols)
 	}
 	return t
 }
 
-// tt checks that x is a live tensor of this backend.
+// tt checks that x is a tensor of this backend.
 func (b *Backend) tt(x backend.Tensor) *Tensor {
 	t, ok := x.(*Tensor)
 	if !ok {
 		panic(fmt.Sprintf("cuda: tensor of type %T is not from the cuda backend", x))
 	}
-	if t.gen != 0 && t.gen != b.gen {
-		panic("cuda: a tensor created during an earlier step was used after BeginStep; " +
-			"create tensors once before the first step, or afresh in every step")
+	return t
+}
+
+func (t *Tensor) base() *Tensor {
+	if t.owner != nil {
+		return t.owner
 	}
 	return t
 }
@@ -101,7 +142,7 @@ func (b *Backend) View(x backend.Tensor, rows, cols int) backend.Tensor {
 	if rows*cols > t.rows*t.cols {
 		panic(fmt.Sprintf("cuda: view %dx%d of a %dx%d tensor", rows, cols, t.rows, t.cols))
 	}
-	return &Tensor{ptr: t.ptr, rows: rows, cols: cols, gen: t.gen}
+	return &Tensor{ptr: t.ptr, rows: rows, cols: cols, owner: t.base()}
 }
 
 func (b *Backend) Slice(x backend.Tensor, from, to int) backend.Tensor {
@@ -109,7 +150,7 @@ func (b *Backend) Slice(x backend.Tensor, from, to int) backend.Tensor {
 	if from < 0 || to > t.rows || from > to {
 		panic(fmt.Sprintf("cuda: slice [%d,%d) of %d rows", from, to, t.rows))
 	}
-	return &Tensor{ptr: t.ptr + uintptr(from*t.cols*4), rows: to - from, cols: t.cols, gen: t.gen}
+	return &Tensor{ptr: t.ptr + uintptr(from*t.cols*4), rows: to - from, cols: t.cols, owner: t.base()}
 }
 
 // weight is a parameter in device memory. Dense matrices keep their

@@ -132,14 +132,16 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 			name = "dgemvs_" + dense(w.dtype)
 		}
 	}
-	gx := (N + 15) / 16 // fast kernels: 4 warps x 4 rows per block
+	// Fast kernels: a block of 8 warps takes 4 rows, the warps splitting K.
+	// Generic kernels: one warp per row, 4 per block, 8 activation rows.
+	gx, threads := (N+3)/4, 256
 	if !fast {
-		gx = (N + 3) / 4 // one warp per row
+		threads = 128
 		if eidx == 0 {
 			gy = (M + 7) / 8
 		}
 	}
-	l := b.newLaunch(name, gx, gy, 1, 128).p(y).p(x).p(w.w).p(w.sb).p(bias).i(N).i(K).i(M).i(w.gshft).
+	l := b.newLaunch(name, gx, gy, 1, threads).p(y).p(x).p(w.w).p(w.sb).p(bias).i(N).i(K).i(M).i(w.gshft).
 		i(ldy).i(ldx).p(eidx).i(topk).i(slot).i64(wstride).i64(sbstride)
 	if w.quant && !fast {
 		l.i(w.bits)

@@ -86,9 +86,9 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 	b.step = stepInfo{tokens: T, seqs: S, logitRows: L, btStride: width,
 		tok: base, pos: base + uintptr(4*T), tok2seq: base + uintptr(8*T),
 		rows: base + uintptr(12*T), btab: base + uintptr(4*(3*T+L)), hostTokens: batch.Tokens}
-	b.gen++
 	b.inStep = true
 	b.arena.reset()
+	b.pool.recycle()
 	return nil
 }
 
@@ -165,6 +165,10 @@ func (b *Backend) flush() {
 	}
 	defer func() { b.rec.ls, b.rec.gemm = b.rec.ls[:0], false }()
 	if b.err != nil {
+		return
+	}
+	if b.prof.on {
+		b.runProfiled(ls)
 		return
 	}
 	if b.graphs.on && len(ls) >= minGraphLaunches && !b.rec.gemm {

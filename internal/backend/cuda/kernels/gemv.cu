@@ -10,21 +10,31 @@
 // With eidx set (MoE experts), blockIdx.y is a token t whose weights are
 // expert eidx[t*topk+eslot] of a stacked [E, N, K] matrix, and MR is 1.
 
-// unpack turns one packed word into EPW floats. The integer q lands in the
-// low byte of the float 2^23 (0x4B000000) through one byte permute, and a
-// subtraction removes 2^23 exactly: cheaper than an int-to-float convert,
-// which runs at a quarter of the FMA rate.
+// Both fast kernels split K over the GW warps of a block (warp w takes the
+// 32-word chunks w, w+GW, ...) and reduce through shared memory at the end:
+// a decode GEMV of a 4096-row matrix then has 8 warps per 4 rows in flight
+// instead of one, which is what hides the memory latency (v1 ran one warp
+// per 4 rows down the whole of K and was latency-bound: 0.1-0.3 of the copy
+// rate).
+#define GW 8
+
+// unpack turns one packed word into EPW floats. 4 bits: one byte permute
+// drops each nibble into bits 16-19 of 0.5f (0x3F000000), giving the float
+// 0.5 + q/256 exactly; the kernel removes the 0.5 with the word's x-sum
+// (dq = 256*sum(x*f) - 128*sum(x)), so a weight costs one PRMT and one FMA.
+// 8 bits: the byte goes into the low bits of 2^23 and a subtraction leaves
+// q exactly (the 0.5 trick would lose 8 bits to cancellation there).
 template <int BITS> DEV void unpack(u32 v, float* q);
 template <> DEV void unpack<4>(u32 v, float* q) {
     u32 lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
-    q[0] = __uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7440)) - 8388608.f;
-    q[1] = __uint_as_float(__byte_perm(hi, 0x4B000000u, 0x7440)) - 8388608.f;
-    q[2] = __uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7441)) - 8388608.f;
-    q[3] = __uint_as_float(__byte_perm(hi, 0x4B000000u, 0x7441)) - 8388608.f;
-    q[4] = __uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7442)) - 8388608.f;
-    q[5] = __uint_as_float(__byte_perm(hi, 0x4B000000u, 0x7442)) - 8388608.f;
-    q[6] = __uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7443)) - 8388608.f;
-    q[7] = __uint_as_float(__byte_perm(hi, 0x4B000000u, 0x7443)) - 8388608.f;
+    q[0] = __uint_as_float(__byte_perm(lo, 0x3F000000u, 0x7044));
+    q[1] = __uint_as_float(__byte_perm(hi, 0x3F000000u, 0x7044));
+    q[2] = __uint_as_float(__byte_perm(lo, 0x3F000000u, 0x7144));
+    q[3] = __uint_as_float(__byte_perm(hi, 0x3F000000u, 0x7144));
+    q[4] = __uint_as_float(__byte_perm(lo, 0x3F000000u, 0x7244));
+    q[5] = __uint_as_float(__byte_perm(hi, 0x3F000000u, 0x7244));
+    q[6] = __uint_as_float(__byte_perm(lo, 0x3F000000u, 0x7344));
+    q[7] = __uint_as_float(__byte_perm(hi, 0x3F000000u, 0x7344));
 }
 template <> DEV void unpack<8>(u32 v, float* q) {
     q[0] = __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7440)) - 8388608.f;
@@ -59,53 +69,71 @@ DEV void rebase(float*& y, const float*& x, const u32*& w, const u32*& sb, int& 
     }
 }
 
+// finish sums each accumulator over the block's warps and writes y.
+template <int NR, int MR>
+DEV void finish(float (&acc)[NR][MR], float* y, const float* bias, int row0, int N, int M, int ldy) {
+    __shared__ float red[GW][NR * MR];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int m = 0; m < MR; m++) {
+            float v = warp_sum(acc[r][m]);
+            if (lane == 0) red[warp][r * MR + m] = v;
+        }
+    __syncthreads();
+    for (int i = threadIdx.x; i < NR * MR; i += blockDim.x) {
+        int r = i / MR, m = i - r * MR;
+        float v = 0.f;
+#pragma unroll
+        for (int g = 0; g < GW; g++) v += red[g][i];
+        if (row0 + r < N && m < M) y[(long long)m * ldy + row0 + r] = v + (bias ? bias[row0 + r] : 0.f);
+    }
+}
+
 template <int BITS, class SB, int MR, int NR, int J>
 DEV void qgemv_impl(GEMV_PARAMS) {
     constexpr int EPW = 32 / BITS;
     rebase(y, x, w, sb, M, MR, ldy, ldx, eidx, topk, eslot, wstride, sbstride);
     const int nw = K / EPW, ng = K >> gshift;
-    const int lane = threadIdx.x & 31;
-    const int row0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * NR;
-    if (row0 >= N) return;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int row0 = blockIdx.x * NR;
     const u32* wr[NR];
-    long long sr[NR];
+    const u32* sr[NR];
 #pragma unroll
     for (int r = 0; r < NR; r++) {
         int rr = min(row0 + r, N - 1);
         wr[r] = w + (long long)rr * nw;
-        sr[r] = (long long)rr * ng;
+        sr[r] = sb + (long long)rr * ng * (sizeof(typename SB::raw) / 4);
     }
-    const float* xr[MR];
-#pragma unroll
-    for (int m = 0; m < MR; m++) xr[m] = x + (long long)min(m, M - 1) * ldx;
     float acc[NR][MR];
 #pragma unroll
     for (int r = 0; r < NR; r++)
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[r][m] = 0.f;
 
-    for (int base = 0; base < nw; base += 32 * J) {
+    for (int c0 = warp * 32 + lane; c0 < nw; c0 += 32 * GW * J) {
         u32 wv[NR][J];
         typename SB::raw sv[NR][J];
         // Issue every load of this stretch before any math, so NR*J
         // independent requests are in flight per lane.
 #pragma unroll
         for (int j = 0; j < J; j++) {
-            int wi = base + lane + 32 * j;
+            int wi = c0 + 32 * GW * j;
             int wc = wi < nw ? wi : nw - 1;
 #pragma unroll
             for (int r = 0; r < NR; r++) wv[r][j] = wr[r][wc];
 #pragma unroll
-            for (int r = 0; r < NR; r++) sv[r][j] = SB::load(sb, sr[r] + ((wc * EPW) >> gshift));
+            for (int r = 0; r < NR; r++) sv[r][j] = SB::load(sr[r], (wc * EPW) >> gshift);
         }
 #pragma unroll
         for (int j = 0; j < J; j++) {
-            int wi = base + lane + 32 * j;
+            int wi = c0 + 32 * GW * j;
             if (wi >= nw) break;
-            float xv[MR][EPW], sx[MR];
+            float xv[MR][EPW], sx[MR], nsx[MR];
 #pragma unroll
             for (int m = 0; m < MR; m++) {
-                const float4* xp = reinterpret_cast<const float4*>(xr[m] + wi * EPW);
+                const float4* xp = reinterpret_cast<const float4*>(x + (long long)min(m, M - 1) * ldx + wi * EPW);
 #pragma unroll
                 for (int i = 0; i < EPW / 4; i++) {
                     float4 f = xp[i];
@@ -115,6 +143,7 @@ DEV void qgemv_impl(GEMV_PARAMS) {
 #pragma unroll
                 for (int e = 0; e < EPW; e++) s += xv[m][e];
                 sx[m] = s;
+                nsx[m] = -128.f * s;
             }
 #pragma unroll
             for (int r = 0; r < NR; r++) {
@@ -128,28 +157,23 @@ DEV void qgemv_impl(GEMV_PARAMS) {
                     float d = 0.f;
 #pragma unroll
                     for (int e = 0; e < EPW; e++) d = fmaf(xv[m][e], q[e], d);
+                    if (BITS == 4) d = fmaf(256.f, d, nsx[m]);
                     acc[r][m] = fmaf(s, d, fmaf(b, sx[m], acc[r][m]));
                 }
             }
         }
     }
-#pragma unroll
-    for (int r = 0; r < NR; r++)
-#pragma unroll
-        for (int m = 0; m < MR; m++) {
-            float v = warp_sum(acc[r][m]);
-            if (lane == 0 && row0 + r < N && m < M) y[(long long)m * ldy + row0 + r] = v + (bias ? bias[row0 + r] : 0.f);
-        }
+    finish<NR, MR>(acc, y, bias, row0, N, M, ldy);
 }
 
 #define QGEMV(BITS, SBN, SBT, MR, J)                                                        \
-    extern "C" __global__ void __launch_bounds__(128) qgemv##BITS##_##SBN##_##MR(GEMV_PARAMS) { \
+    extern "C" __global__ void __launch_bounds__(256) qgemv##BITS##_##SBN##_##MR(GEMV_PARAMS) { \
         qgemv_impl<BITS, SBT, MR, 4, J>(GEMV_ARGS);                                         \
     }
-QGEMV(4, bf, SBbf, 1, 4) QGEMV(4, bf, SBbf, 2, 4) QGEMV(4, bf, SBbf, 4, 2) QGEMV(4, bf, SBbf, 8, 1)
-QGEMV(4, f32, SBf32, 1, 4) QGEMV(4, f32, SBf32, 2, 4) QGEMV(4, f32, SBf32, 4, 2) QGEMV(4, f32, SBf32, 8, 1)
-QGEMV(8, bf, SBbf, 1, 4) QGEMV(8, bf, SBbf, 2, 4) QGEMV(8, bf, SBbf, 4, 2) QGEMV(8, bf, SBbf, 8, 1)
-QGEMV(8, f32, SBf32, 1, 4) QGEMV(8, f32, SBf32, 2, 4) QGEMV(8, f32, SBf32, 4, 2) QGEMV(8, f32, SBf32, 8, 1)
+QGEMV(4, bf, SBbf, 1, 2) QGEMV(4, bf, SBbf, 2, 2) QGEMV(4, bf, SBbf, 4, 1) QGEMV(4, bf, SBbf, 8, 1)
+QGEMV(4, f32, SBf32, 1, 2) QGEMV(4, f32, SBf32, 2, 2) QGEMV(4, f32, SBf32, 4, 1) QGEMV(4, f32, SBf32, 8, 1)
+QGEMV(8, bf, SBbf, 1, 2) QGEMV(8, bf, SBbf, 2, 2) QGEMV(8, bf, SBbf, 4, 1) QGEMV(8, bf, SBbf, 8, 1)
+QGEMV(8, f32, SBf32, 1, 2) QGEMV(8, f32, SBf32, 2, 2) QGEMV(8, f32, SBf32, 4, 1) QGEMV(8, f32, SBf32, 8, 1)
 
 // Any bit width (2, 3, 5, 6 and the rest): one warp per output row, lanes
 // over elements, up to 8 activation rows. Correct rather than fast.
@@ -203,9 +227,8 @@ DEV void dgemv_impl(GEMV_PARAMS) {
     constexpr int VE = 16 / sizeof(typename T::T); // elements per 16-byte vector
     rebase(y, x, w, sb, M, MR, ldy, ldx, eidx, topk, eslot, wstride, sbstride);
     const int nv = K / VE;
-    const int lane = threadIdx.x & 31;
-    const int row0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * NR;
-    if (row0 >= N) return;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int row0 = blockIdx.x * NR;
     const uint4* wr[NR];
 #pragma unroll
     for (int r = 0; r < NR; r++) wr[r] = reinterpret_cast<const uint4*>(w) + (long long)min(row0 + r, N - 1) * nv;
@@ -214,18 +237,18 @@ DEV void dgemv_impl(GEMV_PARAMS) {
     for (int r = 0; r < NR; r++)
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[r][m] = 0.f;
-    for (int base = 0; base < nv; base += 32 * J) {
+    for (int c0 = warp * 32 + lane; c0 < nv; c0 += 32 * GW * J) {
         uint4 wv[NR][J];
 #pragma unroll
         for (int j = 0; j < J; j++) {
-            int vi = base + lane + 32 * j;
+            int vi = c0 + 32 * GW * j;
             int vc = vi < nv ? vi : nv - 1;
 #pragma unroll
             for (int r = 0; r < NR; r++) wv[r][j] = wr[r][vc];
         }
 #pragma unroll
         for (int j = 0; j < J; j++) {
-            int vi = base + lane + 32 * j;
+            int vi = c0 + 32 * GW * j;
             if (vi >= nv) break;
             float xv[MR][VE];
 #pragma unroll
@@ -248,21 +271,15 @@ DEV void dgemv_impl(GEMV_PARAMS) {
             }
         }
     }
-#pragma unroll
-    for (int r = 0; r < NR; r++)
-#pragma unroll
-        for (int m = 0; m < MR; m++) {
-            float v = warp_sum(acc[r][m]);
-            if (lane == 0 && row0 + r < N && m < M) y[(long long)m * ldy + row0 + r] = v + (bias ? bias[row0 + r] : 0.f);
-        }
+    finish<NR, MR>(acc, y, bias, row0, N, M, ldy);
 }
 #define DGEMV(TN, TT, MR, J)                                                                \
-    extern "C" __global__ void __launch_bounds__(128) dgemv_##TN##_##MR(GEMV_PARAMS) {       \
+    extern "C" __global__ void __launch_bounds__(256) dgemv_##TN##_##MR(GEMV_PARAMS) {       \
         dgemv_impl<TT, MR, 4, J>(GEMV_ARGS);                                                \
     }
-DGEMV(f32, F32, 1, 4) DGEMV(f32, F32, 2, 4) DGEMV(f32, F32, 4, 2) DGEMV(f32, F32, 8, 1)
-DGEMV(bf16, BF16, 1, 4) DGEMV(bf16, BF16, 2, 4) DGEMV(bf16, BF16, 4, 2) DGEMV(bf16, BF16, 8, 1)
-DGEMV(f16, F16, 1, 4) DGEMV(f16, F16, 2, 4) DGEMV(f16, F16, 4, 2) DGEMV(f16, F16, 8, 1)
+DGEMV(f32, F32, 1, 2) DGEMV(f32, F32, 2, 2) DGEMV(f32, F32, 4, 1) DGEMV(f32, F32, 8, 1)
+DGEMV(bf16, BF16, 1, 2) DGEMV(bf16, BF16, 2, 2) DGEMV(bf16, BF16, 4, 1) DGEMV(bf16, BF16, 8, 1)
+DGEMV(f16, F16, 1, 2) DGEMV(f16, F16, 2, 2) DGEMV(f16, F16, 4, 1) DGEMV(f16, F16, 8, 1)
 
 template <class T>
 DEV void dgemv_s(GEMV_PARAMS) {

@@ -1,0 +1,50 @@
+//go:build linux
+
+package cuda
+
+import (
+	"os"
+	"testing"
+
+	"github.com/mlxcel/mlxcel/internal/model/modeltest"
+)
+
+// TestModelsGPU runs the tiny reference fixtures through the model code on
+// the GPU: full-sequence logits, the same through the KV cache, and greedy
+// ids (outside near-ties) must match the HF reference. MLXCEL_TESTDATA
+// points at shared/testdata (scripts/gpu-check.sh carries a copy).
+func TestModelsGPU(t *testing.T) {
+	dir := os.Getenv("MLXCEL_TESTDATA")
+	if dir == "" {
+		dir = "../../../../shared/testdata"
+	}
+	if _, err := os.Stat(dir + "/tiny"); err != nil {
+		t.Skipf("no fixtures at %s", dir)
+	}
+	b := newOrSkip(t)
+	defer b.Close()
+	for _, f := range []string{"tiny/llama-bf16", "tiny/qwen2-bf16", "tiny/qwen3-bf16", "tiny/llama-mlx-q4g64",
+		"tiny/qwen2-mlx-q4g64", "tiny/qwen3-mlx-q4g64", "models/stories260k"} {
+		t.Run(f, func(t *testing.T) {
+			if _, err := os.Stat(dir + "/" + f); err != nil {
+				t.Skipf("fixture %s missing", f)
+			}
+			r := modeltest.Check(t, dir+"/"+f, b, modeltest.Options{RelTol: 2e-2, NearTie: 1e-3, Prefix: 17})
+			t.Logf("%s: full %.2e incremental %.2e greedy steps checked %d", f, r.FullRel, r.IncrRel, r.GreedyChecked)
+		})
+	}
+	c, r, d, fl, lastErr := b.GraphStats()
+	t.Logf("graphs: %d captured, %d replays, %d direct launches, %d failed (%v)", c, r, d, fl, lastErr)
+}
+
+// TestDumpSource writes the concatenated kernel source to MLXCEL_DUMP_SRC
+// (for nvcc -Xptxas -v resource reports on the GPU machine).
+func TestDumpSource(t *testing.T) {
+	p := os.Getenv("MLXCEL_DUMP_SRC")
+	if p == "" {
+		t.Skip("MLXCEL_DUMP_SRC not set")
+	}
+	if err := os.WriteFile(p, []byte(kernelSource()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
