@@ -232,7 +232,7 @@ func (g *gen) kernel1(bits int, dt dtype) string {
 // activation loads, which otherwise outnumber the weight loads 2:1 and
 // limit the loop.
 //
-//	Y0..Y3 / Y4..Y7 per-group partial dots of rows 0 / 1,
+//	Y0,Y1 / Y2,Y3 per-group partial dots of rows 0 / 1,
 //	Y14 / Y15 row accumulators, Y8..Y11 decoded weights, Y12 nibble mask,
 //	Y13 x (later reduction scratch).
 //	Row 1's weights are at (SI)(R9*1) with R9 = the weight row stride.
@@ -248,18 +248,21 @@ func (g *gen) kernel1x2(bits int, dt dtype) string {
 	g.l("MOVQ DX, R8")
 	g.l("MOVQ R11, CX")
 	g.label(name + "_group")
-	for a := 0; a < 8; a++ {
+	for a := 0; a < 4; a++ {
 		g.l("VXORPS Y%d, Y%d, Y%d", a, a, a)
 	}
 	g.l("MOVQ R12, BX")
 	g.label(name + "_iter")
+	// Two accumulators per row suffice here: an iteration does twice the
+	// work of kernel1's, which covers two chained FMA latencies, and the
+	// group end then needs one add per row instead of three.
 	for c := 0; c < 2; c++ {
 		g.decodeAt(bits, c, "(SI)", "Y8", "Y9")
 		g.decodeAt(bits, c, "(SI)(R9*1)", "Y10", "Y11")
 		for h := 0; h < 2; h++ {
 			g.l("VMOVUPS %d(DI), Y13", c*64+h*32)
-			g.l("VFMADD231PS Y13, Y%d, Y%d", 8+h, 2*c+h)
-			g.l("VFMADD231PS Y13, Y%d, Y%d", 10+h, 4+2*c+h)
+			g.l("VFMADD231PS Y13, Y%d, Y%d", 8+h, h)
+			g.l("VFMADD231PS Y13, Y%d, Y%d", 10+h, 2+h)
 		}
 	}
 	g.l("ADDQ $%d, SI", 32*bits/8)
@@ -267,11 +270,7 @@ func (g *gen) kernel1x2(bits int, dt dtype) string {
 	g.l("DECQ BX")
 	g.l("JNZ %s_iter", name)
 	g.l("VADDPS Y1, Y0, Y0")
-	g.l("VADDPS Y3, Y2, Y2")
-	g.l("VADDPS Y2, Y0, Y0")
-	g.l("VADDPS Y5, Y4, Y4")
-	g.l("VADDPS Y7, Y6, Y6")
-	g.l("VADDPS Y6, Y4, Y4")
+	g.l("VADDPS Y3, Y2, Y4")
 	g.l("MOVQ %d(AX), BX", kMetaStride)
 	g.ls(dt.bcast("(R8)", "Y10"))
 	g.ls(dt.bcast("(R8)(BX*1)", "Y11"))
