@@ -3,6 +3,8 @@ package chat
 import (
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -150,3 +152,28 @@ func TestValueConversion(t *testing.T) {
 func rawJSON(s string) json.RawMessage { return json.RawMessage(s) }
 
 func rawNumber(s string) json.Number { return json.Number(s) }
+
+// FuzzPrepareSource checks that the lexing pass never panics and that what
+// it hands the engine either compiles or the original was rejected too.
+func FuzzPrepareSource(f *testing.F) {
+	for _, name := range []string{"gemma3.jinja", "llama3_1.jinja", "mistral_v1.jinja", "qwen2_5.jinja", "qwen3.jinja"} {
+		b, err := os.ReadFile(filepath.Join(sharedTemplates, name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
+	}
+	f.Add("{%- raw -%} {{ x }} {%+ endraw %}{#- c -#}{{ {'a': {}} | tojson(indent=2) }}")
+	f.Fuzz(func(t *testing.T, src string) {
+		out, err := prepareSource(src)
+		if err != nil {
+			return
+		}
+		if again, _ := prepareSource(src); again != out {
+			t.Fatal("prepareSource is not deterministic")
+		}
+		if tmpl, err := Parse(src, "<s>", "</s>"); err == nil {
+			_, _ = tmpl.Render([]Message{{Role: "user", Content: "hi"}}, true, nil)
+		}
+	})
+}

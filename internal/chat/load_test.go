@@ -48,6 +48,9 @@ func TestLoadJinjaFile(t *testing.T) {
 	if got := renderUser(t, tmpl); got != "<s>[user]hi</s>" {
 		t.Fatalf("got %q", got)
 	}
+	if !strings.HasPrefix(tmpl.Source(), "{{ bos_token }}{% for") {
+		t.Fatalf("Source() = %q", tmpl.Source())
+	}
 	tu, ok := tmpl.Named("tool_use")
 	if !ok || tu.Name() != "tool_use" {
 		t.Fatal("tool_use template missing")
