@@ -175,6 +175,7 @@ func init() {
 	})
 
 	register("Attention", runAttention)
+	register("AttentionLong", runLongAttention)
 	register("MoE", runMoE)
 }
 
@@ -227,6 +228,42 @@ func runAttention(e *env) {
 			e.ref.Attention(out.b, q.b, k.b, v.b, kvb, 1, p)
 			e.check(fmt.Sprintf("Attention/h%d/kv%d/d%d/bs%d/win%d/cap%g/step%d", c.heads, c.kvh, c.hd, c.bs, c.window, c.softcap, si), out, T)
 		}
+	}
+}
+
+// runLongAttention covers contexts of several hundred keys, where a GPU
+// backend may split one query's keys over several blocks.
+func runLongAttention(e *env) {
+	p := backend.AttnParams{Heads: 4, KVHeads: 2, HeadDim: 64, Scale: 0.125}
+	spec := backend.KVSpec{NumBlocks: 64, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: 2, HeadDim: 64}}}
+	kva, err := e.test.NewKVStore(spec)
+	if err != nil {
+		e.fatalf("%s: NewKVStore: %v", e.test.Name(), err)
+	}
+	kvb, err := e.ref.NewKVStore(spec)
+	if err != nil {
+		e.fatalf("cpu: NewKVStore: %v", err)
+	}
+	var table []int32
+	for _, blk := range e.rng.Perm(spec.NumBlocks) {
+		table = append(table, int32(blk))
+	}
+	pos := 0
+	for si, n := range []int{700, 1, 1} {
+		b := &backend.Batch{Seqs: []backend.SeqSlice{{Start: 0, Len: n, Blocks: table}}}
+		for i := 0; i < n; i++ {
+			b.Tokens = append(b.Tokens, int32(i))
+			b.Positions = append(b.Positions, int32(pos+i))
+		}
+		pos += n
+		e.step(b)
+		q := e.input(n, 4*64, e.randn(n*4*64, 1))
+		k := e.input(n, 2*64, e.randn(n*2*64, 1))
+		v := e.input(n, 2*64, e.randn(n*2*64, 1))
+		out := e.poisoned(n, 4*64)
+		e.test.Attention(out.a, q.a, k.a, v.a, kva, 0, p)
+		e.ref.Attention(out.b, q.b, k.b, v.b, kvb, 0, p)
+		e.check(fmt.Sprintf("AttentionLong/step%d/T%d", si, n), out, n)
 	}
 }
 

@@ -140,9 +140,14 @@ func (d *drv) check(op string, r uintptr) error {
 	return e
 }
 
-// call invokes a driver entry point and converts its CUresult. Pointer
-// arguments must point at memory that stays put for the call (heap or
-// pinned); see unsafe.Pointer rule 4, which SyscallN follows.
+// call invokes a driver entry point and converts its CUresult. Callers
+// write pointer arguments as uintptr(unsafe.Pointer(&v)) in the call
+// itself: go:uintptrescapes then moves v to the heap for the call. Without
+// it a goroutine stack that grew during the call left the C side writing
+// to the old stack copy (seen: cuMemAlloc "returned" address 0 in a fresh
+// test goroutine).
+//
+//go:uintptrescapes
 func (d *drv) call(op string, fn uintptr, args ...uintptr) error {
 	r, _, _ := purego.SyscallN(fn, args...)
 	return d.check(op, r)

@@ -115,7 +115,7 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 		if w.sbF32 {
 			sbstride *= 2
 		}
-		fast = (w.bits == 4 || w.bits == 8) && aligned
+		fast = (w.bits == 4 || w.bits == 8) && aligned && (K*w.bits/32)%4 == 0
 		if fast {
 			name = fmt.Sprintf("qgemv%d_%s_%d", w.bits, w.sbName(), mr)
 		} else {
@@ -132,9 +132,14 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 			name = "dgemvs_" + dense(w.dtype)
 		}
 	}
-	// Fast kernels: a block of 8 warps takes 4 rows, the warps splitting K.
+	// Fast dense kernels: a block of 8 warps takes 4 rows, the warps
+	// splitting K. Fast quantized kernels: 4 warps take qgemvRows(mr) rows.
 	// Generic kernels: one warp per row, 4 per block, 8 activation rows.
 	gx, threads := (N+3)/4, 256
+	if fast && w.quant {
+		nr := qgemvRows(mr)
+		gx, threads = (N+nr-1)/nr, 128
+	}
 	if !fast {
 		threads = 128
 		if eidx == 0 {
@@ -146,6 +151,18 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 	if w.quant && !fast {
 		l.i(w.bits)
 	}
+}
+
+// qgemvRows is the rows per block of the fast quantized GEMV for mr
+// activation rows (the NR of its QGEMV instantiation).
+func qgemvRows(mr int) int {
+	switch mr {
+	case 1:
+		return 8
+	case 8:
+		return 2
+	}
+	return 4
 }
 
 // gemm records a many-row product through cuBLAS: the weight is widened
@@ -230,7 +247,7 @@ func (b *Backend) ApplyRoPE(x backend.Tensor, heads, headDim int, r backend.RoPE
 		scale = 1
 	}
 	tab := b.ropeTable(r.InvFreq[:half])
-	b.newLaunch("rope", t.rows, 1, 1, min(128, roundUp(half, 32))).p(t.ptr).p(b.step.pos).p(tab).i(heads).i(headDim).i(half).f(scale)
+	b.newLaunch("rope", t.rows, heads, 1, min(128, roundUp(half, 32))).p(t.ptr).p(b.step.pos).p(tab).i(heads).i(headDim).i(half).f(scale)
 }
 
 // ropeTable uploads an inverse-frequency table once per distinct content.
@@ -278,9 +295,12 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	// Split each (token, head) over enough blocks to fill the device about
 	// twice; the count depends only on the step's shape, not on how long
 	// the contexts are, so the launch (and its graph) repeats.
+	// The count is bounded by the step's longest context in 256-key units,
+	// so short contexts skip the combine pass; it changes only when a
+	// context crosses such a boundary (a new graph every 256 tokens).
 	splits := 1
 	if work := T * p.Heads; work < 2*b.SMs {
-		splits = min(32, (2*b.SMs+work-1)/work)
+		splits = min(32, (2*b.SMs+work-1)/work, (b.step.maxPos+256)/256)
 	}
 	var part uintptr
 	if splits > 1 {

@@ -87,6 +87,7 @@ attention(float* out, float* part, const float* q, const float* Kc, const float*
             int d = tid + k * ATT_THREADS;
             if (d < hd) {
                 float acc = o[k] * corr;
+#pragma unroll 8
                 for (int i = 0; i < cnt; i++) acc = fmaf(ps[i], Vc[rowoff[i] + d], acc);
                 o[k] = acc;
             }

@@ -69,10 +69,10 @@ DEV void rebase(float*& y, const float*& x, const u32*& w, const u32*& sb, int& 
     }
 }
 
-// finish sums each accumulator over the block's warps and writes y.
-template <int NR, int MR>
+// finish sums each accumulator over the block's NW warps and writes y.
+template <int NR, int MR, int NW = GW>
 DEV void finish(float (&acc)[NR][MR], float* y, const float* bias, int row0, int N, int M, int ldy) {
-    __shared__ float red[GW][NR * MR];
+    __shared__ float red[NW][NR * MR];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
     for (int r = 0; r < NR; r++)
@@ -86,24 +86,33 @@ DEV void finish(float (&acc)[NR][MR], float* y, const float* bias, int row0, int
         int r = i / MR, m = i - r * MR;
         float v = 0.f;
 #pragma unroll
-        for (int g = 0; g < GW; g++) v += red[g][i];
+        for (int g = 0; g < NW; g++) v += red[g][i];
         if (row0 + r < N && m < M) y[(long long)m * ldy + row0 + r] = v + (bias ? bias[row0 + r] : 0.f);
     }
 }
 
-template <int BITS, class SB, int MR, int NR, int J>
+// qgemv v3: each lane loads 16-byte chunks (32 weights at 4 bits, 16 at 8)
+// of NR rows, so a warp keeps NR*512 bytes in flight per step (v2 loaded 4
+// bytes per lane and kept too few bytes in flight: 0.3-0.4 of the copy
+// rate). A chunk lies inside one quantization group (groups are >= 32), so
+// it needs one scale/bias load. The activations of a chunk are 32 floats
+// per lane, read from L1; a lane's chunk is contiguous, so a warp's x load
+// touches 32 lines, which L1 serves at about twice the rate the weights
+// need when NR rows share it. QW warps split K.
+#define QW 4
+template <int BITS, class SB, int MR, int NR>
 DEV void qgemv_impl(GEMV_PARAMS) {
-    constexpr int EPW = 32 / BITS;
+    constexpr int EPW = 32 / BITS, EPC = 4 * EPW; // elements per word, per 16-byte chunk
     rebase(y, x, w, sb, M, MR, ldy, ldx, eidx, topk, eslot, wstride, sbstride);
-    const int nw = K / EPW, ng = K >> gshift;
+    const int nc = K / EPC, ng = K >> gshift;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int row0 = blockIdx.x * NR;
-    const u32* wr[NR];
+    const uint4* wr[NR];
     const u32* sr[NR];
 #pragma unroll
     for (int r = 0; r < NR; r++) {
         int rr = min(row0 + r, N - 1);
-        wr[r] = w + (long long)rr * nw;
+        wr[r] = reinterpret_cast<const uint4*>(w + (long long)rr * (K / EPW));
         sr[r] = sb + (long long)rr * ng * (sizeof(typename SB::raw) / 4);
     }
     float acc[NR][MR];
@@ -112,68 +121,60 @@ DEV void qgemv_impl(GEMV_PARAMS) {
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[r][m] = 0.f;
 
-    for (int c0 = warp * 32 + lane; c0 < nw; c0 += 32 * GW * J) {
-        u32 wv[NR][J];
-        typename SB::raw sv[NR][J];
-        // Issue every load of this stretch before any math, so NR*J
-        // independent requests are in flight per lane.
+    for (int c = warp * 32 + lane; c < nc; c += 32 * QW) {
+        uint4 wv[NR];
+        typename SB::raw sv[NR];
 #pragma unroll
-        for (int j = 0; j < J; j++) {
-            int wi = c0 + 32 * GW * j;
-            int wc = wi < nw ? wi : nw - 1;
+        for (int r = 0; r < NR; r++) wv[r] = wr[r][c];
 #pragma unroll
-            for (int r = 0; r < NR; r++) wv[r][j] = wr[r][wc];
+        for (int r = 0; r < NR; r++) sv[r] = SB::load(sr[r], (c * EPC) >> gshift);
 #pragma unroll
-            for (int r = 0; r < NR; r++) sv[r][j] = SB::load(sr[r], (wc * EPW) >> gshift);
-        }
+        for (int m = 0; m < MR; m++) {
+            float xv[EPC];
+            const float4* xp = reinterpret_cast<const float4*>(x + (long long)min(m, M - 1) * ldx + c * EPC);
 #pragma unroll
-        for (int j = 0; j < J; j++) {
-            int wi = c0 + 32 * GW * j;
-            if (wi >= nw) break;
-            float xv[MR][EPW], sx[MR], nsx[MR];
-#pragma unroll
-            for (int m = 0; m < MR; m++) {
-                const float4* xp = reinterpret_cast<const float4*>(x + (long long)min(m, M - 1) * ldx + wi * EPW);
-#pragma unroll
-                for (int i = 0; i < EPW / 4; i++) {
-                    float4 f = xp[i];
-                    xv[m][4 * i] = f.x; xv[m][4 * i + 1] = f.y; xv[m][4 * i + 2] = f.z; xv[m][4 * i + 3] = f.w;
-                }
-                float s = 0.f;
-#pragma unroll
-                for (int e = 0; e < EPW; e++) s += xv[m][e];
-                sx[m] = s;
-                nsx[m] = -128.f * s;
+            for (int i = 0; i < EPC / 4; i++) {
+                float4 f = xp[i];
+                xv[4 * i] = f.x; xv[4 * i + 1] = f.y; xv[4 * i + 2] = f.z; xv[4 * i + 3] = f.w;
             }
+            float sx0 = 0.f, sx1 = 0.f;
+#pragma unroll
+            for (int e = 0; e < EPC; e += 2) { sx0 += xv[e]; sx1 += xv[e + 1]; }
+            const float sx = sx0 + sx1;
 #pragma unroll
             for (int r = 0; r < NR; r++) {
-                float q[EPW], s, b;
-                unpack<BITS>(wv[r][j], q);
-                SB::get(sv[r][j], s, b);
-                // sum_e x*(s*q+b) = s*sum(x*q) + b*sum(x): the bias term
-                // costs one FMA per word, not one per element.
+                u32 wd[4] = {wv[r].x, wv[r].y, wv[r].z, wv[r].w};
+                float d0 = 0.f, d1 = 0.f; // two chains for ILP
 #pragma unroll
-                for (int m = 0; m < MR; m++) {
-                    float d = 0.f;
+                for (int i = 0; i < 4; i++) {
+                    float q[EPW];
+                    unpack<BITS>(wd[i], q);
 #pragma unroll
-                    for (int e = 0; e < EPW; e++) d = fmaf(xv[m][e], q[e], d);
-                    if (BITS == 4) d = fmaf(256.f, d, nsx[m]);
-                    acc[r][m] = fmaf(s, d, fmaf(b, sx[m], acc[r][m]));
+                    for (int e = 0; e < EPW; e += 2) {
+                        d0 = fmaf(xv[i * EPW + e], q[e], d0);
+                        d1 = fmaf(xv[i * EPW + e + 1], q[e + 1], d1);
+                    }
                 }
+                float d = d0 + d1, s, b;
+                // 4 bits: d summed x*(0.5 + q/256); 256*d - 128*sum(x) = sum(x*q).
+                if (BITS == 4) d = fmaf(256.f, d, -128.f * sx);
+                SB::get(sv[r], s, b);
+                acc[r][m] = fmaf(s, d, fmaf(b, sx, acc[r][m]));
             }
         }
     }
-    finish<NR, MR>(acc, y, bias, row0, N, M, ldy);
+    finish<NR, MR, QW>(acc, y, bias, row0, N, M, ldy);
 }
 
-#define QGEMV(BITS, SBN, SBT, MR, J)                                                        \
-    extern "C" __global__ void __launch_bounds__(256) qgemv##BITS##_##SBN##_##MR(GEMV_PARAMS) { \
-        qgemv_impl<BITS, SBT, MR, 4, J>(GEMV_ARGS);                                         \
+// NR per MR: more rows per block where registers allow (Go: qgemvRows).
+#define QGEMV(BITS, SBN, SBT, MR, NR)                                                        \
+    extern "C" __global__ void __launch_bounds__(32 * QW) qgemv##BITS##_##SBN##_##MR(GEMV_PARAMS) { \
+        qgemv_impl<BITS, SBT, MR, NR>(GEMV_ARGS);                                            \
     }
-QGEMV(4, bf, SBbf, 1, 2) QGEMV(4, bf, SBbf, 2, 2) QGEMV(4, bf, SBbf, 4, 1) QGEMV(4, bf, SBbf, 8, 1)
-QGEMV(4, f32, SBf32, 1, 2) QGEMV(4, f32, SBf32, 2, 2) QGEMV(4, f32, SBf32, 4, 1) QGEMV(4, f32, SBf32, 8, 1)
-QGEMV(8, bf, SBbf, 1, 2) QGEMV(8, bf, SBbf, 2, 2) QGEMV(8, bf, SBbf, 4, 1) QGEMV(8, bf, SBbf, 8, 1)
-QGEMV(8, f32, SBf32, 1, 2) QGEMV(8, f32, SBf32, 2, 2) QGEMV(8, f32, SBf32, 4, 1) QGEMV(8, f32, SBf32, 8, 1)
+QGEMV(4, bf, SBbf, 1, 8) QGEMV(4, bf, SBbf, 2, 4) QGEMV(4, bf, SBbf, 4, 4) QGEMV(4, bf, SBbf, 8, 2)
+QGEMV(4, f32, SBf32, 1, 8) QGEMV(4, f32, SBf32, 2, 4) QGEMV(4, f32, SBf32, 4, 4) QGEMV(4, f32, SBf32, 8, 2)
+QGEMV(8, bf, SBbf, 1, 8) QGEMV(8, bf, SBbf, 2, 4) QGEMV(8, bf, SBbf, 4, 4) QGEMV(8, bf, SBbf, 8, 2)
+QGEMV(8, f32, SBf32, 1, 8) QGEMV(8, f32, SBf32, 2, 4) QGEMV(8, f32, SBf32, 4, 4) QGEMV(8, f32, SBf32, 8, 2)
 
 // Any bit width (2, 3, 5, 6 and the rest): one warp per output row, lanes
 // over elements, up to 8 activation rows. Correct rather than fast.

@@ -49,21 +49,19 @@ extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, i
     for (int c = threadIdx.x; c < cols; c += blockDim.x) dr[c] = w ? xr[c] * inv * w[c] : xr[c] * inv;
 }
 
-// RoPE in the rotate_half layout on x[rows, heads*headDim], in place. The
-// angle is taken in double: at position 1e5 a float angle is off by ~1e-2.
+// RoPE in the rotate_half layout on x[rows, heads*headDim], in place; grid
+// (rows, heads). The angle is taken in double: at position 1e5 a float
+// angle is off by ~1e-2 rad.
 extern "C" __global__ void rope(float* x, const int* pos, const float* invf, int heads, int headDim, int half, float scale) {
-    float* xr = x + (long long)blockIdx.x * heads * headDim;
+    float* v = x + ((long long)blockIdx.x * heads + blockIdx.y) * headDim;
     double p = (double)pos[blockIdx.x];
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         double s, c;
         sincos(p * (double)invf[i], &s, &c);
         float cs = (float)c * scale, sn = (float)s * scale;
-        for (int h = 0; h < heads; h++) {
-            float* v = xr + h * headDim;
-            float x1 = v[i], x2 = v[i + half];
-            v[i] = x1 * cs - x2 * sn;
-            v[i + half] = x2 * cs + x1 * sn;
-        }
+        float x1 = v[i], x2 = v[i + half];
+        v[i] = x1 * cs - x2 * sn;
+        v[i + half] = x2 * cs + x1 * sn;
     }
 }
 
