@@ -21,6 +21,9 @@ if [ "${1:-run}" = build ]; then
 		tiny/qwen3-mlx-q4g64 models/stories260k; do
 		if [ -d "../shared/testdata/$f" ]; then mkdir -p ".gpu/testdata/$f" && cp -r "../shared/testdata/$f/." ".gpu/testdata/$f/"; fi
 	done
+	if [ -d ../shared/testdata/tokenizers/llama3_1 ]; then
+		mkdir -p .gpu/tokenizers && cp -r ../shared/testdata/tokenizers/llama3_1 .gpu/tokenizers/
+	fi
 	CGO_ENABLED=0 go test -c -o .gpu/cuda.test ./internal/backend/cuda/
 	if [ -d internal/model ] && ls internal/model/*gpu*_test.go >/dev/null 2>&1; then
 		CGO_ENABLED=0 go test -c -o .gpu/model.test ./internal/model/
@@ -49,7 +52,7 @@ if command -v nvcc >/dev/null; then
 	# Registers, spills and shared memory of the hot kernels (ptxas -v).
 	MLXCEL_DUMP_SRC="$OUT/kernels.cu" .gpu/cuda.test -test.run TestDumpSource >/dev/null 2>&1
 	nvcc -cubin -arch=sm_90 -std=c++17 -Xptxas -v "$OUT/kernels.cu" -o "$OUT/kernels.cubin" >"$OUT/ptxas.log" 2>&1
-	grep -A1 -E "Compiling entry function '(qgemv4_bf_1|qgemv4_bf_8|qgemv8_bf_1|dgemv_bf16_1|attention|rmsnorm)'" "$OUT/ptxas.log" | grep -E "entry|registers|spill" | head -24
+	grep -A4 -E "Compiling entry function '(qgemv4_bf_1|qgemv4_bf_2|qgemv4_bf_8|qgemv8_bf_1|dgemv_bf16_1|attention)'" "$OUT/ptxas.log" | grep -E "entry|registers|spill" | head -24
 fi
 
 echo "== tests"
@@ -72,7 +75,9 @@ fi
 if [ -x .gpu/mlxcel-bench-decode ] && [ "${MLXCEL_CUDA_BENCH:-1}" != 0 ]; then
 	# The decode figure: synthetic Llama-3.1-8B 4-bit through the model code.
 	echo "== mlxcel-bench-decode"
-	.gpu/mlxcel-bench-decode --profile llama-3.1-8b-4bit --backend cuda --max-tokens ${DECODE_TOKENS:-128} \
+	tok=""
+	[ -d .gpu/tokenizers/llama3_1 ] && tok="--tokenizer .gpu/tokenizers/llama3_1"
+	.gpu/mlxcel-bench-decode --profile llama-3.1-8b-4bit --backend cuda --max-tokens ${DECODE_TOKENS:-128} $tok \
 		--csv "$OUT/decode.csv" 2>&1 | tail -20 | tee "$OUT/decode.log"
 fi
 
