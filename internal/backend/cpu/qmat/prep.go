@@ -89,7 +89,8 @@ func grow(s []float32, n int) []float32 {
 	return s[:n]
 }
 
-// buildPanel lays out n activation rows for the kernels as [In/16][n][16]:
+// buildPanel lays out n activation rows for the kernels as [In/16][n][16]
+// (one-row 4-bit panels differ, see buildPanel1q4):
 // for each 16-element slice of the input dimension the n rows follow each
 // other, so the kernel walks one pointer and finds row r at a constant
 // offset. At 4 bits each 16-slice is stored evens first, then odds,
@@ -97,6 +98,10 @@ func grow(s []float32, n int) []float32 {
 // 0,2,..,14) and high nibbles (1,3,..,15).
 func (m *Matrix) buildPanel(dst, x []float32, n int) {
 	in := m.In
+	if n == 1 && m.Bits == 4 {
+		m.buildPanel1q4(dst, x)
+		return
+	}
 	for k := 0; k < in/16; k++ {
 		for r := 0; r < n; r++ {
 			// Array pointers: one bounds check per 16 floats.
@@ -110,6 +115,24 @@ func (m *Matrix) buildPanel(dst, x []float32, n int) {
 			d[4], d[5], d[6], d[7] = src[8], src[10], src[12], src[14]
 			d[8], d[9], d[10], d[11] = src[1], src[3], src[5], src[7]
 			d[12], d[13], d[14], d[15] = src[9], src[11], src[13], src[15]
+		}
+	}
+}
+
+// buildPanel1q4 is the panel of the one-row 4-bit kernels (see asmgen.go):
+// per 32 elements four vectors of 8, vector k holding x[4i+k] scaled by
+// 1, 1/16, 1/256 and 1 (k = 3 is shifted down in the kernel, the others
+// stay at their bit position in the 16-bit slot). Scaling by a power of
+// two is exact.
+func (m *Matrix) buildPanel1q4(dst, x []float32) {
+	for c := 0; c+32 <= m.In; c += 32 {
+		src := (*[32]float32)(x[c:])
+		d := (*[32]float32)(dst[c:])
+		for i := 0; i < 8; i++ {
+			d[i] = src[4*i]
+			d[8+i] = src[4*i+1] * (1.0 / 16)
+			d[16+i] = src[4*i+2] * (1.0 / 256)
+			d[24+i] = src[4*i+3]
 		}
 	}
 }
