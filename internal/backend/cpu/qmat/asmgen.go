@@ -13,7 +13,7 @@
 //	func k(w, meta *byte, x, out *float32, a *kargs)
 //
 // and handles a.nout consecutive output rows, a.groups groups of each
-// (a K-block), for the R activation rows packed in the panel x (panel.go).
+// (a K-block), for the R activation rows packed in the panel x (prep.go).
 // One loop iteration consumes 32 weights of a row (16 bytes at 4 bits, 32
 // at 8), which divides every group size (32, 64, 128).
 //
