@@ -18,6 +18,7 @@ type kargs struct {
 	gsum       *float32 // R=1: per-group sums of x, padded to gp8*8
 	gp8        int      // padded groups / 8
 	wstride    int      // weight bytes per row
+	scratch    *float32 // one-row pair kernel: f32 scales of a K-block, 2 rows x 128
 }
 
 const (
@@ -57,7 +58,12 @@ func (m *Matrix) mulRangeAsm(p *prep, out []float32, o0, o1 int) {
 	if len(p.chunks) > 1 || kg < m.groups {
 		ob = max(1, min(ob, weightBlock/(kg*gb)))
 	}
+	var scratch [256]float32
+	if kg > 128 && maxR == 1 {
+		panic("qmat: K-block exceeds the kernel scratch")
+	}
 	a := kargs{
+		scratch:    &scratch[0],
 		iters:      m.Group / 32,
 		outStride:  m.Out * 4,
 		metaStride: m.metaStride,

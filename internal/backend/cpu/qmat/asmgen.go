@@ -50,6 +50,11 @@ const (
 	kGsum       = 64
 	kGp8        = 72
 	kWStride    = 80
+	kScratch    = 88
+
+	// scratchRow is the byte offset of row 1 in kargs.scratch: room for
+	// 128 groups (the largest K-block of the one-row kernels).
+	scratchRow = 512
 )
 
 // Flag bits in kargs.flags.
@@ -285,10 +290,36 @@ func (g *gen) kernel1x2(bits int, dt dtype) string {
 	g.l("SHRQ $1, R13")
 	g.l("MOVQ %d(AX), R9", kWStride)
 	g.label(name + "_row")
+	// 16-bit scales: widen this K-block's scales of both rows to f32 in
+	// a.scratch first (8 per two instructions), so each group end is a
+	// plain broadcast load instead of a broadcast plus a shift/convert on
+	// the vector ports. Reading up to 7 values past the block stays
+	// inside the padded meta row.
+	widen := dt.size == 2
+	if widen {
+		g.l("MOVQ DX, R8")
+		g.l("MOVQ %d(AX), R9", kScratch)
+		g.l("MOVQ %d(AX), BX", kMetaStride)
+		g.l("MOVQ R11, CX")
+		g.l("ADDQ $7, CX")
+		g.l("SHRQ $3, CX")
+		g.label(name + "_widen")
+		g.ls(dt.load8("(R8)", "Y10"))
+		g.ls(dt.load8("(R8)(BX*1)", "Y11"))
+		g.l("VMOVUPS Y10, (R9)")
+		g.l("VMOVUPS Y11, %d(R9)", scratchRow)
+		g.l("ADDQ $16, R8")
+		g.l("ADDQ $32, R9")
+		g.l("DECQ CX")
+		g.l("JNZ %s_widen", name)
+		g.l("MOVQ %d(AX), R8", kScratch)
+		g.l("MOVQ %d(AX), R9", kWStride)
+	} else {
+		g.l("MOVQ DX, R8")
+	}
 	g.l("VXORPS Y14, Y14, Y14")
 	g.l("VXORPS Y15, Y15, Y15")
 	g.l("MOVQ x+16(FP), DI")
-	g.l("MOVQ DX, R8")
 	g.l("MOVQ R11, CX")
 	g.label(name + "_group")
 	for a := 0; a < 4; a++ {
@@ -329,12 +360,18 @@ func (g *gen) kernel1x2(bits int, dt dtype) string {
 	g.l("JNZ %s_iter", name)
 	g.l("VADDPS Y1, Y0, Y0")
 	g.l("VADDPS Y3, Y2, Y2")
-	g.l("MOVQ %d(AX), BX", kMetaStride)
-	g.ls(dt.bcast("(R8)", "Y10"))
-	g.ls(dt.bcast("(R8)(BX*1)", "Y11"))
+	if widen {
+		g.l("VBROADCASTSS (R8), Y10")
+		g.l("VBROADCASTSS %d(R8), Y11", scratchRow)
+		g.l("ADDQ $4, R8")
+	} else {
+		g.l("MOVQ %d(AX), BX", kMetaStride)
+		g.ls(dt.bcast("(R8)", "Y10"))
+		g.ls(dt.bcast("(R8)(BX*1)", "Y11"))
+		g.l("ADDQ $%d, R8", dt.size)
+	}
 	g.l("VFMADD231PS Y10, Y0, Y14")
 	g.l("VFMADD231PS Y11, Y2, Y15")
-	g.l("ADDQ $%d, R8", dt.size)
 	g.l("DECQ CX")
 	g.l("JNZ %s_group", name)
 	// Row end: bias terms of both rows, then reduce and store.
