@@ -190,6 +190,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 	t0 := time.Now()
 	var m *model.Model
 	if o.Profile != "" {
+		fmt.Fprintf(o.Log, "%s: generating %s of synthetic weights (seed %d)\n", base.Model, gib(stored), o.Seed)
 		var src *synthetic.Source
 		m, src, err = synthetic.Build(cfg, be, synthetic.Options{Seed: o.Seed})
 		if err == nil && len(src.Unpredicted()) > 0 {

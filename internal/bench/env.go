@@ -66,8 +66,8 @@ func cpuModel() string {
 }
 
 // Version is the VCS revision the binary was built from (12 hex digits,
-// "+dirty" when the tree had local changes), or "devel" for builds
-// without VCS stamping (go test, go run).
+// "+dirty" when the tree had local changes), else the module version, else
+// "devel". Build with -buildvcs=true where GOFLAGS turns stamping off.
 func Version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -85,6 +85,11 @@ func Version() string {
 		}
 	}
 	if rev == "" {
+		// Built without VCS stamping (go test, go run, GOFLAGS=-buildvcs=false):
+		// a module version from `go install ...@vX` still identifies it.
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			return v
+		}
 		return "devel"
 	}
 	return rev[:min(12, len(rev))] + dirty

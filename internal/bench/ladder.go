@@ -23,6 +23,9 @@ type LadderOptions struct {
 	OutDir   string // where the CSV, summary and charts go
 	Name     string // file name stem (default "ladder")
 	Command  string // the command line, recorded in the summary
+
+	rendered  bool   // the summary is redrawn from CSVs, not from this run
+	startLoad string // load average when the run began
 }
 
 // LadderResult names what a ladder wrote.
@@ -51,6 +54,7 @@ func RunLadder(o LadderOptions) (*LadderResult, error) {
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return nil, err
 	}
+	o.startLoad = loadAverage()
 	res := &LadderResult{
 		CSV:      filepath.Join(o.OutDir, o.Name+".csv"),
 		Summary:  filepath.Join(o.OutDir, o.Name+".md"),
@@ -82,6 +86,63 @@ func RunLadder(o LadderOptions) (*LadderResult, error) {
 			return res, err
 		}
 	}
+	if err := writeSummary(res.Summary, o, res); err != nil {
+		return res, err
+	}
+	for _, path := range []string{res.ChartSVG, res.PNG} {
+		if err := saveFigure(path, ladderPanels(res.Rows)); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// RenderLadder writes the summary and chart of o.Name from rows already
+// measured (the CSVs of earlier ladder or decode runs, in order), and
+// the rows themselves as <name>.csv unless that is one of the inputs.
+func RenderLadder(o LadderOptions, csvs []string) (*LadderResult, error) {
+	if o.Name == "" {
+		o.Name = "ladder"
+	}
+	res := &LadderResult{
+		CSV:      filepath.Join(o.OutDir, o.Name+".csv"),
+		Summary:  filepath.Join(o.OutDir, o.Name+".md"),
+		ChartSVG: filepath.Join(o.OutDir, o.Name+".svg"),
+		PNG:      filepath.Join(o.OutDir, o.Name+".png"),
+	}
+	sameAsOut := false
+	for _, c := range csvs {
+		rows, err := ReadCSV(c)
+		if err != nil {
+			return nil, err
+		}
+		res.Rows = append(res.Rows, rows...)
+		if filepath.Clean(c) == filepath.Clean(res.CSV) {
+			sameAsOut = true
+		}
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return nil, err
+	}
+	if !sameAsOut {
+		f, err := os.Create(res.CSV)
+		if err != nil {
+			return nil, err
+		}
+		err = WriteCSV(f, res.Rows, true)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	// The run's settings are whatever the rows say, not this command's
+	// flags: take them from the first row.
+	if len(res.Rows) > 0 {
+		o.Decode.MaxTokens = res.Rows[0].MaxTokens
+	}
+	o.rendered = true
 	if err := writeSummary(res.Summary, o, res); err != nil {
 		return res, err
 	}
@@ -132,14 +193,25 @@ func writeSummary(path string, o LadderOptions, res *LadderResult) error {
 	fmt.Fprintf(&b, "**Synthetic weights.** Every model here ran with deterministic random weights of the real checkpoint's\n"+
 		"shapes and quantization (see [README.md](README.md)): the throughput is the real model's, the generated text is noise.\n\n")
 	fmt.Fprintf(&b, "- command: `%s`\n", cmpStr(o.Command, "mlxcel bench ladder"))
-	fmt.Fprintf(&b, "- date: %s\n- hardware: %s\n- backend: %s\n- mlxcel version: %s\n- build: %s\n",
-		first.Date, first.Hardware, o.Decode.Backend, first.Version, first.Build)
-	if la := loadAverage(); la != "" {
-		// Other work on the machine slows every point; say how busy it was.
-		fmt.Fprintf(&b, "- load average (1, 5, 15 min) when the summary was written: %s\n", la)
+	fmt.Fprintf(&b, "- date: %s\n- hardware: %s\n", first.Date, first.Hardware)
+	if !o.rendered {
+		fmt.Fprintf(&b, "- backend: %s\n", o.Decode.Backend)
 	}
-	fmt.Fprintf(&b, "- decode: %d greedy tokens after the prompt (no EOS stop); prefill in chunks of %d tokens; "+
-		"%d warm-up and %d measured run(s) per point\n", o.Decode.MaxTokens, o.Decode.PrefillChunk, o.Decode.Warmup, o.Decode.Repeat)
+	fmt.Fprintf(&b, "- mlxcel version: %s\n- build: %s\n", first.Version, first.Build)
+	if o.rendered {
+		// Redrawn from earlier rows: this command's flags and this
+		// machine's load say nothing about how they were measured.
+		fmt.Fprintf(&b, "- decode: %d greedy tokens after the prompt (no EOS stop); rows gathered from earlier runs, "+
+			"whose settings are in their own summaries\n", o.Decode.MaxTokens)
+	} else {
+		if la := loadAverage(); la != "" {
+			// Other work on the machine slows every point; say how busy
+			// it was (a quiet machine reads near 0).
+			fmt.Fprintf(&b, "- load average (1, 5, 15 min): %s at the start, %s at the end\n", cmpStr(o.startLoad, "?"), la)
+		}
+		fmt.Fprintf(&b, "- decode: %d greedy tokens after the prompt (no EOS stop); prefill in chunks of %d tokens; "+
+			"%d warm-up and %d measured run(s) per point\n", o.Decode.MaxTokens, o.Decode.PrefillChunk, o.Decode.Warmup, o.Decode.Repeat)
+	}
 	fmt.Fprintf(&b, "- data: [%s](%s); chart: [%s](%s)\n\n", filepath.Base(res.CSV), filepath.Base(res.CSV),
 		filepath.Base(res.ChartSVG), filepath.Base(res.ChartSVG))
 	b.WriteString("| model | prompt tokens | prefill ms | prefill tok/s | decode ms | decode tok/s | status |\n")
@@ -172,6 +244,8 @@ func LadderMain(args []string, stdout, stderr io.Writer) error {
 	lengths := intList(DefaultLengths)
 	fs.Var(&profiles, "profiles", "comma-separated profile names")
 	fs.Var(&lengths, "lengths", "comma-separated prompt lengths in tokens")
+	var render stringList
+	fs.Var(&render, "render", "run nothing: redraw <name>.md and the chart from these CSVs (comma-separated), e.g. to combine runs")
 	out := fs.String("out", filepath.Join("docs", "benchmark_results"), "output folder")
 	name := fs.String("name", "ladder", "file name stem: <out>/<name>.csv, .md, .svg, .png")
 	if err := fs.Parse(args); err != nil {
@@ -190,7 +264,13 @@ func LadderMain(args []string, stdout, stderr io.Writer) error {
 	}
 	o := LadderOptions{Profiles: profiles, Lengths: lengths, Decode: mf.options(stderr), OutDir: *out, Name: *name,
 		Command: "mlxcel bench ladder " + strings.Join(args, " ")}
-	res, err := RunLadder(o)
+	var res *LadderResult
+	var err error
+	if len(render) > 0 {
+		res, err = RenderLadder(o, render)
+	} else {
+		res, err = RunLadder(o)
+	}
 	if res != nil && len(res.Rows) > 0 {
 		PrintTable(stdout, res.Rows)
 		fmt.Fprintf(stdout, "\nwrote %s, %s, %s, %s\n", res.CSV, res.Summary, res.ChartSVG, res.PNG)

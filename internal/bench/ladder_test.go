@@ -82,3 +82,39 @@ func TestLadderFlags(t *testing.T) {
 		t.Error("unknown subcommand accepted")
 	}
 }
+
+// --render redraws a summary and chart from earlier CSVs without running.
+func TestLadderRender(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.csv")
+	row := func(model string, n int, pre, dec float64) Row {
+		return Row{Model: model, ModelPath: "synthetic:" + model, PromptTokens: n, GeneratedTokens: 100, PrefillMS: pre,
+			DecodeMS: dec, Date: "2026-01-01T00:00:00Z", Hardware: "GPU X", Version: "v", Build: "b", MaxTokens: 100,
+			Prompt: LongPromptLabel, PromptTargetLen: n, Status: StatusOK}
+	}
+	if err := AppendCSV(a, []Row{row("m1", 512, 50, 400), row("m1", 2048, 150, 420)}); err != nil {
+		t.Fatal(err)
+	}
+	skip := row("m2", 2048, 0, 0)
+	skip.Status = StatusSkipOOM
+	if err := AppendCSV(b, []Row{row("m2", 512, 80, 900), skip}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, "ladder", "--render", a+","+b, "--out", dir, "--name", "all"); err != nil {
+		t.Fatal(err)
+	}
+	rows := readRecords(t, filepath.Join(dir, "all.csv"))
+	if len(rows) != 4 || rows[3]["status"] != StatusSkipOOM {
+		t.Fatalf("rows %v", rows)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "all.md"))
+	for _, s := range []string{"| m1 | 2048 | 150.0 | 13653.3 |", "| m2 | 2048 | | | | | SKIP:oom_estimate |", "GPU X",
+		"gathered from earlier runs"} {
+		if !strings.Contains(string(md), s) {
+			t.Errorf("summary lacks %q:\n%s", s, md)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "all.svg")); err != nil {
+		t.Error(err)
+	}
+}
