@@ -61,7 +61,9 @@ func jsonError(err error) *apiError {
 		if te.Field == "" {
 			return badRequest("", "The request body must be a JSON object, not a JSON %s.", te.Value)
 		}
-		return badRequest(te.Field, "Invalid type for '%s': expected %s, got a JSON %s.", te.Field, jsonTypeName(te.Type.Kind().String()), te.Value)
+		// Fields promoted from the embedded commonFields carry its name.
+		field := strings.ReplaceAll(te.Field, "commonFields.", "")
+		return badRequest(field, "Invalid type for '%s': expected %s, got a JSON %s.", field, jsonTypeName(te.Type.Kind().String()), te.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("", "Malformed JSON in the request body: unexpected end of input.")
 	}

@@ -230,7 +230,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) string {
 	}
 	g, e := s.generate(r.Context(), m, greq, func(d generate.Delta) error {
 		if lps != nil && d.Token >= 0 {
-			lps.Content = append(lps.Content, m.chatLogprob(d))
+			lps.Content = append(lps.Content, m.chatLogprob(d, req.ReturnTokensAsTokenIDs))
 		}
 		return nil
 	})
@@ -274,7 +274,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, m *served, r
 	g, e := s.generate(r.Context(), m, greq, func(d generate.Delta) error {
 		var lp *chatLogprobs
 		if wantLP && d.Token >= 0 {
-			lp = &chatLogprobs{Content: []chatTokenLogprob{m.chatLogprob(d)}}
+			lp = &chatLogprobs{Content: []chatTokenLogprob{m.chatLogprob(d, req.ReturnTokensAsTokenIDs)}}
 		}
 		if d.Text == "" && lp == nil {
 			return nil // nothing final yet (a partial character, a possible stop string)

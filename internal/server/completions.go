@@ -156,8 +156,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) string
 	}
 	g, e := s.generate(r.Context(), m, greq, func(d generate.Delta) error {
 		if lps != nil && d.Token >= 0 {
-			lps.add(m, d, offset)
-			offset += utf8.RuneCountInString(lps.Tokens[len(lps.Tokens)-1])
+			offset = lps.add(m, d, offset, req.ReturnTokensAsTokenIDs)
 		}
 		return nil
 	})
@@ -199,8 +198,7 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, m *ser
 		var lp *completionLogprobs
 		if wantLP && d.Token >= 0 {
 			lp = newCompletionLogprobs()
-			lp.add(m, d, offset)
-			offset += utf8.RuneCountInString(lp.Tokens[0])
+			offset = lp.add(m, d, offset, req.ReturnTokensAsTokenIDs)
 		}
 		if d.Text == "" && lp == nil {
 			return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"unicode/utf8"
 
 	"github.com/mlxcel/mlxcel/internal/generate"
 )
@@ -53,12 +54,23 @@ type chatTopEntry struct {
 	Bytes   byteList `json:"bytes"`
 }
 
-func (m *served) chatLogprob(d generate.Delta) chatTokenLogprob {
+// tokenLabel is how logprobs name a token: its text, or with vLLM's
+// return_tokens_as_token_ids "token_id:<id>", which stays unambiguous
+// when several tokens share a text (byte pieces of one character).
+func (m *served) tokenLabel(id int32, asIDs bool) string {
+	if asIDs {
+		return "token_id:" + itoa(int64(id))
+	}
+	return m.texts.text(id)
+}
+
+func (m *served) chatLogprob(d generate.Delta, asIDs bool) chatTokenLogprob {
 	text := m.texts.text(d.Token)
-	e := chatTokenLogprob{Token: text, Logprob: finiteLogprob(d.Logprob), Bytes: byteList(text), TopLogprobs: []chatTopEntry{}}
+	e := chatTokenLogprob{Token: m.tokenLabel(d.Token, asIDs), Logprob: finiteLogprob(d.Logprob), Bytes: byteList(text),
+		TopLogprobs: []chatTopEntry{}}
 	for _, t := range d.Top {
 		tt := m.texts.text(t.ID)
-		e.TopLogprobs = append(e.TopLogprobs, chatTopEntry{Token: tt, Logprob: finiteLogprob(t.Logprob), Bytes: byteList(tt)})
+		e.TopLogprobs = append(e.TopLogprobs, chatTopEntry{Token: m.tokenLabel(t.ID, asIDs), Logprob: finiteLogprob(t.Logprob), Bytes: byteList(tt)})
 	}
 	return e
 }
@@ -107,15 +119,17 @@ func newCompletionLogprobs() *completionLogprobs {
 }
 
 // add appends one token; offset is where its text starts in the choice's
-// text.
-func (c *completionLogprobs) add(m *served, d generate.Delta, offset int) {
-	c.Tokens = append(c.Tokens, m.texts.text(d.Token))
+// text (in characters, as Python's len counts them). It returns the
+// offset of the next token.
+func (c *completionLogprobs) add(m *served, d generate.Delta, offset int, asIDs bool) int {
+	c.Tokens = append(c.Tokens, m.tokenLabel(d.Token, asIDs))
 	c.TokenLogprobs = append(c.TokenLogprobs, finiteLogprob(d.Logprob))
 	c.TextOffset = append(c.TextOffset, offset)
 	var top topOrder
 	for _, t := range d.Top {
-		top.texts = append(top.texts, m.texts.text(t.ID))
+		top.texts = append(top.texts, m.tokenLabel(t.ID, asIDs))
 		top.lps = append(top.lps, finiteLogprob(t.Logprob))
 	}
 	c.TopLogprobs = append(c.TopLogprobs, top)
+	return offset + utf8.RuneCountInString(m.texts.text(d.Token))
 }

@@ -33,6 +33,8 @@ type commonFields struct {
 	// IgnoreEOS is vLLM's extension: generate through EOS to max_tokens
 	// (benchmarks, reference comparisons).
 	IgnoreEOS bool `json:"ignore_eos"`
+	// ReturnTokensAsTokenIDs (vLLM) names logprob tokens "token_id:<id>".
+	ReturnTokensAsTokenIDs bool `json:"return_tokens_as_token_ids"`
 }
 
 type streamOptions struct {

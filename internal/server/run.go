@@ -49,7 +49,7 @@ func (s *Server) generate(ctx context.Context, m *served, req generate.Request, 
 	// so the engine's Timing is not in the result (see fillTimings).
 	start := time.Now()
 	var first, last time.Time
-	res, err := generate.Run(ctx, m.eng, m.tok.NewStreamDecoder(true), req, func(d generate.Delta) error {
+	res, err := generate.Run(ctx, m.eng, m.primedDecoder(req.Prompt), req, func(d generate.Delta) error {
 		if d.Token >= 0 {
 			now := time.Now()
 			if first.IsZero() {
@@ -68,10 +68,33 @@ func (s *Server) generate(ctx context.Context, m *served, req generate.Request, 
 		}
 		return nil, submitError(err, m.eng.MaxContext())
 	}
+	if res.FinishReason == "" || ctx.Err() != nil {
+		// The stream closed without its terminal event: the request
+		// context ended (the client went away) and the engine dropped it.
+		res.FinishReason = engine.FinishCancelled
+	}
 	g := &generation{res: res}
 	g.fillTimings(len(req.Prompt), start, first, last)
 	return g, nil
 }
+
+// primedDecoder is a stream decoder that has seen the end of the prompt.
+// A fresh decoder treats the first generated token as the start of the
+// text, and decoders such as SentencePiece's strip the leading space
+// there: "there was a" would continue "little" instead of " little".
+// Feeding the last prompt tokens first (their text discarded) decodes
+// the output as it reads after the prompt, as vLLM's detokenizer does.
+func (m *served) primedDecoder(prompt []int32) generate.Detokenizer {
+	det := m.tok.NewStreamDecoder(true)
+	for _, id := range prompt[max(0, len(prompt)-primeTokens):] {
+		det.Add(id)
+	}
+	return det
+}
+
+// primeTokens is how many prompt tokens prime the decoder: enough to get
+// past any start-of-text state.
+const primeTokens = 8
 
 // fillTimings derives usage and timings from the engine's Timing, or from
 // the server's clock when the engine's is missing (stop strings; the
