@@ -148,16 +148,19 @@ func DecodeMain(args []string, stdout, stderr io.Writer) error {
 	}
 	o := mf.options(stderr)
 	o.Model, o.Profile, o.PromptTokens = *modelDir, *profile, prompts
-	rows, runErr := RunDecode(o)
-	if len(rows) > 0 {
-		PrintTable(stdout, rows)
-		if *csvPath != "" {
-			if err := AppendCSV(*csvPath, rows); err != nil {
-				return err
+	var csvErr error
+	if *csvPath != "" {
+		o.OnRow = func(r Row) {
+			if err := AppendCSV(*csvPath, []Row{r}); err != nil && csvErr == nil {
+				csvErr = err
 			}
 		}
 	}
-	return runErr
+	rows, runErr := RunDecode(o)
+	if len(rows) > 0 {
+		PrintTable(stdout, rows)
+	}
+	return cmpOr(csvErr, runErr)
 }
 
 // PrintTable writes rows as an aligned text table.

@@ -36,7 +36,11 @@ type DecodeOptions struct {
 	// MemLimit, when positive, replaces the detected available memory
 	// (bytes): to plan for a smaller machine, or to test the skip path.
 	MemLimit int64
-	Log      io.Writer
+	// OnRow, when set, sees each row as soon as it is measured (the CLI
+	// appends it to the CSV then, so a run killed at a long prompt keeps
+	// the points before it).
+	OnRow func(Row)
+	Log   io.Writer
 }
 
 func (o *DecodeOptions) defaults() {
@@ -70,13 +74,19 @@ const blockSize = 16
 func RunDecode(o DecodeOptions) ([]Row, error) {
 	o.defaults()
 	base := Row{Date: time.Now().UTC().Format(time.RFC3339), Version: Version(), Build: BuildType(), MaxTokens: o.MaxTokens}
+	var rows []Row
+	emit := func(r Row) {
+		rows = append(rows, r)
+		if o.OnRow != nil {
+			o.OnRow(r)
+		}
+	}
 	fail := func(stage string, lengths []int, err error) ([]Row, error) {
-		var rows []Row
 		for _, n := range lengths {
 			r := base
 			setPrompt(&r, n)
 			r.Status = FailStatus(stage)
-			rows = append(rows, r)
+			emit(r)
 		}
 		fmt.Fprintf(o.Log, "%s: FAIL:%s: %v\n", base.Model, stage, err)
 		return rows, fmt.Errorf("%s: %s: %w", base.Model, stage, err)
@@ -179,9 +189,8 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 		return r
 	}
 	if len(runnable) == 0 {
-		var rows []Row
 		for _, n := range o.PromptTokens {
-			rows = append(rows, skip(n))
+			emit(skip(n))
 		}
 		return rows, nil
 	}
@@ -212,11 +221,10 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 		}
 	}
 
-	var rows []Row
 	var firstErr error
 	for _, n := range o.PromptTokens {
 		if !fits[n] {
-			rows = append(rows, skip(n))
+			emit(skip(n))
 			continue
 		}
 		r := base
@@ -225,7 +233,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 			fmt.Fprintf(o.Log, "%s: %d-token prompt: %s: %v\n", base.Model, n, r.Status, err)
 			firstErr = cmpOr(firstErr, fmt.Errorf("%s: %s: %w", base.Model, r.Status, err))
 		}
-		rows = append(rows, r)
+		emit(r)
 	}
 	return rows, firstErr
 }

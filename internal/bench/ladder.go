@@ -66,13 +66,25 @@ func RunLadder(o LadderOptions) (*LadderResult, error) {
 	if err := os.Remove(res.CSV); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
+	var csvErr error
 	for _, p := range o.Profiles {
 		d := o.Decode
 		d.Profile, d.Model = p, ""
 		d.PromptTokens = o.Lengths
+		// Write each row as it is measured: a ladder over big models takes
+		// long, and a crash or a kill later should not lose the rows
+		// already measured (--render redraws from a partial CSV).
+		d.OnRow = func(r Row) {
+			if err := AppendCSV(res.CSV, []Row{r}); err != nil && csvErr == nil {
+				csvErr = err
+			}
+		}
 		rows, err := RunDecode(d)
 		if err != nil && len(rows) == 0 {
 			return res, err // bad options, not a failed model
+		}
+		if csvErr != nil {
+			return res, csvErr
 		}
 		for _, r := range rows {
 			if strings.HasPrefix(r.Status, "FAIL") {
@@ -80,11 +92,6 @@ func RunLadder(o LadderOptions) (*LadderResult, error) {
 			}
 		}
 		res.Rows = append(res.Rows, rows...)
-		// Write as we go: a ladder over big models takes long, and a
-		// crash later should not lose the rows already measured.
-		if err := AppendCSV(res.CSV, rows); err != nil {
-			return res, err
-		}
 	}
 	if err := writeSummary(res.Summary, o, res); err != nil {
 		return res, err
