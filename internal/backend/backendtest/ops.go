@@ -174,6 +174,7 @@ func init() {
 		}
 	})
 
+	register("Sequences", runSequences)
 	register("Attention", runAttention)
 	register("AttentionLong", runLongAttention)
 	register("MoE", runMoE)
@@ -227,6 +228,47 @@ func runAttention(e *env) {
 			e.test.Attention(out.a, q.a, k.a, v.a, kva, 1, p)
 			e.ref.Attention(out.b, q.b, k.b, v.b, kvb, 1, p)
 			e.check(fmt.Sprintf("Attention/h%d/kv%d/d%d/bs%d/win%d/cap%g/step%d", c.heads, c.kvh, c.hd, c.bs, c.window, c.softcap, si), out, T)
+		}
+	}
+}
+
+// runSequences runs op sequences as model code issues them (q/k/v
+// projections of one input, gate/up then the gated activation, a residual
+// add then a norm), which a backend may fuse; every output is compared.
+func runSequences(e *env) {
+	for _, rows := range []int{1, 3} {
+		for _, k := range []wkind{{tensor.BF16, 4, 64}, {tensor.F16, 8, 64}, {tensor.BF16, 0, 0}} {
+			hidden, qd, kd, inter := 256, 256, 64, 384
+			wq := e.weight(k.host("q", []int{qd, hidden}, e.randn(qd*hidden, 0.05)))
+			wk := e.weight(k.host("k", []int{kd, hidden}, e.randn(kd*hidden, 0.05)))
+			wv := e.weight(k.host("v", []int{kd, hidden}, e.randn(kd*hidden, 0.05)))
+			qb := e.weight(denseHost("qb", []int{qd}, e.randn(qd, 0.1), tensor.F32))
+			wg := e.weight(k.host("g", []int{inter, hidden}, e.randn(inter*hidden, 0.05)))
+			wu := e.weight(k.host("u", []int{inter, hidden}, e.randn(inter*hidden, 0.05)))
+			norm := e.weight(denseHost("n", []int{hidden}, e.randn(hidden, 1), tensor.BF16))
+			e.simpleStep(rows)
+			x := e.input(rows, hidden, e.randn(rows*hidden, 1))
+			o := e.input(rows, hidden, e.randn(rows*hidden, 1))
+			q, kk, v := e.poisoned(rows, qd), e.poisoned(rows, kd), e.poisoned(rows, kd)
+			g, u, h := e.poisoned(rows, inter), e.poisoned(rows, inter), e.poisoned(rows, hidden)
+			for i, be := range []backend.Backend{e.test, e.ref} {
+				pick := func(p pair) backend.Tensor { return []backend.Tensor{p.a, p.b}[i] }
+				pw := func(p wpair) backend.Weight { return []backend.Weight{p.a, p.b}[i] }
+				be.Linear(pick(q), pick(x), pw(wq), pw(qb))
+				be.Linear(pick(kk), pick(x), pw(wk), nil)
+				be.Linear(pick(v), pick(x), pw(wv), nil)
+				be.Linear(pick(g), pick(x), pw(wg), nil)
+				be.Linear(pick(u), pick(x), pw(wu), nil)
+				be.GatedAct(pick(g), pick(g), pick(u), backend.SiLU)
+				be.Add(pick(x), pick(x), pick(o))
+				be.RMSNorm(pick(h), pick(x), pw(norm), 1e-5)
+			}
+			for _, c := range []struct {
+				name string
+				p    pair
+			}{{"q", q}, {"k", kk}, {"v", v}, {"act", g}, {"up", u}, {"sum", x}, {"norm", h}} {
+				e.check(fmt.Sprintf("Sequences/%s/rows=%d/%s", k, rows, c.name), c.p, rows)
+			}
 		}
 	}
 }

@@ -75,6 +75,7 @@ type Backend struct {
 	rec    recorder
 	graphs graphCache
 	prof   profiler
+	fuse   bool // merge q/k/v and gate/up GEMVs, fuse add+norm (MLXCEL_CUDA_FUSE=0: off)
 
 	ropeTabs map[string]uintptr // inverse-frequency tables by content
 	scratch  devBuf             // cuBLAS path: dequantized weights
@@ -163,6 +164,7 @@ func New(dev int) (*Backend, error) {
 		b.fns[name] = f
 	}
 	b.graphs.init(os.Getenv("MLXCEL_CUDA_GRAPHS") != "0")
+	b.fuse = os.Getenv("MLXCEL_CUDA_FUSE") != "0"
 	return b, nil
 }
 
@@ -200,6 +202,9 @@ func kernelNames() []string {
 			}
 		}
 		for _, dt := range []string{"f32", "bf16", "f16"} {
+			if mr == 1 {
+				names = append(names, "qgemvm4_bf", "qgemvm4_f32", "qgemvm8_bf", "qgemvm8_f32")
+			}
 			names = append(names, fmt.Sprintf("dgemv_%s_%d", dt, mr))
 		}
 	}

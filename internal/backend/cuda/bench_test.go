@@ -288,9 +288,17 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		b.Linear(logits, hl, head, nil)
 		return b.Argmax(logits)
 	}
-	for _, nseq := range []int{1, 8, 32} {
-		for _, graphs := range []bool{true, false} {
+	type cfg struct {
+		nseq         int
+		graphs, fuse bool
+	}
+	for _, c := range []cfg{{1, true, true}, {1, false, true}, {1, true, false}, {8, true, true}, {8, false, true}, {32, true, true}} {
+		nseq, graphs := c.nseq, c.graphs
+		{
 			b.SetGraphs(graphs)
+			b.mu.Lock()
+			b.fuse = c.fuse
+			b.mu.Unlock()
 			spec := backend.KVSpec{NumBlocks: nseq * (prompt + steps + bs) / bs, BlockSize: bs}
 			for range m.layers {
 				spec.Layers = append(spec.Layers, backend.KVLayer{KVHeads: m.kvh, HeadDim: m.hd})
@@ -348,13 +356,16 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			if graphs {
 				cfg = "graphs-on"
 			}
+			if !c.fuse {
+				cfg += "-nofuse"
+			}
 			o.add("decode-llama8b-q4", cfg, nseq, fmt.Sprintf("ctx%d", prompt+steps), float64(dt.Microseconds())/float64(n),
 				tokps, 0, fmt.Sprintf("tok/s in GB_per_s column; last step device %.0fus; prefill %d tok %.1f ms/seq",
 					float64(gpu.Microseconds()), prompt, float64(prefill.Microseconds())/1e3/float64(nseq)))
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			if nseq == 1 && graphs {
+			if nseq == 1 && graphs && c.fuse {
 				// One profiled step: where the device time of a decode step goes.
 				b.SetProfile(true)
 				batch := &backend.Batch{Tokens: toks[:1], Positions: []int32{int32(prompt + steps)}, LogitRows: []int{0},

@@ -104,6 +104,10 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 	if eidx != 0 {
 		gy = M
 	}
+	if M == 1 && eidx == 0 && w.quant && (w.bits == 4 || w.bits == 8) && x%16 == 0 && (K*w.bits/32)%4 == 0 {
+		b.gemvMulti(y, x, w, bias)
+		return
+	}
 	aligned := x%16 == 0 && ldx%4 == 0
 	var name string
 	var wstride, sbstride int
@@ -137,7 +141,10 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 	// Generic kernels: one warp per row, 4 per block, 8 activation rows.
 	gx, threads := (N+3)/4, 256
 	if fast && w.quant {
-		nr := qgemvRows(mr)
+		nr := 16 // qgemv_rows: 4 warps of 4 rows
+		if mr == 1 {
+			nr = 8 // v3: 4 warps split K over 8 rows
+		}
 		gx, threads = (N+nr-1)/nr, 128
 	}
 	if !fast {
@@ -153,16 +160,83 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 	}
 }
 
-// qgemvRows is the rows per block of the fast quantized GEMV for mr
-// activation rows (the NR of its QGEMV instantiation).
-func qgemvRows(mr int) int {
-	switch mr {
-	case 1:
-		return 8
-	case 8:
-		return 2
+// Argument slots of the qgemvm (multi-matrix) kernel.
+const (
+	mX, mK, mGshift      = 0, 1, 2
+	mSeg0, mSegLen       = 3, 5 // y, w, sb, bias, N per matrix
+	mNB0, mNB1, mGLU, mD = 18, 19, 20, 21
+	multiRows            = 8 // MULTI_NR
+	actSiLU, actGELU     = 1, 2
+)
+
+// gemvMulti records a one-row quantized product. When the previous launch
+// is a product of the same x with the same kind of weight (a layer's q, k
+// and v, or gate and up), the matrix joins that launch instead: one launch
+// streams all of them, so the small k and v matrices no longer each pay a
+// launch and a tail.
+func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
+	name := fmt.Sprintf("qgemvm%d_%s", w.bits, w.sbName())
+	fn := b.fn(name)
+	nb := (w.out + multiRows - 1) / multiRows
+	if n := len(b.rec.ls); b.fuse && n > 0 {
+		l := &b.rec.ls[n-1]
+		if l.fn == fn && uintptr(l.args[mX]) == x && int(int32(l.args[mK])) == w.in && int(int32(l.args[mGshift])) == w.gshft &&
+			l.args[mGLU] == 0 && l.args[mSeg0+2*mSegLen] == 0 && y != x {
+			seg := 1
+			if l.args[mSeg0+mSegLen] != 0 {
+				seg = 2
+			}
+			for i := 0; i < seg; i++ {
+				if uintptr(l.args[mSeg0+i*mSegLen]) == y {
+					seg = -1 // same output twice: keep the order, do not merge
+					break
+				}
+			}
+			if seg > 0 {
+				o := mSeg0 + seg*mSegLen
+				l.args[o], l.args[o+1], l.args[o+2], l.args[o+3] = uint64(y), uint64(w.w), uint64(w.sb), uint64(bias)
+				l.args[o+4] = uint64(uint32(int32(w.out)))
+				if seg == 1 {
+					l.args[mNB1] = uint64(nb)
+				}
+				l.gx += uint32(nb)
+				return
+			}
+		}
 	}
-	return 4
+	l := b.newLaunch(name, nb, 1, 1, 128).p(x).i(w.in).i(w.gshft).p(y).p(w.w).p(w.sb).p(bias).i(w.out)
+	for l.n < mNB0 {
+		l.p(0)
+	}
+	l.i(nb).i(0).i(0).p(0)
+}
+
+// fuseGLU turns a just-recorded two-matrix product of gate and up into the
+// kernel that also writes act(gate)*up to dst. It reports whether it did.
+func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
+	n := len(b.rec.ls)
+	if !b.fuse || n == 0 || g.rows != 1 {
+		return false
+	}
+	l := &b.rec.ls[n-1]
+	name := ""
+	for _, c := range []string{"qgemvm4_bf", "qgemvm4_f32", "qgemvm8_bf", "qgemvm8_f32"} {
+		if l.fn == b.fn(c) {
+			name = c
+		}
+	}
+	s0, s1 := mSeg0, mSeg0+mSegLen
+	if name == "" || l.args[mGLU] != 0 || l.args[s1+mSegLen] != 0 || uintptr(l.args[s0]) != g.ptr || uintptr(l.args[s1]) != u.ptr ||
+		l.args[s0+4] != l.args[s1+4] || int(int32(l.args[s0+4])) != g.cols {
+		return false
+	}
+	code := actSiLU
+	if act == backend.GELUTanh {
+		code = actGELU
+	}
+	l.args[mGLU], l.args[mD] = uint64(code), uint64(d.ptr)
+	l.gx = uint32((g.cols + multiRows/2 - 1) / (multiRows / 2))
+	return true
 }
 
 // gemm records a many-row product through cuBLAS: the weight is widened
@@ -227,6 +301,16 @@ func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) 
 		return
 	}
 	threads := min(1024, max(32, roundUp(s.cols/4, 32)))
+	// An Add that wrote x just before: do both in one pass over the row.
+	if n := len(b.rec.ls); b.fuse && n > 0 {
+		l := &b.rec.ls[n-1]
+		if l.fn == b.fn("add_f32") && uintptr(l.args[0]) == s.ptr && int(l.args[3]) == s.rows*s.cols {
+			a, c := uintptr(l.args[1]), uintptr(l.args[2])
+			b.rec.ls = b.rec.ls[:n-1]
+			b.newLaunch("add_rmsnorm", s.rows, 1, 1, threads).p(s.ptr).p(a).p(c).p(d.ptr).p(wp).i(s.cols).f(eps)
+			return
+		}
+	}
 	b.newLaunch("rmsnorm", s.rows, 1, 1, threads).p(d.ptr).p(s.ptr).p(wp).i(s.cols).f(eps)
 }
 
@@ -295,12 +379,12 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	// Split each (token, head) over enough blocks to fill the device about
 	// twice; the count depends only on the step's shape, not on how long
 	// the contexts are, so the launch (and its graph) repeats.
-	// The count is bounded by the step's longest context in 256-key units,
+	// The count is bounded by the step's longest context in 128-key units,
 	// so short contexts skip the combine pass; it changes only when a
-	// context crosses such a boundary (a new graph every 256 tokens).
+	// context crosses such a boundary (a new graph every 128 tokens).
 	splits := 1
 	if work := T * p.Heads; work < 2*b.SMs {
-		splits = min(32, (2*b.SMs+work-1)/work, (b.step.maxPos+256)/256)
+		splits = min(32, (2*b.SMs+work-1)/work, (b.step.maxPos+128)/128)
 	}
 	var part uintptr
 	if splits > 1 {
@@ -349,6 +433,9 @@ func (b *Backend) GatedAct(dst, gate, up backend.Tensor, act backend.Activation)
 		name = "gated_gelu"
 	default:
 		panic("cuda: unknown activation")
+	}
+	if b.fuseGLU(d, g, u, act) {
+		return
 	}
 	b.elementwise(name, n).p(d.ptr).p(g.ptr).p(u.ptr).i64(n)
 }

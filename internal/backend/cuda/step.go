@@ -104,7 +104,7 @@ type launch struct {
 	fn                      uintptr
 	gx, gy, gz, block, smem uint32
 	n                       uint32 // arguments used; args starts 8-byte aligned, no padding
-	args                    [20]uint64
+	args                    [24]uint64
 }
 
 const fnGemm = 1
@@ -112,7 +112,7 @@ const fnGemm = 1
 // recorder collects a step's launches until something needs results.
 type recorder struct {
 	ls     []launch
-	params [20]unsafe.Pointer
+	params [24]unsafe.Pointer
 	gemm   bool
 }
 

@@ -53,6 +53,8 @@ attention(float* out, float* part, const float* q, const float* Kc, const float*
 
     float m = NEG_INF, l = 0.f, o[4] = {0.f, 0.f, 0.f, 0.f};
     const bool vec = (hd & 3) == 0;
+    const int dq = hd >> 2, G = vec ? ATT_THREADS / dq : 0, g = vec ? tid / dq : 0, li = vec ? tid % dq : 0;
+    float4 o4 = f4(0.f, 0.f, 0.f, 0.f);
     for (int c = j0; c < j1; c += ATT_THREADS) {
         int j = c + tid;
         float s = NEG_INF;
@@ -82,18 +84,54 @@ attention(float* out, float* part, const float* q, const float* Kc, const float*
         ps[tid] = pj;
         l = l * corr + block_sum(pj, red); // block_sum's barriers also publish ps and rowoff
         int cnt = min(ATT_THREADS, j1 - c);
+        if (vec) {
+            // PV with float4 columns: G groups of dq threads, group g
+            // taking keys g, g+G, ... of the chunk (4 dims a thread).
+            if (g < G) {
+                float4 acc = f4(o4.x * corr, o4.y * corr, o4.z * corr, o4.w * corr);
+#pragma unroll 4
+                for (int i = g; i < cnt; i += G) {
+                    float4 vv = *reinterpret_cast<const float4*>(Vc + rowoff[i] + 4 * li);
+                    float pi = ps[i];
+                    acc.x = fmaf(pi, vv.x, acc.x); acc.y = fmaf(pi, vv.y, acc.y);
+                    acc.z = fmaf(pi, vv.z, acc.z); acc.w = fmaf(pi, vv.w, acc.w);
+                }
+                o4 = acc;
+            }
+        } else {
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            int d = tid + k * ATT_THREADS;
-            if (d < hd) {
-                float acc = o[k] * corr;
+            for (int k = 0; k < 4; k++) {
+                int d = tid + k * ATT_THREADS;
+                if (d < hd) {
+                    float acc = o[k] * corr;
 #pragma unroll 8
-                for (int i = 0; i < cnt; i++) acc = fmaf(ps[i], Vc[rowoff[i] + d], acc);
-                o[k] = acc;
+                    for (int i = 0; i < cnt; i++) acc = fmaf(ps[i], Vc[rowoff[i] + d], acc);
+                    o[k] = acc;
+                }
             }
         }
         m = mnew;
         __syncthreads(); // ps and rowoff are rewritten by the next chunk
+    }
+    if (vec) {
+        // Sum the G groups' partial outputs into o[] (thread d holds dims
+        // d, d+128, ... as in the scalar path).
+        __shared__ float4 red4[ATT_THREADS];
+        red4[tid] = o4;
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            int d = tid + k * ATT_THREADS;
+            if (d < hd) {
+                float s = 0.f;
+                for (int gg = 0; gg < G; gg++) {
+                    float4 p = red4[gg * dq + d / 4];
+                    int r = d & 3;
+                    s += r == 0 ? p.x : r == 1 ? p.y : r == 2 ? p.z : p.w;
+                }
+                o[k] = s;
+            }
+        }
     }
     if (S == 1) {
         float inv = l > 0.f ? 1.f / l : 0.f;

@@ -15,6 +15,12 @@ DEV float f16f(u16 h) {
     return f;
 }
 
+DEV float4 f4(float a, float b, float c, float d) {
+    float4 r;
+    r.x = a, r.y = b, r.z = c, r.w = d;
+    return r;
+}
+
 DEV float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -166,15 +166,237 @@ DEV void qgemv_impl(GEMV_PARAMS) {
     finish<NR, MR, QW>(acc, y, bias, row0, N, M, ldy);
 }
 
-// NR per MR: more rows per block where registers allow (Go: qgemvRows).
-#define QGEMV(BITS, SBN, SBT, MR, NR)                                                        \
-    extern "C" __global__ void __launch_bounds__(32 * QW) qgemv##BITS##_##SBN##_##MR(GEMV_PARAMS) { \
-        qgemv_impl<BITS, SBT, MR, NR>(GEMV_ARGS);                                            \
+// dotchunk is sum(x*q) over one 16-byte chunk of a row (sx = sum(x)).
+template <int BITS>
+DEV float dotchunk(uint4 wv, const float* xv, float sx) {
+    constexpr int EPW = 32 / BITS;
+    u32 wd[4] = {wv.x, wv.y, wv.z, wv.w};
+    float d0 = 0.f, d1 = 0.f; // two chains for ILP
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float q[EPW];
+        unpack<BITS>(wd[i], q);
+#pragma unroll
+        for (int e = 0; e < EPW; e += 2) {
+            d0 = fmaf(xv[i * EPW + e], q[e], d0);
+            d1 = fmaf(xv[i * EPW + e + 1], q[e + 1], d1);
+        }
     }
-QGEMV(4, bf, SBbf, 1, 8) QGEMV(4, bf, SBbf, 2, 4) QGEMV(4, bf, SBbf, 4, 4) QGEMV(4, bf, SBbf, 8, 2)
-QGEMV(4, f32, SBf32, 1, 8) QGEMV(4, f32, SBf32, 2, 4) QGEMV(4, f32, SBf32, 4, 4) QGEMV(4, f32, SBf32, 8, 2)
-QGEMV(8, bf, SBbf, 1, 8) QGEMV(8, bf, SBbf, 2, 4) QGEMV(8, bf, SBbf, 4, 4) QGEMV(8, bf, SBbf, 8, 2)
-QGEMV(8, f32, SBf32, 1, 8) QGEMV(8, f32, SBf32, 2, 4) QGEMV(8, f32, SBf32, 4, 4) QGEMV(8, f32, SBf32, 8, 2)
+    float d = d0 + d1;
+    if (BITS == 4) d = fmaf(256.f, d, -128.f * sx);
+    return d;
+}
+
+// qgemv_multi: one activation row against up to three matrices that share
+// x and K (a layer's q, k and v projections, or gate and up), in one
+// launch: blocks [0, nb0) take matrix 0, then matrix 1, then matrix 2. With
+// glu set (gate and up), each block takes the same NR/2 rows of both and
+// also writes d = act(gate) * up, the gated activation, so the MLP's three
+// ops cost one launch. Recorded by the Go side when consecutive Linear
+// calls (and a GatedAct) allow it; every output the separate ops would
+// write is still written.
+#define MULTI_NR 8
+template <int BITS, class SB>
+DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u32* w0, const u32* sb0, const float* bias0,
+                          int N0, float* y1, const u32* w1, const u32* sb1, const float* bias1, int N1, float* y2,
+                          const u32* w2, const u32* sb2, const float* bias2, int N2, int nb0, int nb1, int glu, float* d) {
+    constexpr int NR = MULTI_NR, EPW = 32 / BITS, EPC = 4 * EPW;
+    const int nc = K / EPC, ng = K >> gshift, nw = K / EPW;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int bx = blockIdx.x;
+    const u32 *wa = w0, *sa = sb0, *wb = w1, *sbb = sb1;
+    int Na = N0, row0, half = 0;
+    if (glu) {
+        half = NR / 2;
+        row0 = bx * half;
+    } else if (bx < nb0) {
+        row0 = bx * NR;
+    } else if (bx < nb0 + nb1) {
+        wa = w1, sa = sb1, Na = N1, row0 = (bx - nb0) * NR;
+    } else {
+        wa = w2, sa = sb2, Na = N2, row0 = (bx - nb0 - nb1) * NR;
+    }
+    const uint4* wr[NR];
+    const u32* sr[NR];
+    constexpr int SBW = sizeof(typename SB::raw) / 4;
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        bool second = glu && r >= NR / 2;
+        int rr = min(row0 + (second ? r - NR / 2 : r), Na - 1);
+        wr[r] = reinterpret_cast<const uint4*>((second ? wb : wa) + (long long)rr * nw);
+        sr[r] = (second ? sbb : sa) + (long long)rr * ng * SBW;
+    }
+    float acc[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) acc[r] = 0.f;
+    for (int c = warp * 32 + lane; c < nc; c += 32 * QW) {
+        uint4 wv[NR];
+        typename SB::raw sv[NR];
+#pragma unroll
+        for (int r = 0; r < NR; r++) wv[r] = wr[r][c];
+#pragma unroll
+        for (int r = 0; r < NR; r++) sv[r] = SB::load(sr[r], (c * EPC) >> gshift);
+        float xv[EPC];
+        const float4* xp = reinterpret_cast<const float4*>(x + c * EPC);
+#pragma unroll
+        for (int i = 0; i < EPC / 4; i++) {
+            float4 f = xp[i];
+            xv[4 * i] = f.x; xv[4 * i + 1] = f.y; xv[4 * i + 2] = f.z; xv[4 * i + 3] = f.w;
+        }
+        float sx0 = 0.f, sx1 = 0.f;
+#pragma unroll
+        for (int e = 0; e < EPC; e += 2) { sx0 += xv[e]; sx1 += xv[e + 1]; }
+        const float sx = sx0 + sx1;
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            float dd = dotchunk<BITS>(wv[r], xv, sx), s, b;
+            SB::get(sv[r], s, b);
+            acc[r] = fmaf(s, dd, fmaf(b, sx, acc[r]));
+        }
+    }
+    __shared__ float red[QW][NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        float v = warp_sum(acc[r]);
+        if (lane == 0) red[warp][r] = v;
+    }
+    __syncthreads();
+    if (glu) {
+        if (threadIdx.x < NR / 2) {
+            int r = threadIdx.x, row = row0 + r;
+            float g = 0.f, u = 0.f;
+#pragma unroll
+            for (int k = 0; k < QW; k++) { g += red[k][r]; u += red[k][r + NR / 2]; }
+            if (row < N0) {
+                g += bias0 ? bias0[row] : 0.f;
+                u += bias1 ? bias1[row] : 0.f;
+                y0[row] = g;
+                y1[row] = u;
+                float a = glu == 1 ? g / (1.f + expf(-g))
+                                   : 0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
+                d[row] = a * u;
+            }
+        }
+        return;
+    }
+    float* y = bx < nb0 ? y0 : bx < nb0 + nb1 ? y1 : y2;
+    const float* bias = bx < nb0 ? bias0 : bx < nb0 + nb1 ? bias1 : bias2;
+    if (threadIdx.x < NR) {
+        int r = threadIdx.x, row = row0 + r;
+        float v = 0.f;
+#pragma unroll
+        for (int k = 0; k < QW; k++) v += red[k][r];
+        if (row < Na) y[row] = v + (bias ? bias[row] : 0.f);
+    }
+}
+#define QMULTI(BITS, SBN, SBT)                                                                                     \
+    extern "C" __global__ void __launch_bounds__(32 * QW) qgemvm##BITS##_##SBN(                                    \
+        const float* x, int K, int gshift, float* y0, const u32* w0, const u32* sb0, const float* bias0, int N0,  \
+        float* y1, const u32* w1, const u32* sb1, const float* bias1, int N1, float* y2, const u32* w2,           \
+        const u32* sb2, const float* bias2, int N2, int nb0, int nb1, int glu, float* d) {                        \
+        qgemv_multi_impl<BITS, SBT>(x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2, sb2,    \
+                                    bias2, N2, nb0, nb1, glu, d);                                                  \
+    }
+QMULTI(4, bf, SBbf) QMULTI(4, f32, SBf32) QMULTI(8, bf, SBbf) QMULTI(8, f32, SBf32)
+
+// qgemv_rows (2..8 activation rows): one warp streams NR weight rows down
+// the whole of K, 4 bytes per lane per row, and applies each word to all MR
+// activation rows held in registers (the v1 layout, which measured best
+// for several rows: the math per weight grows with MR, and v3's 16-byte
+// chunks then need too many registers).
+template <int BITS, class SB, int MR, int NR, int J>
+DEV void qgemv_rows_impl(GEMV_PARAMS) {
+    constexpr int EPW = 32 / BITS;
+    rebase(y, x, w, sb, M, MR, ldy, ldx, eidx, topk, eslot, wstride, sbstride);
+    const int nw = K / EPW, ng = K >> gshift;
+    const int lane = threadIdx.x & 31;
+    const int row0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * NR;
+    if (row0 >= N) return;
+    const u32* wr[NR];
+    const u32* sr[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        int rr = min(row0 + r, N - 1);
+        wr[r] = w + (long long)rr * nw;
+        sr[r] = sb + (long long)rr * ng * (sizeof(typename SB::raw) / 4);
+    }
+    const float* xr[MR];
+#pragma unroll
+    for (int m = 0; m < MR; m++) xr[m] = x + (long long)min(m, M - 1) * ldx;
+    float acc[NR][MR];
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int m = 0; m < MR; m++) acc[r][m] = 0.f;
+    for (int base = 0; base < nw; base += 32 * J) {
+        u32 wv[NR][J];
+        typename SB::raw sv[NR][J];
+#pragma unroll
+        for (int j = 0; j < J; j++) {
+            int wi = base + lane + 32 * j;
+            int wc = wi < nw ? wi : nw - 1;
+#pragma unroll
+            for (int r = 0; r < NR; r++) wv[r][j] = wr[r][wc];
+#pragma unroll
+            for (int r = 0; r < NR; r++) sv[r][j] = SB::load(sr[r], (wc * EPW) >> gshift);
+        }
+#pragma unroll
+        for (int j = 0; j < J; j++) {
+            int wi = base + lane + 32 * j;
+            if (wi >= nw) break;
+            float xv[MR][EPW], sx[MR];
+#pragma unroll
+            for (int m = 0; m < MR; m++) {
+                const float4* xp = reinterpret_cast<const float4*>(xr[m] + wi * EPW);
+#pragma unroll
+                for (int i = 0; i < EPW / 4; i++) {
+                    float4 f = xp[i];
+                    xv[m][4 * i] = f.x; xv[m][4 * i + 1] = f.y; xv[m][4 * i + 2] = f.z; xv[m][4 * i + 3] = f.w;
+                }
+                float s = 0.f;
+#pragma unroll
+                for (int e = 0; e < EPW; e++) s += xv[m][e];
+                sx[m] = s;
+            }
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                float q[EPW], s, b;
+                unpack<BITS>(wv[r][j], q);
+                SB::get(sv[r][j], s, b);
+#pragma unroll
+                for (int m = 0; m < MR; m++) {
+                    float d = 0.f;
+#pragma unroll
+                    for (int e = 0; e < EPW; e++) d = fmaf(xv[m][e], q[e], d);
+                    if (BITS == 4) d = fmaf(256.f, d, -128.f * sx[m]);
+                    acc[r][m] = fmaf(s, d, fmaf(b, sx[m], acc[r][m]));
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int m = 0; m < MR; m++) {
+            float v = warp_sum(acc[r][m]);
+            if (lane == 0 && row0 + r < N && m < M) y[(long long)m * ldy + row0 + r] = v + (bias ? bias[row0 + r] : 0.f);
+        }
+}
+
+// MR = 1: v3 (chunks, split K; also the MoE expert path). MR >= 2: rows.
+#define QGEMV1(BITS, SBN, SBT)                                                                \
+    extern "C" __global__ void __launch_bounds__(32 * QW) qgemv##BITS##_##SBN##_1(GEMV_PARAMS) { \
+        qgemv_impl<BITS, SBT, 1, 8>(GEMV_ARGS);                                               \
+    }
+#define QGEMVR(BITS, SBN, SBT, MR, J)                                                         \
+    extern "C" __global__ void __launch_bounds__(128) qgemv##BITS##_##SBN##_##MR(GEMV_PARAMS) {  \
+        qgemv_rows_impl<BITS, SBT, MR, 4, J>(GEMV_ARGS);                                      \
+    }
+QGEMV1(4, bf, SBbf) QGEMV1(4, f32, SBf32) QGEMV1(8, bf, SBbf) QGEMV1(8, f32, SBf32)
+QGEMVR(4, bf, SBbf, 2, 4) QGEMVR(4, bf, SBbf, 4, 2) QGEMVR(4, bf, SBbf, 8, 1)
+QGEMVR(4, f32, SBf32, 2, 4) QGEMVR(4, f32, SBf32, 4, 2) QGEMVR(4, f32, SBf32, 8, 1)
+QGEMVR(8, bf, SBbf, 2, 4) QGEMVR(8, bf, SBbf, 4, 2) QGEMVR(8, bf, SBbf, 8, 1)
+QGEMVR(8, f32, SBf32, 2, 4) QGEMVR(8, f32, SBf32, 4, 2) QGEMVR(8, f32, SBf32, 8, 1)
 
 // Any bit width (2, 3, 5, 6 and the rest): one warp per output row, lanes
 // over elements, up to 8 activation rows. Correct rather than fast.

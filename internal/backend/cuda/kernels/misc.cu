@@ -49,6 +49,28 @@ extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, i
     for (int c = threadIdx.x; c < cols; c += blockDim.x) dr[c] = w ? xr[c] * inv * w[c] : xr[c] * inv;
 }
 
+// add_rmsnorm fuses a residual add with the RMSNorm that reads its sum:
+// sum = a + b (sum may alias a or b), dst = sum/rms(sum) * w. The Go side
+// records it in place of an Add followed by such an RMSNorm; both outputs
+// are written. One block per row.
+extern "C" __global__ void add_rmsnorm(float* sum, const float* a, const float* b, float* dst, const float* w, int cols,
+                                       float eps) {
+    __shared__ float red[32];
+    long long o = (long long)blockIdx.x * cols;
+    float ss = 0.f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        float v = a[o + c] + b[o + c];
+        sum[o + c] = v;
+        ss = fmaf(v, v, ss);
+    }
+    ss = block_sum(ss, red);
+    float inv = 1.f / sqrtf(ss / (float)cols + eps);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) { // this thread's own sums: visible to it
+        float v = sum[o + c];
+        dst[o + c] = w ? v * inv * w[c] : v * inv;
+    }
+}
+
 // RoPE in the rotate_half layout on x[rows, heads*headDim], in place; grid
 // (rows, heads). The angle is taken in double: at position 1e5 a float
 // angle is off by ~1e-2 rad.
