@@ -73,7 +73,10 @@ const blockSize = 16
 // keeps going and the CSV says what happened; the error is also returned.
 func RunDecode(o DecodeOptions) ([]Row, error) {
 	o.defaults()
-	base := Row{Date: time.Now().UTC().Format(time.RFC3339), Version: Version(), Build: BuildType(), MaxTokens: o.MaxTokens}
+	// Hardware starts as the host's CPU, so rows of a run whose backend
+	// fails to start still say where it was tried.
+	base := Row{Date: time.Now().UTC().Format(time.RFC3339), Hardware: Hardware(nil), Version: Version(), Build: BuildType(),
+		MaxTokens: o.MaxTokens}
 	var rows []Row
 	emit := func(r Row) {
 		rows = append(rows, r)
