@@ -40,12 +40,19 @@ func dtCode(d tensor.DType) int {
 const (
 	// panelBudget bounds the slice of an activation panel one kernel call
 	// walks: it is re-read for every output row, so it must stay in L1
-	// next to the streaming weights. Wider inputs are split into K-blocks.
-	panelBudget = 16 << 10
+	// (32 KiB on Zen 4) next to the streaming weights; wider inputs are
+	// split into K-blocks. One-row panels get half, leaving room for the
+	// weight stream that dominates that case; multi-row kernels do enough
+	// work per row to afford fewer, larger K-blocks.
+	panelBudget1 = 16 << 10
+	panelBudget  = 32 << 10
 	// weightBlock bounds the weight bytes of a block of output rows that
 	// all activation chunks visit before moving on, so that the second and
 	// later chunks find the block in L2 instead of memory.
-	weightBlock = 64 << 10
+	weightBlock = 128 << 10
+	// maxKG is the largest K-block (in groups) of the one-row kernels,
+	// the capacity of their scale scratch (scratchRow in asmgen.go).
+	maxKG = 128
 )
 
 func (m *Matrix) mulRangeAsm(p *prep, out []float32, o0, o1 int) {
@@ -53,15 +60,16 @@ func (m *Matrix) mulRangeAsm(p *prep, out []float32, o0, o1 int) {
 	dt := dtCode(m.metaType)
 	gb := m.Group * m.Bits / 8
 	maxR := p.chunks[0].n
-	kg := max(1, min(m.groups, panelBudget/(maxR*m.Group*4)))
+	budget := panelBudget
+	if maxR == 1 {
+		budget = panelBudget1
+	}
+	kg := max(1, min(m.groups, maxKG, budget/(maxR*m.Group*4)))
 	ob := o1 - o0
 	if len(p.chunks) > 1 || kg < m.groups {
 		ob = max(1, min(ob, weightBlock/(kg*gb)))
 	}
-	var scratch [256]float32
-	if kg > 128 && maxR == 1 {
-		panic("qmat: K-block exceeds the kernel scratch")
-	}
+	var scratch [2 * maxKG]float32
 	a := kargs{
 		scratch:    &scratch[0],
 		iters:      m.Group / 32,
