@@ -35,6 +35,10 @@ type ServeOptions struct {
 	Metrics       bool
 	MetricsURL    string
 	MetricsPrefix string
+	// MetricsSettle is waited after a level before the second scrape:
+	// servers may record a request's histograms just after its stream
+	// ends (default 200ms).
+	MetricsSettle time.Duration
 	// Encoder, when set, sizes prompts exactly in its tokens; otherwise
 	// they are sized by a words-per-token estimate and the server's usage
 	// reports the real length.
@@ -82,6 +86,9 @@ func (o *ServeOptions) defaults() {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Minute
+	}
+	if o.MetricsSettle <= 0 {
+		o.MetricsSettle = 200 * time.Millisecond
 	}
 	if o.MetricsPrefix == "" {
 		o.MetricsPrefix = "mlxcel_"
@@ -136,6 +143,7 @@ func RunServe(ctx context.Context, o ServeOptions) ([]LevelResult, error) {
 		if o.Metrics {
 			var after Samples
 			if mErr == nil {
+				time.Sleep(o.MetricsSettle)
 				after, mErr = scrapeMetrics(ctx, o.Client, o.MetricsURL, o.APIKey, o.MetricsPrefix)
 			}
 			if mErr != nil {

@@ -12,10 +12,11 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// ServerTTFTMetric is the histogram our server exports for time to first
-// token; CheckServerCounts compares its _count delta with the requests a
-// level completed.
-const ServerTTFTMetric = "mlxcel_time_to_first_token_seconds"
+// ServerTTFTMetric is the histogram our server (internal/server) exports
+// for time to first token, one observation per finished request that
+// generated a token; CheckServerCounts compares its _count delta with the
+// requests a level completed.
+const ServerTTFTMetric = "mlxcel_request_ttft_ms"
 
 // Samples maps a series ("name{label=\"v\"}", histograms and summaries as
 // name_count / name_sum) to its value.

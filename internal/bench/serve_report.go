@@ -142,6 +142,7 @@ func ServeMain(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "per-request timeout")
 	fs.BoolVar(&o.Metrics, "metrics", false, "scrape the server's /metrics before and after each level and show deltas")
 	fs.StringVar(&o.MetricsURL, "metrics-url", "", "metrics endpoint (default <url>/metrics)")
+	fs.DurationVar(&o.MetricsSettle, "metrics-settle", 200*time.Millisecond, "wait after a level before scraping metrics again")
 	fs.StringVar(&o.MetricsPrefix, "metrics-prefix", "mlxcel_", "metric name prefix whose counters and histograms are compared")
 	tok := fs.String("tokenizer", "", "tokenizer folder or shared name to size prompts exactly")
 	out := fs.String("out", "", "write per-level results to FILE.json or FILE.csv")

@@ -36,11 +36,11 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer f.mu.Unlock()
 		fmt.Fprintf(w, "# TYPE mlxcel_requests_total counter\nmlxcel_requests_total{status=\"ok\"} %d\n", f.requests)
 		fmt.Fprintf(w, "# TYPE mlxcel_running_requests gauge\nmlxcel_running_requests 0\n")
-		fmt.Fprintf(w, "# TYPE mlxcel_time_to_first_token_seconds histogram\n")
-		fmt.Fprintf(w, "mlxcel_time_to_first_token_seconds_bucket{le=\"0.1\"} %d\n", f.requests)
-		fmt.Fprintf(w, "mlxcel_time_to_first_token_seconds_bucket{le=\"+Inf\"} %d\n", f.requests)
-		fmt.Fprintf(w, "mlxcel_time_to_first_token_seconds_sum %g\n", f.ttftSum)
-		fmt.Fprintf(w, "mlxcel_time_to_first_token_seconds_count %d\n", f.requests)
+		fmt.Fprintf(w, "# TYPE mlxcel_request_ttft_ms histogram\n")
+		fmt.Fprintf(w, "mlxcel_request_ttft_ms_bucket{le=\"0.1\"} %d\n", f.requests)
+		fmt.Fprintf(w, "mlxcel_request_ttft_ms_bucket{le=\"+Inf\"} %d\n", f.requests)
+		fmt.Fprintf(w, "mlxcel_request_ttft_ms_sum %g\n", f.ttftSum)
+		fmt.Fprintf(w, "mlxcel_request_ttft_ms_count %d\n", f.requests)
 		fmt.Fprintf(w, "# TYPE other_total counter\nother_total 5\n")
 		return
 	case "/v1/chat/completions":
@@ -119,7 +119,7 @@ func TestServeAgainstFakeServer(t *testing.T) {
 	}
 	t.Log("\n" + table)
 	for _, s := range []string{"conc", "TTFT mean", "p99 ms", "out tok/s", "req/s",
-		"mlxcel_time_to_first_token_seconds_count", "mlxcel_requests_total{status=\"ok\"}"} {
+		"mlxcel_request_ttft_ms_count", "mlxcel_requests_total{status=\"ok\"}"} {
 		if !strings.Contains(table, s) {
 			t.Errorf("table lacks %q", s)
 		}
@@ -156,7 +156,7 @@ func TestServeAgainstFakeServer(t *testing.T) {
 		if err := CheckServerCounts(l, ServerTTFTMetric); err != nil {
 			t.Error(err)
 		}
-		if l.Metrics["mlxcel_time_to_first_token_seconds_sum"] <= 0 {
+		if l.Metrics["mlxcel_request_ttft_ms_sum"] <= 0 {
 			t.Errorf("ttft sum delta %v", l.Metrics)
 		}
 	}
