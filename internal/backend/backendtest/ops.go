@@ -246,7 +246,17 @@ func runSequences(e *env) {
 			wg := e.weight(k.host("g", []int{inter, hidden}, e.randn(inter*hidden, 0.05)))
 			wu := e.weight(k.host("u", []int{inter, hidden}, e.randn(inter*hidden, 0.05)))
 			norm := e.weight(denseHost("n", []int{hidden}, e.randn(hidden, 1), tensor.BF16))
-			e.simpleStep(rows)
+			inv := make([]float32, 32)
+			for i := range inv {
+				inv[i] = float32(math.Pow(10000, -float64(i)/32))
+			}
+			rope := backend.RoPE{InvFreq: inv, RotaryDim: 64, Scale: 1}
+			b := &backend.Batch{Seqs: []backend.SeqSlice{{Start: 0, Len: rows}}}
+			for i := range rows {
+				b.Tokens = append(b.Tokens, int32(i))
+				b.Positions = append(b.Positions, int32(e.rng.Intn(5000)))
+			}
+			e.step(b)
 			x := e.input(rows, hidden, e.randn(rows*hidden, 1))
 			o := e.input(rows, hidden, e.randn(rows*hidden, 1))
 			q, kk, v := e.poisoned(rows, qd), e.poisoned(rows, kd), e.poisoned(rows, kd)
@@ -257,6 +267,8 @@ func runSequences(e *env) {
 				be.Linear(pick(q), pick(x), pw(wq), pw(qb))
 				be.Linear(pick(kk), pick(x), pw(wk), nil)
 				be.Linear(pick(v), pick(x), pw(wv), nil)
+				be.ApplyRoPE(pick(q), 4, 64, rope)
+				be.ApplyRoPE(pick(kk), 1, 64, rope)
 				be.Linear(pick(g), pick(x), pw(wg), nil)
 				be.Linear(pick(u), pick(x), pw(wu), nil)
 				be.GatedAct(pick(g), pick(g), pick(u), backend.SiLU)

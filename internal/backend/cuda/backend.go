@@ -77,6 +77,8 @@ type Backend struct {
 	prof   profiler
 	fuse   bool // merge q/k/v and gate/up GEMVs, fuse add+norm (MLXCEL_CUDA_FUSE=0: off)
 
+	multiVariant string // benchmarks: "" or a qgemvm4_bf_v<NR><PF> suffix
+
 	ropeTabs map[string]uintptr // inverse-frequency tables by content
 	scratch  devBuf             // cuBLAS path: dequantized weights
 	wsBuf    devBuf             // cuBLAS workspace
@@ -202,8 +204,8 @@ func kernelNames() []string {
 			}
 		}
 		for _, dt := range []string{"f32", "bf16", "f16"} {
-			if mr == 1 {
-				names = append(names, "qgemvm4_bf", "qgemvm4_f32", "qgemvm8_bf", "qgemvm8_f32")
+			if mr == 1 && dt == "f32" {
+				names = append(names, multiKernels...)
 			}
 			names = append(names, fmt.Sprintf("dgemv_%s_%d", dt, mr))
 		}

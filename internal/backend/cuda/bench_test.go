@@ -204,6 +204,17 @@ func TestBench(t *testing.T) {
 			}
 		}
 	}
+	// The one-row 4-bit kernel's variants: rows per block (8 or 4) and
+	// register prefetch of the next chunk (0/1); "" is the default.
+	for _, v := range []string{"", "80", "40", "41", "81"} {
+		b.multiVariant = v
+		for _, s := range shapes {
+			d, wb := timeLinear(t, b, "q4g64", 1, s[0], s[1])
+			gbps := float64(wb) / d.Seconds() / 1e9
+			o.add("linear-variant", "q4g64-v"+v, 1, fmt.Sprintf("%dx%d", s[0], s[1]), float64(d.Nanoseconds())/1e3, gbps, gbps/copyGB, "")
+		}
+	}
+	b.multiVariant = ""
 	if err := b.Sync(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"strings"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -169,6 +170,11 @@ const (
 	actSiLU, actGELU     = 1, 2
 )
 
+// multiKernels are the qgemvm kernels: the defaults and the NR/prefetch
+// variants (qgemvm4_bf_v<NR><PF>) the benchmark compares.
+var multiKernels = []string{"qgemvm4_bf", "qgemvm4_f32", "qgemvm8_bf", "qgemvm8_f32",
+	"qgemvm4_bf_v80", "qgemvm4_bf_v40", "qgemvm4_bf_v41", "qgemvm4_bf_v81"}
+
 // gemvMulti records a one-row quantized product. When the previous launch
 // is a product of the same x with the same kind of weight (a layer's q, k
 // and v, or gate and up), the matrix joins that launch instead: one launch
@@ -176,8 +182,13 @@ const (
 // launch and a tail.
 func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 	name := fmt.Sprintf("qgemvm%d_%s", w.bits, w.sbName())
+	nr := 8 // the default kernels' NR
+	if w.bits == 4 && !w.sbF32 && b.multiVariant != "" {
+		name += "_v" + b.multiVariant // benchmark variants: NR then prefetch
+		nr = int(b.multiVariant[0] - '0')
+	}
 	fn := b.fn(name)
-	nb := (w.out + multiRows - 1) / multiRows
+	nb := (w.out + nr - 1) / nr
 	if n := len(b.rec.ls); b.fuse && n > 0 {
 		l := &b.rec.ls[n-1]
 		if l.fn == fn && uintptr(l.args[mX]) == x && int(int32(l.args[mK])) == w.in && int(int32(l.args[mGshift])) == w.gshft &&
@@ -219,10 +230,13 @@ func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
 		return false
 	}
 	l := &b.rec.ls[n-1]
-	name := ""
-	for _, c := range []string{"qgemvm4_bf", "qgemvm4_f32", "qgemvm8_bf", "qgemvm8_f32"} {
+	name, nr := "", 8
+	for _, c := range multiKernels {
 		if l.fn == b.fn(c) {
 			name = c
+			if strings.Contains(c, "_v") {
+				nr = int(c[len(c)-2] - '0')
+			}
 		}
 	}
 	s0, s1 := mSeg0, mSeg0+mSegLen
@@ -235,7 +249,7 @@ func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
 		code = actGELU
 	}
 	l.args[mGLU], l.args[mD] = uint64(code), uint64(d.ptr)
-	l.gx = uint32((g.cols + multiRows/2 - 1) / (multiRows / 2))
+	l.gx = uint32((g.cols + nr/2 - 1) / (nr / 2))
 	return true
 }
 
@@ -331,7 +345,20 @@ func (b *Backend) ApplyRoPE(x backend.Tensor, heads, headDim int, r backend.RoPE
 		scale = 1
 	}
 	tab := b.ropeTable(r.InvFreq[:half])
-	b.newLaunch("rope", t.rows, heads, 1, min(128, roundUp(half, 32))).p(t.ptr).p(b.step.pos).p(tab).i(heads).i(headDim).i(half).f(scale)
+	// q then k with the same table: one launch rotates both.
+	if n := len(b.rec.ls); b.fuse && n > 0 {
+		l := &b.rec.ls[n-1]
+		if l.fn == b.fn("rope") && uintptr(l.args[2]) == tab && int(l.gx) == t.rows && int(int32(l.args[4])) == headDim &&
+			int(int32(l.args[5])) == half && uint32(l.args[6]) == math.Float32bits(scale) && uintptr(l.args[0]) != t.ptr {
+			x1, h1, ld1 := uintptr(l.args[0]), int(int32(l.args[3])), int(int32(l.args[7]))
+			b.rec.ls = b.rec.ls[:n-1]
+			b.newLaunch("rope2", t.rows, h1+heads, 1, min(128, roundUp(half, 32))).p(x1).i(h1).i(ld1).p(t.ptr).i(t.cols).
+				p(b.step.pos).p(tab).i(headDim).i(half).f(scale)
+			return
+		}
+	}
+	b.newLaunch("rope", t.rows, heads, 1, min(128, roundUp(half, 32))).p(t.ptr).p(b.step.pos).p(tab).i(heads).i(headDim).
+		i(half).f(scale).i(t.cols)
 }
 
 // ropeTable uploads an inverse-frequency table once per distinct content.

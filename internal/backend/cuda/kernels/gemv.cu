@@ -195,12 +195,11 @@ DEV float dotchunk(uint4 wv, const float* xv, float sx) {
 // ops cost one launch. Recorded by the Go side when consecutive Linear
 // calls (and a GatedAct) allow it; every output the separate ops would
 // write is still written.
-#define MULTI_NR 8
-template <int BITS, class SB>
+template <int BITS, class SB, int NR, bool PF>
 DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u32* w0, const u32* sb0, const float* bias0,
                           int N0, float* y1, const u32* w1, const u32* sb1, const float* bias1, int N1, float* y2,
                           const u32* w2, const u32* sb2, const float* bias2, int N2, int nb0, int nb1, int glu, float* d) {
-    constexpr int NR = MULTI_NR, EPW = 32 / BITS, EPC = 4 * EPW;
+    constexpr int EPW = 32 / BITS, EPC = 4 * EPW;
     const int nc = K / EPC, ng = K >> gshift, nw = K / EPW;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int bx = blockIdx.x;
@@ -229,13 +228,28 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
     float acc[NR];
 #pragma unroll
     for (int r = 0; r < NR; r++) acc[r] = 0.f;
-    for (int c = warp * 32 + lane; c < nc; c += 32 * QW) {
-        uint4 wv[NR];
-        typename SB::raw sv[NR];
+    // PF: the next chunk's weights are loaded before this chunk's math,
+    // so a warp has loads in flight while it computes (long K only: at
+    // K=4096 each warp has a single chunk per row).
+    uint4 wv[NR];
+    typename SB::raw sv[NR];
+    int c = warp * 32 + lane;
+    if (c < nc) {
 #pragma unroll
         for (int r = 0; r < NR; r++) wv[r] = wr[r][c];
 #pragma unroll
         for (int r = 0; r < NR; r++) sv[r] = SB::load(sr[r], (c * EPC) >> gshift);
+    }
+    for (; c < nc; c += 32 * QW) {
+        const int cn = c + 32 * QW;
+        uint4 pw[NR];
+        typename SB::raw psv[NR];
+        if (PF && cn < nc) {
+#pragma unroll
+            for (int r = 0; r < NR; r++) pw[r] = wr[r][cn];
+#pragma unroll
+            for (int r = 0; r < NR; r++) psv[r] = SB::load(sr[r], (cn * EPC) >> gshift);
+        }
         float xv[EPC];
         const float4* xp = reinterpret_cast<const float4*>(x + c * EPC);
 #pragma unroll
@@ -252,6 +266,13 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
             float dd = dotchunk<BITS>(wv[r], xv, sx), s, b;
             SB::get(sv[r], s, b);
             acc[r] = fmaf(s, dd, fmaf(b, sx, acc[r]));
+        }
+        if (cn < nc) {
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                wv[r] = PF ? pw[r] : wr[r][cn];
+                sv[r] = PF ? psv[r] : SB::load(sr[r], (cn * EPC) >> gshift);
+            }
         }
     }
     __shared__ float red[QW][NR];
@@ -289,15 +310,20 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
         if (row < Na) y[row] = v + (bias ? bias[row] : 0.f);
     }
 }
-#define QMULTI(BITS, SBN, SBT)                                                                                     \
-    extern "C" __global__ void __launch_bounds__(32 * QW) qgemvm##BITS##_##SBN(                                    \
+#define QMULTI(NAME, BITS, SBT, NR, PF)                                                                            \
+    extern "C" __global__ void __launch_bounds__(32 * QW) NAME(                                                    \
         const float* x, int K, int gshift, float* y0, const u32* w0, const u32* sb0, const float* bias0, int N0,  \
         float* y1, const u32* w1, const u32* sb1, const float* bias1, int N1, float* y2, const u32* w2,           \
         const u32* sb2, const float* bias2, int N2, int nb0, int nb1, int glu, float* d) {                        \
-        qgemv_multi_impl<BITS, SBT>(x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2, sb2,    \
-                                    bias2, N2, nb0, nb1, glu, d);                                                  \
+        qgemv_multi_impl<BITS, SBT, NR, PF>(x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2,  \
+                                            sb2, bias2, N2, nb0, nb1, glu, d);                                     \
     }
-QMULTI(4, bf, SBbf) QMULTI(4, f32, SBf32) QMULTI(8, bf, SBbf) QMULTI(8, f32, SBf32)
+// The default (Go: multiRows, multiPrefetch) and the variants the
+// benchmark compares (qgemvm4_bf_v<NR><PF>).
+QMULTI(qgemvm4_bf, 4, SBbf, 8, true) QMULTI(qgemvm4_f32, 4, SBf32, 8, true)
+QMULTI(qgemvm8_bf, 8, SBbf, 8, true) QMULTI(qgemvm8_f32, 8, SBf32, 8, true)
+QMULTI(qgemvm4_bf_v80, 4, SBbf, 8, false) QMULTI(qgemvm4_bf_v40, 4, SBbf, 4, false)
+QMULTI(qgemvm4_bf_v41, 4, SBbf, 4, true) QMULTI(qgemvm4_bf_v81, 4, SBbf, 8, true)
 
 // qgemv_rows (2..8 activation rows): one warp streams NR weight rows down
 // the whole of K, 4 bytes per lane per row, and applies each word to all MR

@@ -74,8 +74,9 @@ extern "C" __global__ void add_rmsnorm(float* sum, const float* a, const float* 
 // RoPE in the rotate_half layout on x[rows, heads*headDim], in place; grid
 // (rows, heads). The angle is taken in double: at position 1e5 a float
 // angle is off by ~1e-2 rad.
-extern "C" __global__ void rope(float* x, const int* pos, const float* invf, int heads, int headDim, int half, float scale) {
-    float* v = x + ((long long)blockIdx.x * heads + blockIdx.y) * headDim;
+extern "C" __global__ void rope(float* x, const int* pos, const float* invf, int heads, int headDim, int half, float scale,
+                                int ld) {
+    float* v = x + (long long)blockIdx.x * ld + blockIdx.y * headDim;
     double p = (double)pos[blockIdx.x];
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         double s, c;
@@ -84,6 +85,24 @@ extern "C" __global__ void rope(float* x, const int* pos, const float* invf, int
         float x1 = v[i], x2 = v[i + half];
         v[i] = x1 * cs - x2 * sn;
         v[i + half] = x2 * cs + x1 * sn;
+    }
+}
+
+// rope2 rotates two tensors at the same positions (a layer's q and k) in
+// one launch: grid (rows, heads1 + heads2).
+extern "C" __global__ void rope2(float* x1, int heads1, int ld1, float* x2, int ld2, const int* pos, const float* invf,
+                                 int headDim, int half, float scale) {
+    int h = blockIdx.y;
+    float* v = h < heads1 ? x1 + (long long)blockIdx.x * ld1 + h * headDim
+                          : x2 + (long long)blockIdx.x * ld2 + (h - heads1) * headDim;
+    double p = (double)pos[blockIdx.x];
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        double s, c;
+        sincos(p * (double)invf[i], &s, &c);
+        float cs = (float)c * scale, sn = (float)s * scale;
+        float a = v[i], b = v[i + half];
+        v[i] = a * cs - b * sn;
+        v[i + half] = b * cs + a * sn;
     }
 }
 
