@@ -128,6 +128,14 @@ func RunServe(ctx context.Context, o ServeOptions) ([]LevelResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Model == "" {
+		// Servers that check the model field want a name they serve; ask.
+		if o.Model, err = firstModel(ctx, o.Client, o.URL, o.APIKey, min(o.Timeout, 10*time.Second)); err != nil {
+			fmt.Fprintf(o.Log, "no --model and %v; sending an empty model name\n", err)
+		} else {
+			fmt.Fprintf(o.Log, "model: %s (from /v1/models)\n", o.Model)
+		}
+	}
 	cl := &client{http: o.Client, url: chatURL(o.URL), apiKey: o.APIKey, model: o.Model, maxTokens: o.MaxTokens, ignoreEOS: o.IgnoreEOS}
 	var out []LevelResult
 	for li, c := range o.Concurrency {

@@ -233,3 +233,37 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
+
+// firstModel asks the server's /v1/models for the id of its first model.
+func firstModel(ctx context.Context, hc *http.Client, base, apiKey string, timeout time.Duration) (string, error) {
+	u := strings.TrimSuffix(chatURL(base), "/chat/completions") + "/models"
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return "", err
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: HTTP %d", u, resp.StatusCode)
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&list); err != nil {
+		return "", fmt.Errorf("%s: %v", u, err)
+	}
+	if len(list.Data) == 0 || list.Data[0].ID == "" {
+		return "", fmt.Errorf("%s lists no model", u)
+	}
+	return list.Data[0].ID, nil
+}

@@ -131,7 +131,7 @@ func ServeMain(args []string, stdout, stderr io.Writer) error {
 	var o ServeOptions
 	conc := intList{1, 2, 4, 8}
 	fs.StringVar(&o.URL, "url", "http://127.0.0.1:8080", "server base URL (…/v1/chat/completions is added) or the endpoint itself")
-	fs.StringVar(&o.Model, "model", "", "model name sent in each request")
+	fs.StringVar(&o.Model, "model", "", "model name sent in each request (default: the first of the server's /v1/models)")
 	fs.Var(&conc, "concurrency", "comma-separated concurrency levels")
 	fs.IntVar(&o.Requests, "requests", 16, "requests per level")
 	fs.IntVar(&o.PromptTokens, "prompt-tokens", 512, "prompt length in tokens (approximate without --tokenizer; the server's usage gives the real count)")
