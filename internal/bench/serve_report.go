@@ -41,7 +41,14 @@ func PrintServeTable(w io.Writer, ls []LevelResult) {
 		}
 		fmt.Fprintf(w, "\nserver metric deltas at concurrency %d:\n", l.Concurrency)
 		keys := make([]string, 0, len(l.Metrics))
-		for k := range l.Metrics {
+		unchanged := 0
+		for k, v := range l.Metrics {
+			// Series that did not move (error outcomes, preemptions on a
+			// healthy run) are counted, not listed.
+			if v == 0 {
+				unchanged++
+				continue
+			}
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
@@ -50,6 +57,9 @@ func PrintServeTable(w io.Writer, ls []LevelResult) {
 			fmt.Fprintf(mw, "  %s\t%s\n", k, strconv.FormatFloat(l.Metrics[k], 'g', 8, 64))
 		}
 		mw.Flush()
+		if unchanged > 0 {
+			fmt.Fprintf(w, "  (%d series unchanged)\n", unchanged)
+		}
 	}
 }
 
