@@ -161,6 +161,9 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 	if err == nil {
 		enc, err = LoadTokenizer(tokDir)
 	}
+	if err == nil {
+		enc, err = usableTokenizer(enc, tokSpec, o.Tokenizer == "" && o.Profile != "", o.Log)
+	}
 	if err != nil {
 		return fail("tokenizer", o.PromptTokens, err)
 	}

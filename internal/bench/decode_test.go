@@ -317,3 +317,35 @@ func TestCSVRoundTrip(t *testing.T) {
 		t.Errorf("rates %v %v", got[0].PrefillTokS(), got[0].DecodeTokS())
 	}
 }
+
+// The shared mixtral tokenizer encodes nothing; a profile paired with it
+// falls back to stories260k's (same SentencePiece family, ids < 32000)
+// instead of failing, while an explicit --tokenizer that encodes nothing
+// is an error.
+func TestTokenizerFallback(t *testing.T) {
+	needTestdata(t)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "tiny-mixtral"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `{"model_type":"mixtral","vocab_size":32000,"hidden_size":64,"intermediate_size":128,"num_hidden_layers":1,
+		"num_attention_heads":4,"num_key_value_heads":2,"num_local_experts":4,"num_experts_per_tok":2,
+		"max_position_embeddings":4096,"tie_word_embeddings":false,"quantization":{"group_size":64,"bits":4}}`
+	if err := os.WriteFile(filepath.Join(dir, "tiny-mixtral", "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	csvPath := filepath.Join(t.TempDir(), "bench.csv")
+	if _, err := run(t, "decode", "--profile", "tiny-mixtral", "--profiles-dir", dir, "--prompt-tokens", "64",
+		"--max-tokens", "2", "--warmup", "0", "--backend", "cpu", "--csv", csvPath); err != nil {
+		t.Fatal(err)
+	}
+	r := readRecords(t, csvPath)[0]
+	checkOK(t, r, 2)
+	if r["prompt_tokens"] != "64" {
+		t.Errorf("prompt_tokens %s", r["prompt_tokens"])
+	}
+	if _, err := run(t, "decode", "--profile", "tiny-mixtral", "--profiles-dir", dir, "--tokenizer", "mixtral",
+		"--max-tokens", "2", "--backend", "cpu"); err == nil || !strings.Contains(err.Error(), "no tokens") {
+		t.Errorf("explicit empty tokenizer: %v", err)
+	}
+}
