@@ -267,11 +267,25 @@ func (b *Backend) htod(dst uintptr, src unsafe.Pointer, n int) error {
 
 const stagingBytes = 64 << 20
 
+// dtoh copies device memory to the host; large copies (a step's logits)
+// go through the pinned staging buffer, which the DMA engine fills at full
+// rate, instead of the driver's pageable path.
 func (b *Backend) dtoh(dst unsafe.Pointer, src uintptr, n int) error {
 	if n == 0 {
 		return nil
 	}
-	return b.d.call("cuMemcpyDtoH", b.d.memcpyDtoH, uintptr(dst), src, uintptr(n))
+	if n < 64<<10 || b.pinned == nil {
+		return b.d.call("cuMemcpyDtoH", b.d.memcpyDtoH, uintptr(dst), src, uintptr(n))
+	}
+	d := unsafe.Slice((*byte)(dst), n)
+	for off := 0; off < n; off += stagingBytes {
+		c := min(stagingBytes, n-off)
+		if err := b.d.call("cuMemcpyDtoH", b.d.memcpyDtoH, uintptr(unsafe.Pointer(&b.pinned[0])), src+uintptr(off), uintptr(c)); err != nil {
+			return err
+		}
+		copy(d[off:off+c], b.pinned[:c])
+	}
+	return nil
 }
 
 // grow makes buf at least n bytes (contents are not kept). Recorded or

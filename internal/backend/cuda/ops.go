@@ -406,12 +406,12 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	// Split each (token, head) over enough blocks to fill the device about
 	// twice; the count depends only on the step's shape, not on how long
 	// the contexts are, so the launch (and its graph) repeats.
-	// The count is bounded by the step's longest context in 128-key units,
-	// so short contexts skip the combine pass; it changes only when a
-	// context crosses such a boundary (a new graph every 128 tokens).
+	// (Bounding it by the context length, so short contexts skip the
+	// combine pass, measured slower: 2 splits at 192 keys left most SMs
+	// idle, 25 us against 15 us with 9 splits and the combine.)
 	splits := 1
 	if work := T * p.Heads; work < 2*b.SMs {
-		splits = min(32, (2*b.SMs+work-1)/work, (b.step.maxPos+128)/128)
+		splits = min(32, (2*b.SMs+work-1)/work)
 	}
 	var part uintptr
 	if splits > 1 {

@@ -15,7 +15,6 @@ import (
 // stepInfo locates the current batch description in the step buffer.
 type stepInfo struct {
 	tokens, seqs, logitRows int
-	maxPos                  int
 	btStride                int
 	tok, pos, tok2seq       uintptr // device int32 arrays
 	rows, btab              uintptr
@@ -84,11 +83,7 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 		}
 	}
 	base := b.stepBuf.ptr
-	maxPos := 0
-	for _, p := range batch.Positions {
-		maxPos = max(maxPos, int(p))
-	}
-	b.step = stepInfo{tokens: T, seqs: S, logitRows: L, btStride: width, maxPos: maxPos,
+	b.step = stepInfo{tokens: T, seqs: S, logitRows: L, btStride: width,
 		tok: base, pos: base + uintptr(4*T), tok2seq: base + uintptr(8*T),
 		rows: base + uintptr(12*T), btab: base + uintptr(4*(3*T+L)), hostTokens: batch.Tokens}
 	b.inStep = true
