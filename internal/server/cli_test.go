@@ -1,0 +1,145 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func parseFlags(t *testing.T, args ...string) (*Flags, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f Flags
+	f.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return &f, f.check()
+}
+
+func TestFlags(t *testing.T) {
+	f, err := parseFlags(t, "--model", "/m", "--host", "0.0.0.0", "--port", "9000", "--parallel", "4", "--ctx-size", "2048",
+		"--kv-mem", "64", "--max-queue", "10", "--prefill-chunk", "256", "--api-key", "k", "--served-model-name", "x",
+		"--backend", "cpu", "--threads", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := f.Options
+	if f.Model != "/m" || f.Host != "0.0.0.0" || f.Port != 9000 || o.Parallel != 4 || o.CtxSize != 2048 || o.KVMemMiB != 64 ||
+		o.MaxQueue != 10 || o.PrefillChunk != 256 || o.APIKey != "k" || o.ServedModelName != "x" || f.Backend != "cpu" || f.Threads != 2 {
+		t.Errorf("parsed %+v", f)
+	}
+	// Defaults.
+	f, _ = parseFlags(t, "-m", "/d")
+	if f.Model != "/d" || f.Host != "127.0.0.1" || f.Port != 8080 || f.Options.PrefillChunk != 512 {
+		t.Errorf("defaults %+v", f)
+	}
+	for _, bad := range [][]string{{"--kv-mem", "8", "--kv-blocks", "8"}, {"--parallel", "0"}, {"--port", "70000"}, {"--ctx-size", "-1"}} {
+		if _, err := parseFlags(t, bad...); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// TestKVMem: --kv-mem sizes the cache from the model's KV geometry (float32
+// K and V per layer).
+func TestKVMem(t *testing.T) {
+	l := loadModel(t, "")
+	s := New(Options{KVMemMiB: 1})
+	cfg, err := s.engineConfig(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := kvBytesPerBlock(l, 16)
+	if cfg.NumBlocks != int((1<<20)/per) || cfg.NumBlocks < 1 {
+		t.Errorf("1 MiB: %d blocks of %d bytes", cfg.NumBlocks, per)
+	}
+	if err := s.Ready(l); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.Engine().Config().NumBlocks; got != cfg.NumBlocks {
+		t.Errorf("engine has %d blocks, want %d", got, cfg.NumBlocks)
+	}
+}
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeLifecycle runs the command's serve loop: it listens, loads the
+// default model, answers, and returns cleanly when its context ends (what
+// SIGINT/SIGTERM do).
+func TestServeLifecycle(t *testing.T) {
+	f, err := parseFlags(t, "--port", "0", "--backend", "cpu", "--threads", "2", "--parallel", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	f.Options.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	f.ShutdownTimeout = 5 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.serve(ctx) }()
+
+	addr := regexp.MustCompile(`addr=(http://\S+)`)
+	var base string
+	waitFor(t, func() bool {
+		if m := addr.FindStringSubmatch(logs.String()); m != nil {
+			base = m[1]
+			return true
+		}
+		return false
+	})
+	waitFor(t, func() bool {
+		resp, err := http.Get(base + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"Once","max_tokens":4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("completion: %d", resp.StatusCode)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not return after shutdown")
+	}
+	if _, err := http.Get(base + "/health"); err == nil {
+		t.Error("still listening after shutdown")
+	}
+}
