@@ -18,15 +18,18 @@
 // rate).
 #define GW 8
 
-// unpack turns one packed word into EPW floats. 4 bits: one byte permute
-// drops each nibble into bits 16-19 of 0.5f (0x3F000000), giving the float
-// 0.5 + q/256 exactly; the kernel removes the 0.5 with the word's x-sum
-// (dq = 256*sum(x*f) - 128*sum(x)), so a weight costs one PRMT and one FMA.
+// unpack turns one packed word into EPW floats. 4 bits: the nibbles are
+// masked to bits 3-6 of each byte, and one byte permute drops a byte into
+// bits 16-23 of 0.5f (0x3F000000), so q lands in the top mantissa bits:
+// the float is 0.5 + q/32 exactly. The kernel removes the 0.5 with the
+// chunk's x-sum (dq = 32*sum(x*f) - 16*sum(x)), so a weight costs one PRMT
+// and one FMA. (v3 put q in bits 16-19, 0.5 + q/256: the subtraction then
+// cancelled ~4 bits and the error reached 1e-5 of the f32 reference.)
 // 8 bits: the byte goes into the low bits of 2^23 and a subtraction leaves
 // q exactly (the 0.5 trick would lose 8 bits to cancellation there).
 template <int BITS> DEV void unpack(u32 v, float* q);
 template <> DEV void unpack<4>(u32 v, float* q) {
-    u32 lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
+    u32 lo = (v << 3) & 0x78787878u, hi = (v >> 1) & 0x78787878u;
     q[0] = __uint_as_float(__byte_perm(lo, 0x3F000000u, 0x7044));
     q[1] = __uint_as_float(__byte_perm(hi, 0x3F000000u, 0x7044));
     q[2] = __uint_as_float(__byte_perm(lo, 0x3F000000u, 0x7144));
@@ -156,8 +159,8 @@ DEV void qgemv_impl(GEMV_PARAMS) {
                     }
                 }
                 float d = d0 + d1, s, b;
-                // 4 bits: d summed x*(0.5 + q/256); 256*d - 128*sum(x) = sum(x*q).
-                if (BITS == 4) d = fmaf(256.f, d, -128.f * sx);
+                // 4 bits: d summed x*(0.5 + q/32); 32*d - 16*sum(x) = sum(x*q).
+                if (BITS == 4) d = fmaf(32.f, d, -16.f * sx);
                 SB::get(sv[r], s, b);
                 acc[r][m] = fmaf(s, d, fmaf(b, sx, acc[r][m]));
             }
@@ -183,7 +186,7 @@ DEV float dotchunk(uint4 wv, const float* xv, float sx) {
         }
     }
     float d = d0 + d1;
-    if (BITS == 4) d = fmaf(256.f, d, -128.f * sx);
+    if (BITS == 4) d = fmaf(32.f, d, -16.f * sx);
     return d;
 }
 
@@ -397,7 +400,7 @@ DEV void qgemv_rows_impl(GEMV_PARAMS) {
                     float d = 0.f;
 #pragma unroll
                     for (int e = 0; e < EPW; e++) d = fmaf(xv[m][e], q[e], d);
-                    if (BITS == 4) d = fmaf(256.f, d, -128.f * sx[m]);
+                    if (BITS == 4) d = fmaf(32.f, d, -16.f * sx[m]);
                     acc[r][m] = fmaf(s, d, fmaf(b, sx[m], acc[r][m]));
                 }
             }
