@@ -172,3 +172,25 @@ func TestStoriesTokenizerHash(t *testing.T) {
 		t.Error("the tiny fixtures should carry the stories tokenizer")
 	}
 }
+
+// TestSeed: a seeded sampled request is reproducible, with every sampling
+// knob set, and another seed gives another text.
+func TestSeed(t *testing.T) {
+	s := startServer(t, loadModel(t, ""), Options{})
+	req := func(seed int) string {
+		status, body := s.post(t, "/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 40, "ignore_eos": true,
+			"temperature": 1.2, "top_p": 0.95, "top_k": 40, "min_p": 0.01, "presence_penalty": 0.5, "frequency_penalty": 0.3,
+			"repetition_penalty": 1.1, "seed": seed})
+		if status != 200 {
+			t.Fatalf("%d %v", status, body)
+		}
+		return body["choices"].([]any)[0].(map[string]any)["text"].(string)
+	}
+	a, b, c := req(7), req(7), req(8)
+	if a != b {
+		t.Errorf("same seed, different texts:\n%q\n%q", a, b)
+	}
+	if a == c {
+		t.Errorf("seeds 7 and 8 gave the same text %q", a)
+	}
+}
