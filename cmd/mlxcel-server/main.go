@@ -4,8 +4,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 
@@ -14,9 +12,6 @@ import (
 
 func main() {
 	if err := server.Main("mlxcel-server", os.Args[1:], os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
 		fmt.Fprintf(os.Stderr, "mlxcel-server: %v\n", err)
 		os.Exit(1)
 	}

@@ -75,6 +75,9 @@ func Main(name string, args []string, stderr io.Writer) error {
 	var f Flags
 	f.Register(fs)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // the usage was printed: asking for it is no failure
+		}
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -162,7 +165,8 @@ func (f *Flags) serve(ctx context.Context) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("grace period over: running requests were stopped")
 		hs.Close()
-		return nil
+		err = nil
 	}
+	log.Info("stopped")
 	return err
 }
