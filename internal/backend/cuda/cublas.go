@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"path/filepath"
 	"unsafe"
 
@@ -72,17 +71,3 @@ func (b *blas) init(stream, workspace uintptr, wsBytes int) error {
 	r, _, _ = purego.SyscallN(b.setWorkspace, b.handle, workspace, uintptr(wsBytes))
 	return blasErr("set workspace", r)
 }
-
-// gemmRowMajor computes Y[m,n] (f32) = X[m,k] @ W[n,k]^T for row-major
-// matrices whose elements are of cuBLAS data type typ, accumulating in f32.
-// In cuBLAS's column-major terms this is Y^T = W^T' X^T with W transposed.
-func (b *blas) gemmRowMajor(y, x, w uintptr, typ uintptr, m, n, k int, beta float32) error {
-	alpha := float32(1)
-	r, _, _ := purego.SyscallN(b.gemmEx, b.handle, cublasOpT, cublasOpN, uintptr(n), uintptr(m), uintptr(k),
-		uintptr(unsafe.Pointer(&alpha)), w, typ, uintptr(k), x, typ, uintptr(k),
-		uintptr(unsafe.Pointer(&beta)), y, cudaR32F, uintptr(n), cublasCompute32F, cublasGemmDflt)
-	keep(&alpha, &beta)
-	return blasErr(fmt.Sprintf("gemm %dx%dx%d", m, n, k), r)
-}
-
-var _ = math.Float32bits

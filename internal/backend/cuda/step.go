@@ -18,7 +18,6 @@ type stepInfo struct {
 	btStride                int
 	tok, pos, tok2seq       uintptr // device int32 arrays
 	rows, btab              uintptr
-	hostTokens              []int32
 }
 
 // BeginStep uploads the batch description into the step buffer with one
@@ -85,7 +84,7 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 	base := b.stepBuf.ptr
 	b.step = stepInfo{tokens: T, seqs: S, logitRows: L, btStride: width,
 		tok: base, pos: base + uintptr(4*T), tok2seq: base + uintptr(8*T),
-		rows: base + uintptr(12*T), btab: base + uintptr(4*(3*T+L)), hostTokens: batch.Tokens}
+		rows: base + uintptr(12*T), btab: base + uintptr(4*(3*T+L))}
 	b.inStep = true
 	b.arena.reset()
 	b.pool.recycle()
