@@ -159,14 +159,20 @@ func (f *Flags) serve(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), f.ShutdownTimeout)
 	defer cancel()
 	err = hs.Shutdown(sctx)
-	// Stopping the engine ends whatever still runs after the grace period
-	// (its clients get an error), which lets their handlers return.
-	s.Close()
 	if errors.Is(err, context.DeadlineExceeded) {
-		log.Warn("grace period over: running requests were stopped")
-		hs.Close()
+		// Stopping the engine ends what still runs after the grace
+		// period: those handlers send their clients an error and return,
+		// which the second Shutdown waits for.
+		log.Warn("grace period over: stopping running requests")
+		s.Close()
+		fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer fcancel()
+		if hs.Shutdown(fctx) != nil {
+			hs.Close()
+		}
 		err = nil
 	}
+	s.Close()
 	log.Info("stopped")
 	return err
 }

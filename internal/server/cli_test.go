@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
@@ -141,5 +142,64 @@ func TestServeLifecycle(t *testing.T) {
 	}
 	if _, err := http.Get(base + "/health"); err == nil {
 		t.Error("still listening after shutdown")
+	}
+}
+
+// TestServeGracePeriod: a request still running when the grace period
+// ends is stopped (its stream ends with an error event) and serve returns.
+func TestServeGracePeriod(t *testing.T) {
+	f, err := parseFlags(t, "--port", "0", "--backend", "cpu", "--threads", "2", "--shutdown-timeout", "1ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	f.Options.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.serve(ctx) }()
+	addr := regexp.MustCompile(`addr=(http://\S+)`)
+	var base string
+	waitFor(t, func() bool {
+		m := addr.FindStringSubmatch(logs.String())
+		if m != nil {
+			base = m[1]
+		}
+		return m != nil && strings.Contains(logs.String(), "model ready")
+	})
+	resp, err := http.Post(base+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt":"Once","max_tokens":480,"ignore_eos":true,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	st := &sseStream{resp: resp, rd: bufio.NewReader(resp.Body)}
+	if _, err := st.next(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	var events []string
+	for {
+		data, err := st.next()
+		if err != nil {
+			t.Fatalf("the stream broke instead of ending: %v", err)
+		}
+		if data == "[DONE]" {
+			break
+		}
+		events = append(events, data)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not return after the grace period")
+	}
+	if !strings.Contains(logs.String(), "grace period over") {
+		t.Errorf("the request outlived a 1ms grace period unstopped; log:\n%s", logs.String())
+	}
+	if last := events[len(events)-1]; !strings.Contains(last, `"shutting_down"`) {
+		t.Errorf("last event %.200s, want the shutting_down error", last)
 	}
 }
