@@ -122,3 +122,31 @@ func TestRealModelBatchInvariance(t *testing.T) {
 	}
 	t.Logf("steps %d, prefill %d, decode %d, preemptions %d", st.Steps, st.PrefillTokens, st.DecodeTokens, st.Preemptions)
 }
+
+// logitsOnly hides the model's argmax path, forcing the sampler path.
+type logitsOnly struct{ engine.Model }
+
+// TestGreedyArgmaxPathMatchesSampler: pure-greedy steps use the model's
+// ForwardArgmax (ids only, no logits copied back); they must produce the
+// same tokens as sampling the logits at temperature 0.
+func TestGreedyArgmaxPathMatchesSampler(t *testing.T) {
+	m := loadStories(t)
+	var reqs []engine.Request
+	for i := range 4 {
+		reqs = append(reqs, engine.Request{Prompt: []int32{1, int32(100 + 40*i), int32(7 + i)}, MaxTokens: 40, IgnoreEOS: true})
+	}
+	run := func(mm engine.Model) []out {
+		e, err := engine.New(mm, engine.Config{Parallel: 4, MaxQueue: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Stop()
+		return generate(t, e, reqs)
+	}
+	fast, slow := run(m), run(logitsOnly{m})
+	for i := range reqs {
+		if !slices.Equal(fast[i].tokens, slow[i].tokens) || len(fast[i].tokens) != 40 {
+			t.Errorf("request %d: argmax path %v, sampler path %v", i, fast[i].tokens, slow[i].tokens)
+		}
+	}
+}

@@ -109,6 +109,10 @@ func (e *Engine) runPlan(plan *sched.Plan, start time.Time) {
 		}
 	}
 	b := e.buildBatch(plan)
+	if ids, ok, err := e.tryGreedy(plan, b); ok {
+		e.acceptGreedy(plan, b, ids, err, start)
+		return
+	}
 	logits, err := e.forward(b)
 	if err == nil && len(logits) != len(b.LogitRows)*e.vocab {
 		err = fmt.Errorf("model returned %d logits for %d rows of %d", len(logits), len(b.LogitRows), e.vocab)
@@ -141,6 +145,73 @@ func (e *Engine) runPlan(plan *sched.Plan, start time.Time) {
 			continue
 		}
 		e.accept(j.r, j.res, now)
+	}
+	e.publish(plan, time.Since(start))
+}
+
+// argmaxer is a model that can return the argmax token per logit row
+// without handing the logits back (*model.Model can).
+type argmaxer interface {
+	ForwardArgmax(b *backend.Batch, kv backend.KVStore) ([]int32, error)
+}
+
+// pureGreedy reports whether sampling p is exactly argmax of the raw
+// logits: no temperature, penalties or logprobs to compute.
+func pureGreedy(p sample.Params) bool {
+	return p.Temperature < 1e-5 && p.Logprobs == 0 && (p.RepetitionPenalty == 0 || p.RepetitionPenalty == 1) &&
+		p.PresencePenalty == 0 && p.FrequencyPenalty == 0
+}
+
+// tryGreedy runs the step through the model's argmax path when every
+// sequence that samples this step is pure greedy; ok is false when the
+// normal logits path must run instead.
+func (e *Engine) tryGreedy(plan *sched.Plan, b *backend.Batch) (ids []int32, ok bool, err error) {
+	am, can := e.m.(argmaxer)
+	if !can || len(b.LogitRows) == 0 {
+		return nil, false, nil
+	}
+	for _, it := range plan.Items {
+		if it.Logits && !pureGreedy(e.reqs[it.Seq.ID].req.Params) {
+			return nil, false, nil
+		}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	ids, err = am.ForwardArgmax(b, e.kvStore)
+	if err == nil && len(ids) != len(b.LogitRows) {
+		err = fmt.Errorf("model returned %d ids for %d rows", len(ids), len(b.LogitRows))
+	}
+	return ids, true, err
+}
+
+// acceptGreedy is runPlan's tail for the argmax path.
+func (e *Engine) acceptGreedy(plan *sched.Plan, b *backend.Batch, ids []int32, err error, start time.Time) {
+	if err != nil {
+		err = fmt.Errorf("engine: forward: %w", err)
+		for _, it := range plan.Items {
+			e.finish(e.reqs[it.Seq.ID], FinishError, err, nil)
+		}
+		e.publish(plan, time.Since(start))
+		return
+	}
+	now := time.Now()
+	row := 0
+	for _, it := range plan.Items {
+		it.Seq.Computed += it.Len
+		if !it.Logits {
+			continue
+		}
+		id := ids[row]
+		row++
+		r := e.reqs[it.Seq.ID]
+		if id < 0 || int(id) >= e.vocab {
+			e.finish(r, FinishError, fmt.Errorf("engine: argmax returned token %d outside the vocabulary", id), nil)
+			continue
+		}
+		e.accept(r, sample.Result{ID: id}, now)
 	}
 	e.publish(plan, time.Since(start))
 }

@@ -155,6 +155,31 @@ func (m *Model) Reserve(n int) {
 // Forward runs one step and returns the logits of b.LogitRows, row-major
 // [len(LogitRows), Vocab].
 func (m *Model) Forward(b *backend.Batch, kv backend.KVStore) ([]float32, error) {
+	logits, err := m.forward(b, kv)
+	if err != nil || logits == nil {
+		return nil, err
+	}
+	out := make([]float32, logits.Rows()*m.Cfg.Vocab)
+	m.be.ReadRows(logits, out)
+	return out, m.be.Sync()
+}
+
+// ForwardArgmax runs one step and returns the argmax token of each of
+// b.LogitRows. Greedy decoding needs nothing else, and on a GPU copying
+// back one id per row instead of a vocabulary of logits saves a transfer
+// per step.
+func (m *Model) ForwardArgmax(b *backend.Batch, kv backend.KVStore) ([]int32, error) {
+	logits, err := m.forward(b, kv)
+	if err != nil || logits == nil {
+		return nil, err
+	}
+	ids := m.be.Argmax(logits)
+	return ids, m.be.Sync()
+}
+
+// forward runs the layers and the head; it returns nil when no logits
+// were asked for.
+func (m *Model) forward(b *backend.Batch, kv backend.KVStore) (backend.Tensor, error) {
 	n := len(b.Tokens)
 	if n == 0 {
 		return nil, fmt.Errorf("empty batch")
@@ -191,7 +216,5 @@ func (m *Model) Forward(b *backend.Batch, kv backend.KVStore) ([]float32, error)
 	if m.FinalSoftcap != 0 {
 		be.Softcap(logits, m.FinalSoftcap)
 	}
-	out := make([]float32, rows*m.Cfg.Vocab)
-	be.ReadRows(logits, out)
-	return out, be.Sync()
+	return logits, nil
 }
