@@ -73,12 +73,15 @@ func (e *Engine) drainInbox() {
 	}
 }
 
-// reapCancelled ends requests whose consumer cancelled, freeing their KV
+// reapCancelled ends requests whose consumer cancelled or finished them,
+// freeing their KV
 // blocks before the next plan is made.
 func (e *Engine) reapCancelled() {
 	for _, r := range e.reqs {
 		if err := r.stream.ctx.Err(); err != nil {
 			e.finish(r, FinishCancelled, err, nil)
+		} else if r.stream.finishRequested.Load() {
+			e.finish(r, FinishStop, nil, nil)
 		}
 	}
 }

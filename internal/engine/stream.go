@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mlxcel/mlxcel/internal/engine/sched"
@@ -73,6 +74,10 @@ type Stream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// finishRequested is set by Finish: the caller decided the output is
+	// complete (a stop string matched).
+	finishRequested atomic.Bool
+
 	mu    sync.Mutex
 	queue []Event
 	ended bool
@@ -85,6 +90,13 @@ func (s *Stream) Events() <-chan Event { return s.ch }
 // Cancel ends the request: the engine frees its slot and KV blocks within
 // the next step. Safe to call more than once and after the end.
 func (s *Stream) Cancel() { s.cancel() }
+
+// Finish ends the request as complete (finish reason "stop"), for stop
+// conditions the caller detects itself, such as a stop string. Unlike
+// Cancel, the stream still delivers a terminal event with the request's
+// Timing; tokens generated before the engine noticed (at most a step's
+// worth) may arrive first and are not part of the output.
+func (s *Stream) Finish() { s.finishRequested.Store(true) }
 
 func newStream(ctx context.Context) *Stream {
 	s := &Stream{

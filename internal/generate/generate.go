@@ -75,7 +75,15 @@ func Run(ctx context.Context, eng Submitter, det Detokenizer, r Request, emit fu
 		}
 		return true
 	}
+	stopped := false
 	for ev := range st.Events() {
+		if stopped && !ev.Done {
+			continue
+		}
+		if ev.Done && stopped {
+			res.Timing, res.FinishReason, res.Err = ev.Timing, engine.FinishStop, ev.Err
+			break
+		}
 		if ev.Done {
 			res.Timing = ev.Timing
 			res.FinishReason, res.Err = ev.FinishReason, ev.Err
@@ -100,8 +108,10 @@ func Run(ctx context.Context, eng Submitter, det Detokenizer, r Request, emit fu
 			break
 		}
 		if hit {
-			res.FinishReason = engine.FinishStop
-			break
+			// Let the engine end the request as "stop" and report its
+			// timing; tokens it made meanwhile are not output.
+			st.Finish()
+			stopped = true
 		}
 	}
 	res.Text = text.String()
