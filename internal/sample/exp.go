@@ -2,13 +2,17 @@ package sample
 
 import "math"
 
-// A float32 exp for arguments <= 0, written out in the loops below because
-// it is where sampling spends its time: every full-distribution step needs
-// one exponential per vocabulary entry (262144 for Gemma 3). math.Exp works
-// in float64 with a long polynomial and is not inlined; this version uses
-// the classic table method e^x = 2^n * 2^(j/64) * e^r, |r| <= ln2/128, where
-// a cubic is already accurate to float32 precision (max relative error
-// ~2e-7, checked in the tests). It is about 1.5-2x faster than math.Exp.
+// An exp for arguments <= 0, written out in the loops below because it is
+// where sampling spends its time: every full-distribution step needs one
+// exponential per vocabulary entry (262144 for Gemma 3). math.Exp is not
+// inlined and carries a long polynomial for full float64 accuracy; the
+// results here are stored as float32, so this uses the table method
+// e^x = 2^n * 2^(j/64) * e^r with |r| <= ln2/128, where a quadratic is
+// already below float32 resolution (max relative error ~8e-8, checked in the
+// tests). The arithmetic is float64 so that one multiply-subtract gives an
+// exact enough r, and the rounding of x*64/ln2 to an integer k is the
+// "add 1.5*2^52" trick, which leaves k in the low mantissa bits and avoids
+// int<->float conversions. About 2x faster than calling math.Exp.
 //
 // Everything below -expCutoff underflows float32 and is returned as 0; so are
 // NaN and -Inf, which is how masked tokens drop out.
@@ -16,63 +20,62 @@ import "math"
 const (
 	expCutoff = 87.3 // e^-87.3 is just above the smallest normal float32
 	log2e64   = 64 * 1.44269504088896340736
-	// ln2/64 split in two so that k*ln2hi is exact in float32 for every k
-	// the cutoff allows (|k| < 8100 needs 13 bits; ln2hi has 9).
-	ln2hi64 = 0.693359375 / 64
-	ln2lo64 = (0.69314718055994530942 - 0.693359375) / 64
+	ln2by64   = 0.69314718055994530942 / 64
+	shifter   = 0x1.8p52 // adding it rounds to an integer kept in the low bits
 )
 
-// exp2Tab[j] holds the float32 bits of 2^(j/64).
-var exp2Tab = func() (t [64]uint32) {
+// exp2Tab[j] holds the float64 bits of 2^(j/64).
+var exp2Tab = func() (t [64]uint64) {
 	for j := range t {
-		t[j] = math.Float32bits(float32(math.Exp2(float64(j) / 64)))
+		t[j] = math.Float64bits(math.Exp2(float64(j) / 64))
 	}
 	return t
 }()
 
-// expNeg returns e^x for x <= 0 (0 for x < -87.3, -Inf and NaN).
-// exp(0) is exactly 1, which min-p relies on.
-func expNeg(x float32) float32 {
-	if !(x >= -expCutoff) {
+// expNeg returns e^x for x <= 0 (0 for x < -87.3, -Inf and NaN). It is the
+// scalar twin of the loops below and must stay bit-identical to them (a
+// test checks). exp(0) is exactly 1, which min-p relies on.
+func expNeg(xd float64) float32 {
+	if !(xd >= -expCutoff) {
 		return 0
 	}
-	// Round x*64/ln2 to the nearest integer; x <= 0 so truncating x-0.5
-	// rounds (half away from zero).
-	k := int32(x*log2e64 - 0.5)
-	fk := float32(k)
-	r := x - fk*ln2hi64 - fk*ln2lo64
-	p := 1 + r + r*r*(0.5+r*(1.0/6))
-	return p * math.Float32frombits(exp2Tab[k&63]+uint32(k>>6)<<23)
+	t := xd*log2e64 + shifter
+	kb := math.Float64bits(t) // low bits: k = round(x*64/ln2), two's complement
+	r := xd - (t-shifter)*ln2by64
+	p := 1 + r + r*r*0.5
+	// 2^(k/64) = 2^(k&63 / 64) * 2^(k>>6); the shift of kb drops the
+	// shifter's own exponent bits, leaving floor(k/64) in the exponent field.
+	return float32(p * math.Float64frombits(exp2Tab[kb&63]+(kb>>6)<<52))
 }
 
 // expStore writes e_i = exp((src_i - m) * scale) to dst, zeroing those below
-// floor, and returns the float64 sum of what it wrote. m must be >= every
-// src_i (the caller passes the max) so that the exponent is <= 0.
-func expStore(dst, src []float32, m, scale, floor float32) float64 {
+// floor, and returns the float64 sum of what it wrote (of the stored float32
+// values, so that sampling by cumulative sums over dst hits exactly this
+// total). m must be >= every src_i (the caller passes the max) so that the
+// exponent is <= 0.
+func expStore(dst, src []float32, m float32, scale float64, floor float32) float64 {
 	dst = dst[:len(src)]
-	// Two accumulators halve the float64 add dependency chain.
-	var s0, s1 float64
+	md := float64(m)
+	var sum float64
 	for i, v := range src {
-		x := (v - m) * scale
+		// float64 makes v - m exact; in float32 it could be off by half an
+		// ulp of m, i.e. 1e-6 relative in e^x for logits around 20.
+		xd := (float64(v) - md) * scale
 		var e float32
-		if x >= -expCutoff { // false for NaN and -Inf
-			k := int32(x*log2e64 - 0.5)
-			fk := float32(k)
-			r := x - fk*ln2hi64 - fk*ln2lo64
-			p := 1 + r + r*r*(0.5+r*(1.0/6))
-			e = p * math.Float32frombits(exp2Tab[k&63]+uint32(k>>6)<<23)
+		if xd >= -expCutoff { // false for NaN and -Inf
+			t := xd*log2e64 + shifter
+			kb := math.Float64bits(t)
+			r := xd - (t-shifter)*ln2by64
+			p := 1 + r + r*r*0.5
+			e = float32(p * math.Float64frombits(exp2Tab[kb&63]+(kb>>6)<<52))
 			if e < floor {
 				e = 0
 			}
 		}
 		dst[i] = e
-		if i&1 == 0 {
-			s0 += float64(e)
-		} else {
-			s1 += float64(e)
-		}
+		sum += float64(e)
 	}
-	return s0 + s1
+	return sum
 }
 
 // Histogram of probabilities for top-p: bucket b holds the mass of the
@@ -90,50 +93,55 @@ func bucketOf(e float32) uint32 {
 	return (oneBits - math.Float32bits(e)) >> bucketShift
 }
 
+// histogram has four interleaved copies, element i going to copy i&3:
+// most of a vocabulary falls into a handful of deep buckets, and with a
+// single copy consecutive read-modify-writes of the same slot serialise on
+// store-to-load forwarding, which made the histogram pass twice as slow.
+type histogram [4][nBuckets]float64
+
+// mass returns the total of bucket b over the four copies.
+func (h *histogram) mass(b int) float64 {
+	return (h[0][b] + h[1][b]) + (h[2][b] + h[3][b])
+}
+
 // expStoreHist is expStore without a floor that also accumulates the
 // per-bucket mass into hist (which the caller has zeroed).
-func expStoreHist(dst, src []float32, m, scale float32, hist *[nBuckets]float64) float64 {
+func expStoreHist(dst, src []float32, m float32, scale float64, hist *histogram) float64 {
 	dst = dst[:len(src)]
-	var s0, s1 float64
+	md := float64(m)
+	var sum float64
 	for i, v := range src {
-		x := (v - m) * scale
+		xd := (float64(v) - md) * scale
 		var e float32
-		if x >= -expCutoff {
-			k := int32(x*log2e64 - 0.5)
-			fk := float32(k)
-			r := x - fk*ln2hi64 - fk*ln2lo64
-			p := 1 + r + r*r*(0.5+r*(1.0/6))
-			e = p * math.Float32frombits(exp2Tab[k&63]+uint32(k>>6)<<23)
+		if xd >= -expCutoff {
+			t := xd*log2e64 + shifter
+			kb := math.Float64bits(t)
+			r := xd - (t-shifter)*ln2by64
+			p := 1 + r + r*r*0.5
+			e = float32(p * math.Float64frombits(exp2Tab[kb&63]+(kb>>6)<<52))
 		}
 		dst[i] = e
-		hist[bucketOf(e)&(nBuckets-1)] += float64(e)
-		if i&1 == 0 {
-			s0 += float64(e)
-		} else {
-			s1 += float64(e)
-		}
+		hist[i&3][bucketOf(e)&(nBuckets-1)] += float64(e)
+		sum += float64(e)
 	}
-	return s0 + s1
+	return sum
 }
 
 // expSum returns sum_i exp(src_i - m) without storing anything; it is the
 // log-sum-exp pass for raw logprobs.
 func expSum(src []float32, m float32) float64 {
-	var s0, s1 float64
-	for i, v := range src {
-		x := v - m
-		if x >= -expCutoff {
-			k := int32(x*log2e64 - 0.5)
-			fk := float32(k)
-			r := x - fk*ln2hi64 - fk*ln2lo64
-			p := 1 + r + r*r*(0.5+r*(1.0/6))
-			e := p * math.Float32frombits(exp2Tab[k&63]+uint32(k>>6)<<23)
-			if i&1 == 0 {
-				s0 += float64(e)
-			} else {
-				s1 += float64(e)
-			}
+	md := float64(m)
+	var sum float64
+	for _, v := range src {
+		xd := float64(v) - md
+		if xd >= -expCutoff {
+			t := xd*log2e64 + shifter
+			kb := math.Float64bits(t)
+			r := xd - (t-shifter)*ln2by64
+			p := 1 + r + r*r*0.5
+			// Nothing is stored, so keep full float64 precision.
+			sum += p * math.Float64frombits(exp2Tab[kb&63]+(kb>>6)<<52)
 		}
 	}
-	return s0 + s1
+	return sum
 }

@@ -40,7 +40,7 @@ const heapMaxK = 1024
 // use; make one per sequence.
 type Sampler struct {
 	greedy bool
-	invT   float32 // 1/temperature
+	invT   float64 // 1/temperature
 	topK   int     // 0 = off
 	topP   float64 // 1 = off
 	minP   float32 // 0 = off
@@ -54,7 +54,7 @@ type Sampler struct {
 	buf    []float32 // penalised logits, then probabilities in place
 	counts []int32   // per-token output counts; all zero between calls
 	cands  []cand    // candidate tokens for top-k / top-p
-	hist   [nBuckets]float64
+	hist   histogram
 }
 
 // New returns a sampler for logits of length vocab (longer logits are
@@ -76,7 +76,7 @@ func New(p Params, vocab int) *Sampler {
 		nTop:   min(max(p.Logprobs, 0), MaxLogprobs),
 	}
 	if !s.greedy {
-		s.invT = 1 / p.Temperature
+		s.invT = 1 / float64(p.Temperature)
 	}
 	if p.TopP > 0 && p.TopP < 1 {
 		s.topP = float64(p.TopP)
@@ -119,14 +119,44 @@ func (s *Sampler) penalised() bool {
 
 // Greedy returns the index of the largest logit, the lowest index on ties.
 // NaN entries are skipped; if no entry is larger than -Inf it returns 0.
+//
+// It finds the max value with four independent running maxima (no
+// loop-carried index, so the compares pipeline; ~2x faster than the
+// one-pass argmax) and then the first index holding it, which is usually
+// an early exit.
 func Greedy(logits []float32) int32 {
-	best, id := negInf, 0
-	for i, v := range logits {
-		if v > best {
-			best, id = v, i
+	m0, m1, m2, m3 := negInf, negInf, negInf, negInf
+	i := 0
+	for ; i+4 <= len(logits); i += 4 {
+		v := logits[i : i+4 : i+4]
+		if v[0] > m0 {
+			m0 = v[0]
+		}
+		if v[1] > m1 {
+			m1 = v[1]
+		}
+		if v[2] > m2 {
+			m2 = v[2]
+		}
+		if v[3] > m3 {
+			m3 = v[3]
 		}
 	}
-	return int32(id)
+	for ; i < len(logits); i++ {
+		if logits[i] > m0 {
+			m0 = logits[i]
+		}
+	}
+	m := max(m0, m1, m2, m3) // no NaN can be in here
+	if m == negInf {
+		return 0
+	}
+	for i, v := range logits {
+		if v == m {
+			return int32(i)
+		}
+	}
+	return 0 // unreachable
 }
 
 // Sample picks the next token from logits (one entry per vocabulary id).
@@ -257,8 +287,8 @@ func (s *Sampler) sampleTempered(l []float32, m float32) (id int32, z float64, f
 		// Find the first bucket where the mass from the top reaches the
 		// target: only tokens up to that bucket can be in the nucleus.
 		stop, acc := uint32(nBuckets-1), 0.0
-		for b := range s.hist {
-			acc += s.hist[b]
+		for b := range nBuckets {
+			acc += s.hist.mass(b)
 			if acc >= target {
 				stop = uint32(b)
 				break
@@ -296,7 +326,7 @@ func (s *Sampler) sampleTopK(l []float32, m float32, k int) int32 {
 	}
 	z := 0.0
 	for i := range c {
-		e := expNeg((c[i].v - m) * s.invT)
+		e := expNeg((float64(c[i].v) - float64(m)) * s.invT)
 		c[i].v = e
 		z += float64(e)
 	}
