@@ -72,6 +72,11 @@ type AttnParams struct {
 type SeqSlice struct {
 	Start, Len int     // rows of the batch that belong to this sequence
 	Blocks     []int32 // the sequence's KV block table (block ids in position order)
+	// Slot is the sequence's index in [0, KVSpec.Slots), stable while it
+	// is admitted and unique among the sequences admitted at once; it
+	// selects the sequence's ring of windowed-layer KV (see KVSpec). Only
+	// meaningful when the store has rings.
+	Slot int
 }
 
 // Batch describes one forward step: the tokens of several sequences, each
@@ -85,13 +90,32 @@ type Batch struct {
 
 // KVSpec sizes the paged KV store: NumBlocks blocks of BlockSize tokens,
 // each layer with its own KV head count and head dim.
+//
+// Sliding-window layers need only the last Window positions of each
+// sequence, so a backend may keep them in a ring per sequence slot instead
+// of the paged blocks: Slots rings of RingTokens positions, position p at
+// ring index p % RingTokens, making their memory independent of the
+// context length. The caller guarantees that a step's chunk of Len tokens
+// for one sequence satisfies Window-1+Len <= RingTokens, so a chunk's keys
+// can all be written before any of its queries reads (the oldest key a
+// query needs is never overwritten by a later key of the same chunk).
+// Slots or RingTokens 0 means no rings: windowed layers stay paged, which
+// is also what a backend that ignores these fields does. The block tables
+// still cover every position, as full layers need them.
 type KVSpec struct {
 	NumBlocks, BlockSize int
 	Layers               []KVLayer
+	Slots                int // sequences admitted at once (SeqSlice.Slot < Slots)
+	RingTokens           int // ring length per slot for windowed layers
 }
 
 // KVLayer is one layer's KV geometry.
-type KVLayer struct{ KVHeads, HeadDim int }
+type KVLayer struct {
+	KVHeads, HeadDim int
+	// Window is the layer's sliding window in tokens (AttnParams.Window);
+	// 0 means full attention, which always uses the paged blocks.
+	Window int
+}
 
 // KVStore is backend memory for paged K and V of every layer.
 type KVStore interface {

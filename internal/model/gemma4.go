@@ -36,11 +36,11 @@ import (
 // transformers mask is kv > q - window), which is the backend's
 // AttnParams.Window semantics.
 //
-// KV memory: every layer currently stores the whole sequence in the paged
-// cache, sliding layers included; attention reads only the window. Bounding
-// it needs per-layer-group block tables in the KV manager (sliding layers
-// keeping ceil((window-1+chunk)/block)+1 blocks per sequence, reused modulo
-// that count, or freed as they fall out of the window); see the issue notes.
+// KV memory: sliding layers report their window in KV(), so a backend
+// that supports it keeps them in a ring per sequence slot of window +
+// step-size tokens (backend.KVSpec Slots/RingTokens; docs/kv-cache.md)
+// and their memory no longer grows with the context. Full layers, and
+// sliding ones on a backend without rings, use the paged cache.
 //
 // Not supported (refused at load): per-layer input embeddings
 // (hidden_size_per_layer_input > 0, the E2B/E4B models), KV sharing
@@ -63,7 +63,10 @@ type gemma4Layer struct {
 }
 
 func (l *gemma4Layer) KV() backend.KVLayer {
-	return backend.KVLayer{KVHeads: l.attn.Params.KVHeads, HeadDim: l.attn.Params.HeadDim}
+	p := l.attn.Params
+	// The window tells the backend it may keep this layer's KV in a
+	// bounded per-sequence ring instead of the paged blocks.
+	return backend.KVLayer{KVHeads: p.KVHeads, HeadDim: p.HeadDim, Window: p.Window}
 }
 
 func (l *gemma4Layer) Forward(s *Step, x backend.Tensor) {

@@ -29,7 +29,10 @@ type llamaLayer struct {
 }
 
 func (l *llamaLayer) KV() backend.KVLayer {
-	return backend.KVLayer{KVHeads: l.attn.Params.KVHeads, HeadDim: l.attn.Params.HeadDim}
+	p := l.attn.Params
+	// The window tells the backend it may keep this layer's KV in a
+	// bounded per-sequence ring instead of the paged blocks.
+	return backend.KVLayer{KVHeads: p.KVHeads, HeadDim: p.HeadDim, Window: p.Window}
 }
 
 func (l *llamaLayer) Forward(s *Step, x backend.Tensor) {

@@ -79,7 +79,8 @@ func (m *Model) MaxContext() int {
 	return 4096
 }
 
-// KVLayers describes the KV geometry of every layer.
+// KVLayers describes the KV geometry of every layer, sliding windows
+// included (KVLayer.Window), so the KV store can bound windowed layers.
 func (m *Model) KVLayers() []backend.KVLayer {
 	out := make([]backend.KVLayer, len(m.Layers))
 	for i, l := range m.Layers {

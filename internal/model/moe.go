@@ -134,6 +134,8 @@ func buildMixtral(cfg *weights.Config, src Source, m *Model) error {
 	// transformers' Mixtral applies config.sliding_window to every layer
 	// whenever it is set (released Mixtrals leave it null). The window is
 	// the same `window` tokens including the current one as Gemma's.
+	// llamaLayer.KV reads the window from the attention params, so
+	// KVLayers reports it too and the layers get bounded ring KV.
 	for _, l := range m.Layers {
 		l.(*llamaLayer).attn.Params.Window = cfg.SlidingWindow
 	}

@@ -7,10 +7,17 @@ import (
 	"github.com/mlxcel/mlxcel/internal/backend"
 )
 
-// kvStore keeps each layer's K and V as [block][slot][kvHead][headDim].
+// kvStore keeps each layer's K and V in one of two layouts:
+//   - paged, [block][offset][kvHead][headDim]: full-attention layers, and
+//     every layer when the spec has no rings;
+//   - ring, [slot][ring index][kvHead][headDim] with position p at index
+//     p % RingTokens: windowed layers when the spec has Slots and
+//     RingTokens. Their size is Slots*RingTokens positions whatever
+//     NumBlocks is, which is what bounds sliding-window memory.
 type kvStore struct {
 	spec backend.KVSpec
 	k, v [][]float32
+	ring []bool // per layer: stored as per-slot rings
 }
 
 func (s *kvStore) Spec() backend.KVSpec { return s.spec }
@@ -19,30 +26,82 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 	if spec.NumBlocks <= 0 || spec.BlockSize <= 0 {
 		return nil, fmt.Errorf("cpu: KV store needs positive block count and size")
 	}
+	if spec.Slots < 0 || spec.RingTokens < 0 {
+		return nil, fmt.Errorf("cpu: KV store slots %d and ring tokens %d must not be negative", spec.Slots, spec.RingTokens)
+	}
+	rings := spec.Slots > 0 && spec.RingTokens > 0
 	s := &kvStore{spec: spec}
-	for _, l := range spec.Layers {
+	for i, l := range spec.Layers {
+		ring := rings && l.Window > 0
 		n := spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim
+		if ring {
+			// A ring shorter than the window could not hold even one
+			// query's keys; Attention checks the stricter per-chunk bound.
+			if spec.RingTokens < l.Window {
+				return nil, fmt.Errorf("cpu: layer %d: ring of %d tokens is shorter than its window of %d", i, spec.RingTokens, l.Window)
+			}
+			n = spec.Slots * spec.RingTokens * l.KVHeads * l.HeadDim
+		}
+		s.ring = append(s.ring, ring)
 		s.k = append(s.k, make([]float32, n))
 		s.v = append(s.v, make([]float32, n))
 	}
 	return s, nil
 }
 
+// bytes is the memory of layer's K and V (tests).
+func (s *kvStore) bytes(layer int) int { return 4 * (len(s.k[layer]) + len(s.v[layer])) }
+
+// row is the index, in units of one position's KVHeads*HeadDim values, of
+// position pos of sequence seq in layer.
+func (s *kvStore) row(layer int, seq *backend.SeqSlice, pos int) int {
+	if s.ring[layer] {
+		r := s.spec.RingTokens
+		return seq.Slot*r + pos%r
+	}
+	bs := s.spec.BlockSize
+	return int(seq.Blocks[pos/bs])*bs + pos%bs
+}
+
+// checkRing panics when the step breaks what a ring layer relies on: a
+// wrong slot or an over-long chunk would silently read another sequence's
+// keys or keys overwritten in this very step. The engine turns the panic
+// into an error for the step's requests.
+func (s *kvStore) checkRing(layer int, step *backend.Batch, p backend.AttnParams) {
+	w := s.spec.Layers[layer].Window
+	if p.Window <= 0 || p.Window > w {
+		panic(fmt.Sprintf("cpu: layer %d: attention window %d does not fit the KV store's window %d", layer, p.Window, w))
+	}
+	used := make([]bool, s.spec.Slots)
+	for _, q := range step.Seqs {
+		if q.Slot < 0 || q.Slot >= s.spec.Slots || used[q.Slot] {
+			panic(fmt.Sprintf("cpu: sequence slot %d is out of [0, %d) or used twice in one step", q.Slot, s.spec.Slots))
+		}
+		used[q.Slot] = true
+		if p.Window-1+q.Len > s.spec.RingTokens {
+			panic(fmt.Sprintf("cpu: a %d-token chunk with window %d overflows the %d-token ring", q.Len, p.Window, s.spec.RingTokens))
+		}
+	}
+}
+
 func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, layer int, p backend.AttnParams) {
 	st := kv.(*kvStore)
 	out, qt, kt, vt := dst.(*Tensor), q.(*Tensor), k.(*Tensor), v.(*Tensor)
-	bs := st.spec.BlockSize
 	kvw := p.KVHeads * p.HeadDim
 	K, V := st.k[layer], st.v[layer]
 	step := b.step
+	if st.ring[layer] {
+		st.checkRing(layer, step, p)
+	}
 	// Store this step's keys and values first: every query below may read
-	// any earlier position of its own sequence.
-	for _, s := range step.Seqs {
+	// any earlier position of its own sequence (the ring bound makes that
+	// hold for rings too).
+	for i := range step.Seqs {
+		s := &step.Seqs[i]
 		for r := s.Start; r < s.Start+s.Len; r++ {
-			pos := int(step.Positions[r])
-			slot := int(s.Blocks[pos/bs])*bs + pos%bs
-			copy(K[slot*kvw:(slot+1)*kvw], kt.Row(r))
-			copy(V[slot*kvw:(slot+1)*kvw], vt.Row(r))
+			row := st.row(layer, s, int(step.Positions[r]))
+			copy(K[row*kvw:(row+1)*kvw], kt.Row(r))
+			copy(V[row*kvw:(row+1)*kvw], vt.Row(r))
 		}
 	}
 	seqOf := make([]int, qt.rows)
@@ -53,26 +112,35 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	}
 	group := p.Heads / p.KVHeads
 	work := qt.rows * p.Heads
-	// Each (token, head) item reads about pos*HeadDim keys and values;
-	// split only when that adds up to enough work to pay for goroutines.
-	perItem := (int(step.Positions[qt.rows-1]) + 1) * p.HeadDim
+	// Each (token, head) item reads about min(pos+1, window)*HeadDim keys
+	// and values; split only when that adds up to enough work to pay for
+	// goroutines.
+	keys := int(step.Positions[qt.rows-1]) + 1
+	if p.Window > 0 {
+		keys = min(keys, p.Window)
+	}
+	perItem := keys * p.HeadDim
 	b.parallel(work, max(1, (1<<16)/max(perItem, 1)), func(lo, hi int) {
 		var scores []float32
+		var rows []int // rows[i] is the store row of key first+i
 		for w := lo; w < hi; w++ {
 			r, h := w/p.Heads, w%p.Heads
-			s := step.Seqs[seqOf[r]]
+			s := &step.Seqs[seqOf[r]]
 			pos := int(step.Positions[r])
 			first := 0
 			if p.Window > 0 && pos-p.Window+1 > 0 {
 				first = pos - p.Window + 1
 			}
+			rows = rows[:0]
+			for j := first; j <= pos; j++ {
+				rows = append(rows, st.row(layer, s, j))
+			}
 			qv := qt.Row(r)[h*p.HeadDim : (h+1)*p.HeadDim]
 			kvOff := (h / group) * p.HeadDim
 			scores = scores[:0]
 			maxS := float32(math.Inf(-1))
-			for j := first; j <= pos; j++ {
-				slot := int(s.Blocks[j/bs])*bs + j%bs
-				sc := dot(qv, K[slot*kvw+kvOff:slot*kvw+kvOff+p.HeadDim]) * p.Scale
+			for _, row := range rows {
+				sc := dot(qv, K[row*kvw+kvOff:row*kvw+kvOff+p.HeadDim]) * p.Scale
 				if p.Softcap > 0 {
 					sc = p.Softcap * float32(math.Tanh(float64(sc/p.Softcap)))
 				}
@@ -87,10 +155,9 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 			}
 			o := out.Row(r)[h*p.HeadDim : (h+1)*p.HeadDim]
 			clear(o)
-			for i, j := 0, first; j <= pos; i, j = i+1, j+1 {
-				slot := int(s.Blocks[j/bs])*bs + j%bs
+			for i, row := range rows {
 				wgt := scores[i] / sum
-				vv := V[slot*kvw+kvOff : slot*kvw+kvOff+p.HeadDim]
+				vv := V[row*kvw+kvOff : row*kvw+kvOff+p.HeadDim]
 				for d := range o {
 					o[d] += wgt * vv[d]
 				}

@@ -98,22 +98,42 @@ type Result struct {
 
 const blockSize = 16
 
-// Seq runs one sequence through a model with a private KV store.
+// Seq runs one sequence through a model with a private KV store. It is
+// the store's only sequence: Slot 0 of Slots 1. Windowed layers get a ring
+// of max window + longest feed tokens, the size the engine would use for
+// a step of that many tokens, so a short feed length makes later
+// positions wrap the ring while the references still have to match.
 type Seq struct {
-	M      *model.Model
-	KV     backend.KVStore
-	blocks []int32
-	pos    int
+	M       *model.Model
+	KV      backend.KVStore
+	blocks  []int32
+	pos     int
+	maxFeed int
 }
 
-// NewSeq makes a KV store big enough for maxTokens.
+// NewSeq makes a KV store big enough for maxTokens, fed in any chunks.
 func NewSeq(m *model.Model, maxTokens int) (*Seq, error) {
+	return NewSeqFeed(m, maxTokens, maxTokens)
+}
+
+// NewSeqFeed makes a KV store big enough for maxTokens, fed at most
+// maxFeed tokens at a time (which bounds the ring of windowed layers).
+func NewSeqFeed(m *model.Model, maxTokens, maxFeed int) (*Seq, error) {
 	nb := (maxTokens + blockSize - 1) / blockSize
-	kv, err := m.Backend().NewKVStore(backend.KVSpec{NumBlocks: nb, BlockSize: blockSize, Layers: m.KVLayers()})
+	layers := m.KVLayers()
+	spec := backend.KVSpec{NumBlocks: nb, BlockSize: blockSize, Layers: layers}
+	window := 0
+	for _, l := range layers {
+		window = max(window, l.Window)
+	}
+	if window > 0 {
+		spec.Slots, spec.RingTokens = 1, window+maxFeed
+	}
+	kv, err := m.Backend().NewKVStore(spec)
 	if err != nil {
 		return nil, err
 	}
-	s := &Seq{M: m, KV: kv}
+	s := &Seq{M: m, KV: kv, maxFeed: maxFeed}
 	for i := range nb {
 		// Scatter blocks in reverse so a wrong block-table lookup shows.
 		s.blocks = append(s.blocks, int32(nb-1-i))
@@ -124,7 +144,12 @@ func NewSeq(m *model.Model, maxTokens int) (*Seq, error) {
 // Feed appends tokens and returns the logits of all of them (allRows) or
 // of the last one.
 func (s *Seq) Feed(tokens []int32, allRows bool) ([]float32, error) {
-	b := &backend.Batch{Tokens: tokens, Seqs: []backend.SeqSlice{{Start: 0, Len: len(tokens), Blocks: s.blocks}}}
+	if len(tokens) > s.maxFeed {
+		// The ring was sized for maxFeed: a longer step would overwrite
+		// keys its own first queries still need.
+		return nil, fmt.Errorf("modeltest: feeding %d tokens to a sequence made for at most %d at a time", len(tokens), s.maxFeed)
+	}
+	b := &backend.Batch{Tokens: tokens, Seqs: []backend.SeqSlice{{Start: 0, Len: len(tokens), Blocks: s.blocks, Slot: 0}}}
 	for i := range tokens {
 		b.Positions = append(b.Positions, int32(s.pos+i))
 		if allRows {
@@ -175,7 +200,7 @@ func Check(t *testing.T, dir string, be backend.Backend, o Options) Result {
 	total := T + len(ref.GreedyIDs) + 1
 
 	// 1. Full sequence in one step.
-	s, err := NewSeq(m, total)
+	s, err := NewSeqFeed(m, total, T)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,8 +214,11 @@ func Check(t *testing.T, dir string, be backend.Backend, o Options) Result {
 	}
 
 	// 2. Prefill a prefix, then one token at a time through the cache.
-	s, _ = NewSeq(m, total)
+	// The ring is sized for the prefix, so the decode steps wrap it.
 	pre := min(o.Prefix, T)
+	if s, err = NewSeqFeed(m, total, max(pre, 1)); err != nil {
+		t.Fatal(err)
+	}
 	inc, err := s.Feed(ref.InputIDs[:pre], true)
 	if err != nil {
 		t.Fatal(err)
@@ -211,11 +239,13 @@ func Check(t *testing.T, dir string, be backend.Backend, o Options) Result {
 	// one skipped near-tie does not derail the steps after it. The
 	// continuation starts after the input (tiny fixtures) or after BOS
 	// (stories260k, whose input is the story itself).
-	s, _ = NewSeq(m, total)
 	var last []float32
 	start := ref.InputIDs
 	if ref.Margin == nil {
 		start = ref.InputIDs[:1]
+	}
+	if s, err = NewSeqFeed(m, total, len(start)); err != nil {
+		t.Fatal(err)
 	}
 	if last, err = s.Feed(start, false); err != nil {
 		t.Fatal(err)
