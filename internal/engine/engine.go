@@ -105,6 +105,10 @@ type Request struct {
 	// caller includes the model's EOS ids here along with any user stop
 	// token ids.
 	StopIDs []int32
+	// NeedLogprob asks for the chosen token's logprob even when
+	// Params.Logprobs is 0 (OpenAI's logprobs: true, top_logprobs: 0); it
+	// keeps greedy requests off the argmax-only path.
+	NeedLogprob bool
 	// IgnoreEOS disables StopIDs: generation runs to MaxTokens or the
 	// context length (benchmarks).
 	IgnoreEOS bool
@@ -186,7 +190,9 @@ func New(m Model, cfg Config) (*Engine, error) {
 	maxCtx = min(maxCtx, cfg.NumBlocks*cfg.BlockSize)
 	cfg.MaxContext = maxCtx
 
-	kv, err := kvcache.New(cfg.NumBlocks, cfg.BlockSize)
+	// One slot per running sequence: it picks the sequence's ring of
+	// sliding-window KV (see kvSpec).
+	kv, err := kvcache.NewWithSlots(cfg.NumBlocks, cfg.BlockSize, cfg.Parallel)
 	if err != nil {
 		return nil, err
 	}
@@ -201,11 +207,7 @@ func New(m Model, cfg Config) (*Engine, error) {
 	if m.Backend() == nil {
 		return nil, errors.New("engine: model has no backend")
 	}
-	store, err := m.Backend().NewKVStore(backend.KVSpec{
-		NumBlocks: cfg.NumBlocks,
-		BlockSize: cfg.BlockSize,
-		Layers:    m.KVLayers(),
-	})
+	store, err := m.Backend().NewKVStore(kvSpec(cfg, m.KVLayers()))
 	if err != nil {
 		return nil, fmt.Errorf("engine: KV store: %w", err)
 	}
@@ -228,6 +230,26 @@ func New(m Model, cfg Config) (*Engine, error) {
 	}
 	e.stats.KVBlocksTotal = cfg.NumBlocks
 	return e, nil
+}
+
+// kvSpec sizes the backend KV store. Windowed layers get a ring per slot
+// of max window + MaxBatchTokens positions: one sequence's chunk is at most
+// MaxBatchTokens, so the chunk's keys and the window-1 keys before it fit
+// at once (the backend's Window-1+Len <= RingTokens contract, with one
+// spare). Rings are asked for only when they are smaller than the paged
+// store they replace (Parallel rings against NumBlocks*BlockSize
+// positions); a short context or a huge window keeps windowed layers
+// paged, which is always correct.
+func kvSpec(cfg Config, layers []backend.KVLayer) backend.KVSpec {
+	spec := backend.KVSpec{NumBlocks: cfg.NumBlocks, BlockSize: cfg.BlockSize, Layers: layers, Slots: cfg.Parallel}
+	window := 0
+	for _, l := range layers {
+		window = max(window, l.Window)
+	}
+	if ring := window + cfg.MaxBatchTokens; window > 0 && cfg.Parallel*ring < cfg.NumBlocks*cfg.BlockSize {
+		spec.RingTokens = ring
+	}
+	return spec
 }
 
 // Config is the effective configuration, defaults filled in.

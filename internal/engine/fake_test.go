@@ -20,15 +20,35 @@ func (fakeBackend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 	for i := range slots {
 		slots[i] = -1
 	}
-	return &fakeKV{spec: spec, slots: slots}, nil
+	k := &fakeKV{spec: spec, slots: slots}
+	for _, l := range spec.Layers {
+		k.window = max(k.window, l.Window)
+	}
+	if k.window > 0 && spec.Slots > 0 && spec.RingTokens > 0 {
+		k.ring = make([]ringEntry, spec.Slots*spec.RingTokens)
+		for i := range k.ring {
+			k.ring[i].pos = -1
+		}
+	}
+	return k, nil
 }
 
 // fakeKV stores, per slot, the token written there: enough to recompute a
-// sequence's history from its block table the way attention would.
+// sequence's history from its block table the way attention would. With a
+// windowed layer and rings in the spec it also keeps a ring per sequence
+// slot, as a backend would for sliding-window layers, and checks every
+// row's window read from it against the paged history.
 type fakeKV struct {
-	spec  backend.KVSpec
-	slots []int32
+	spec   backend.KVSpec
+	slots  []int32
+	window int
+	ring   []ringEntry // nil: no rings
 }
+
+// ringEntry is what a ring position holds: the token and the absolute
+// position it was written for (-1: never written), so a read of a
+// position another sequence or a later key overwrote is caught.
+type ringEntry struct{ tok, pos int32 }
 
 func (k *fakeKV) Spec() backend.KVSpec { return k.spec }
 
@@ -40,6 +60,7 @@ func (k *fakeKV) Spec() backend.KVSpec { return k.spec }
 // reference() computes without any batching.
 type fakeModel struct {
 	vocab, maxCtx int
+	window        int           // > 0: a second, sliding-window layer
 	delay         time.Duration // per Forward, to keep requests in flight
 
 	mu      sync.Mutex
@@ -50,10 +71,16 @@ type fakeModel struct {
 
 func newFake() *fakeModel { return &fakeModel{vocab: 97, maxCtx: 8192} }
 
-func (m *fakeModel) Vocab() int                  { return m.vocab }
-func (m *fakeModel) MaxContext() int             { return m.maxCtx }
-func (m *fakeModel) Backend() backend.Backend    { return fakeBackend{} }
-func (m *fakeModel) KVLayers() []backend.KVLayer { return []backend.KVLayer{{KVHeads: 1, HeadDim: 1}} }
+func (m *fakeModel) Vocab() int               { return m.vocab }
+func (m *fakeModel) MaxContext() int          { return m.maxCtx }
+func (m *fakeModel) Backend() backend.Backend { return fakeBackend{} }
+func (m *fakeModel) KVLayers() []backend.KVLayer {
+	l := []backend.KVLayer{{KVHeads: 1, HeadDim: 1}}
+	if m.window > 0 {
+		l = append(l, backend.KVLayer{KVHeads: 1, HeadDim: 1, Window: m.window})
+	}
+	return l
+}
 
 func (m *fakeModel) recorded() [][]int {
 	m.mu.Lock()
@@ -131,6 +158,11 @@ func (m *fakeModel) Forward(b *backend.Batch, kv backend.KVStore) ([]float32, er
 	if next != len(b.Tokens) {
 		return nil, fmt.Errorf("seqs cover %d of %d rows", next, len(b.Tokens))
 	}
+	if store.ring != nil {
+		if err := store.checkRing(b); err != nil {
+			return nil, err
+		}
+	}
 	// Read phase: each logits row hashes its sequence's cached history.
 	out := make([]float32, len(b.LogitRows)*m.vocab)
 	for i, r := range b.LogitRows {
@@ -178,4 +210,38 @@ func prompt(n, salt int) []int32 {
 		p[i] = int32((i*31 + salt*17 + 3) % 97)
 	}
 	return p
+}
+
+// checkRing writes the step's tokens to the sequences' rings, then checks
+// that every row's window, read back from its ring, is the sequence's own
+// history: a slot shared by two running sequences, changed while a
+// sequence runs, or a chunk too long for the ring all show as a mismatch.
+func (k *fakeKV) checkRing(b *backend.Batch) error {
+	R, bs := k.spec.RingTokens, k.spec.BlockSize
+	used := map[int]bool{}
+	for si, s := range b.Seqs {
+		if s.Slot < 0 || s.Slot >= k.spec.Slots || used[s.Slot] {
+			return fmt.Errorf("seq %d: slot %d out of range or shared in one step", si, s.Slot)
+		}
+		used[s.Slot] = true
+		if k.window-1+s.Len > R {
+			return fmt.Errorf("seq %d: %d-token chunk overflows the %d-token ring", si, s.Len, R)
+		}
+		for r := s.Start; r < s.Start+s.Len; r++ {
+			pos := b.Positions[r]
+			k.ring[s.Slot*R+int(pos)%R] = ringEntry{tok: b.Tokens[r], pos: pos}
+		}
+	}
+	for si, s := range b.Seqs {
+		for r := s.Start; r < s.Start+s.Len; r++ {
+			pos := int(b.Positions[r])
+			for p := max(0, pos-k.window+1); p <= pos; p++ {
+				e := k.ring[s.Slot*R+p%R]
+				if want := k.slots[int(s.Blocks[p/bs])*bs+p%bs]; int(e.pos) != p || e.tok != want {
+					return fmt.Errorf("seq %d slot %d: ring holds token %d of position %d where position %d has token %d", si, s.Slot, e.tok, e.pos, p, want)
+				}
+			}
+		}
+	}
+	return nil
 }

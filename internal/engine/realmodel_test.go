@@ -150,3 +150,20 @@ func TestGreedyArgmaxPathMatchesSampler(t *testing.T) {
 		}
 	}
 }
+
+// A greedy request that wants its tokens' logprobs (OpenAI's logprobs:
+// true with top_logprobs: 0) must get real values, not the argmax path's.
+func TestGreedyWithLogprobGetsRealLogprobs(t *testing.T) {
+	m := loadStories(t)
+	e, err := engine.New(m, engine.Config{Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	res := generate(t, e, []engine.Request{{Prompt: []int32{1}, MaxTokens: 8, IgnoreEOS: true, NeedLogprob: true}})
+	for i, lp := range res[0].logprobs {
+		if !(lp < 0) {
+			t.Fatalf("token %d: logprob %v", i, lp)
+		}
+	}
+}

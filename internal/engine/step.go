@@ -174,7 +174,7 @@ func (e *Engine) tryGreedy(plan *sched.Plan, b *backend.Batch) (ids []int32, ok 
 		return nil, false, nil
 	}
 	for _, it := range plan.Items {
-		if it.Logits && !pureGreedy(e.reqs[it.Seq.ID].req.Params) {
+		if r := e.reqs[it.Seq.ID].req; it.Logits && (r.NeedLogprob || !pureGreedy(r.Params)) {
 			return nil, false, nil
 		}
 	}
@@ -220,7 +220,7 @@ func (e *Engine) acceptGreedy(plan *sched.Plan, b *backend.Batch, ids []int32, e
 }
 
 // buildBatch lays the plan out as rows: each item's tokens contiguous, at
-// their own positions, with the sequence's block table. LogitRows follow
+// their own positions, with the sequence's block table and slot. LogitRows follow
 // item order, which is how sampling maps logits back to requests.
 func (e *Engine) buildBatch(plan *sched.Plan) *backend.Batch {
 	b := &e.batch
@@ -234,7 +234,7 @@ func (e *Engine) buildBatch(plan *sched.Plan) *backend.Batch {
 		for p := it.Start; p < it.Start+it.Len; p++ {
 			b.Positions = append(b.Positions, int32(p))
 		}
-		b.Seqs = append(b.Seqs, backend.SeqSlice{Start: start, Len: it.Len, Blocks: it.Blocks})
+		b.Seqs = append(b.Seqs, backend.SeqSlice{Start: start, Len: it.Len, Blocks: it.Blocks, Slot: it.Slot})
 		if it.Logits {
 			b.LogitRows = append(b.LogitRows, start+it.Len-1)
 		}

@@ -219,6 +219,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) string {
 	if e != nil {
 		return s.reject(w, e)
 	}
+	greq.NeedLogprob = wantLP
 	id, created := newID("chatcmpl-"), time.Now().Unix()
 	if req.Stream {
 		return s.streamChat(w, r, m, &req, greq, wantLP, id, created)

@@ -141,6 +141,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) string
 	if e != nil {
 		return s.reject(w, e)
 	}
+	greq.NeedLogprob = wantLP
 	if !req.Echo {
 		echo = ""
 	}

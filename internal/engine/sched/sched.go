@@ -83,6 +83,10 @@ type Item struct {
 	Seq        *Seq
 	Start, Len int
 	Blocks     []int32 // the sequence's block table, covering Start+Len tokens
+	// Slot is the sequence's KV slot (kvcache.Manager.Slot): stable from
+	// admission until it finishes or is preempted, and held by no other
+	// running sequence meanwhile.
+	Slot int
 	// Logits is set when the chunk reaches the end of Seq.Tokens: the
 	// engine samples the next token from the logits of its last row.
 	Logits bool
@@ -192,7 +196,7 @@ func (s *Scheduler) Schedule() Plan {
 		if !s.reserve(q, q.Computed+1, &p) {
 			break // q itself was preempted, and it was the newest
 		}
-		p.Items = append(p.Items, Item{Seq: q, Start: q.Computed, Len: 1, Blocks: s.kv.Table(q.ID), Logits: true})
+		p.Items = append(p.Items, Item{Seq: q, Start: q.Computed, Len: 1, Blocks: s.kv.Table(q.ID), Slot: s.kv.Slot(q.ID), Logits: true})
 		p.DecodeTokens++
 		budget--
 	}
@@ -244,7 +248,7 @@ func (s *Scheduler) planPrefill(q *Seq, budget int, p *Plan) int {
 		return 0
 	}
 	p.Items = append(p.Items, Item{
-		Seq: q, Start: q.Computed, Len: n, Blocks: s.kv.Table(q.ID),
+		Seq: q, Start: q.Computed, Len: n, Blocks: s.kv.Table(q.ID), Slot: s.kv.Slot(q.ID),
 		Logits:  q.Computed+n == len(q.Tokens),
 		Prefill: true,
 	})

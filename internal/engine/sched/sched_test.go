@@ -8,7 +8,9 @@ import (
 
 func newSched(t *testing.T, cfg Config, blocks, blockSize int) *Scheduler {
 	t.Helper()
-	kv, err := kvcache.New(blocks, blockSize)
+	// As many slots as Parallel, like the engine: admitting more running
+	// sequences than that would fail in Allocate.
+	kv, err := kvcache.NewWithSlots(blocks, blockSize, cfg.Parallel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,12 +47,17 @@ func run(p Plan) {
 func checkPlan(t *testing.T, s *Scheduler, p Plan, cfg Config) {
 	t.Helper()
 	seen := map[*Seq]bool{}
+	slots := map[int]bool{}
 	pre, dec := 0, 0
 	for _, it := range p.Items {
 		if seen[it.Seq] {
 			t.Fatalf("sequence %d planned twice", it.Seq.ID)
 		}
 		seen[it.Seq] = true
+		if it.Slot < 0 || it.Slot >= cfg.Parallel || slots[it.Slot] || it.Slot != s.kv.Slot(it.Seq.ID) {
+			t.Fatalf("sequence %d: slot %d out of range, shared or not its own (%d)", it.Seq.ID, it.Slot, s.kv.Slot(it.Seq.ID))
+		}
+		slots[it.Slot] = true
 		if !it.Seq.Running() {
 			t.Fatalf("sequence %d planned but not running", it.Seq.ID)
 		}
@@ -251,8 +258,8 @@ func TestPreemptNewestAndRecompute(t *testing.T) {
 			if young.Computed != 0 || young.Running() || s.Waiting()[0] != young {
 				t.Fatalf("victim state: computed %d running %v", young.Computed, young.Running())
 			}
-			if s.KV().Table(young.ID) != nil {
-				t.Fatal("victim kept its blocks")
+			if s.KV().Table(young.ID) != nil || s.KV().Slot(young.ID) != -1 {
+				t.Fatal("victim kept its blocks or its slot")
 			}
 			if len(p.Items) != 1 || p.Items[0].Seq != old {
 				t.Fatalf("old must keep decoding: %+v", p.Items)
