@@ -6,6 +6,14 @@
 // a sequence's block table lists its blocks in position order, so token at
 // position p lives in block table[p/BlockSize] at offset p%BlockSize.
 //
+// Every sequence holding a table also holds a slot: a small index, stable
+// until the sequence is freed, that no other sequence holds meanwhile. It
+// picks the sequence's ring for sliding-window layers, whose KV is kept per
+// slot instead of per block (backend.KVSpec Slots/RingTokens, SeqSlice.Slot;
+// see docs/kv-cache.md). Tying the slot to the table makes its lifetime the
+// sequence's admission exactly: taken on the first Allocate, released by
+// Free (finish, cancel or preemption).
+//
 // The Manager is not safe for concurrent use: the engine's single loop
 // goroutine owns it, which is also the only goroutine that builds batches.
 //
@@ -31,6 +39,10 @@ type SeqID uint64
 // remain. Nothing is allocated in that case.
 var ErrOutOfBlocks = errors.New("kvcache: out of KV blocks")
 
+// ErrOutOfSlots is returned when a sequence without a table would need a
+// slot and all of them are held. Nothing is allocated in that case.
+var ErrOutOfSlots = errors.New("kvcache: out of sequence slots")
+
 // Manager hands out blocks from a free list and keeps per-sequence block
 // tables.
 type Manager struct {
@@ -44,15 +56,29 @@ type Manager struct {
 	owner  []SeqID
 	owned  []bool
 	tables map[SeqID]*table
+	// slotUsed[i] says whether slot i is held; maxSlots bounds its length
+	// (0: unbounded).
+	slotUsed []bool
+	maxSlots int
 }
 
 type table struct {
 	blocks []int32
+	slot   int
 }
 
 // New creates a manager of numBlocks blocks of blockSize token slots.
-// blockSize <= 0 selects DefaultBlockSize.
+// blockSize <= 0 selects DefaultBlockSize. Sequence slots are unbounded.
 func New(numBlocks, blockSize int) (*Manager, error) {
+	return NewWithSlots(numBlocks, blockSize, 0)
+}
+
+// NewWithSlots is New with at most slots sequences holding a table at once
+// (0: unbounded); Allocate fails with ErrOutOfSlots beyond that.
+func NewWithSlots(numBlocks, blockSize, slots int) (*Manager, error) {
+	if slots < 0 {
+		return nil, fmt.Errorf("kvcache: negative slot count %d", slots)
+	}
 	if blockSize <= 0 {
 		blockSize = DefaultBlockSize
 	}
@@ -66,6 +92,7 @@ func New(numBlocks, blockSize int) (*Manager, error) {
 		owner:     make([]SeqID, numBlocks),
 		owned:     make([]bool, numBlocks),
 		tables:    map[SeqID]*table{},
+		maxSlots:  slots,
 	}
 	// Push in reverse so block 0 is handed out first: deterministic and
 	// easy to read in tests and debug dumps.
@@ -138,7 +165,11 @@ func (m *Manager) Allocate(seq SeqID, tokens int) ([]int32, error) {
 	}
 	t := m.tables[seq]
 	if t == nil {
-		t = &table{}
+		slot := m.takeSlot()
+		if slot < 0 {
+			return nil, fmt.Errorf("%w: all %d are held", ErrOutOfSlots, m.maxSlots)
+		}
+		t = &table{slot: slot}
 		m.tables[seq] = t
 	}
 	for range need {
@@ -157,6 +188,35 @@ func (m *Manager) Allocate(seq SeqID, tokens int) ([]int32, error) {
 	return t.blocks, nil
 }
 
+// takeSlot marks the lowest free slot held and returns it, or -1 when all
+// maxSlots are held. Lowest-first keeps slot numbers small and the
+// assignment deterministic (the slot count is the parallelism, so the scan
+// is short).
+func (m *Manager) takeSlot() int {
+	for i, used := range m.slotUsed {
+		if !used {
+			m.slotUsed[i] = true
+			return i
+		}
+	}
+	if m.maxSlots > 0 && len(m.slotUsed) >= m.maxSlots {
+		return -1
+	}
+	m.slotUsed = append(m.slotUsed, true)
+	return len(m.slotUsed) - 1
+}
+
+// Slot is seq's slot, or -1 when it holds no table.
+func (m *Manager) Slot(seq SeqID) int {
+	if t := m.tables[seq]; t != nil {
+		return t.slot
+	}
+	return -1
+}
+
+// UsedSlots is the number of slots held (one per sequence with a table).
+func (m *Manager) UsedSlots() int { return len(m.tables) }
+
 // Table is seq's block table (nil when it has none). See Allocate for the
 // slice's lifetime.
 func (m *Manager) Table(seq SeqID) []int32 {
@@ -166,7 +226,8 @@ func (m *Manager) Table(seq SeqID) []int32 {
 	return nil
 }
 
-// Free returns all of seq's blocks to the free list and forgets its table.
+// Free returns all of seq's blocks to the free list, releases its slot and
+// forgets its table.
 // Freeing a sequence that holds nothing is a no-op, so a block can never be
 // freed twice. It returns the number of blocks released.
 func (m *Manager) Free(seq SeqID) int {
@@ -175,6 +236,10 @@ func (m *Manager) Free(seq SeqID) int {
 		return 0
 	}
 	delete(m.tables, seq)
+	if !m.slotUsed[t.slot] {
+		panic(fmt.Sprintf("kvcache: sequence %d frees slot %d that is not held", seq, t.slot))
+	}
+	m.slotUsed[t.slot] = false
 	// Push in reverse so the sequence's first block is reused first.
 	for i := len(t.blocks) - 1; i >= 0; i-- {
 		b := t.blocks[i]

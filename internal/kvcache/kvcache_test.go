@@ -201,3 +201,56 @@ func TestManySequencesChurn(t *testing.T) {
 		t.Fatalf("leak: used %d seqs %d", m.UsedBlocks(), m.NumSeqs())
 	}
 }
+
+// Slots: one per sequence holding a table, lowest free first, stable while
+// the table lives, released by Free and never held by two sequences.
+func TestSlots(t *testing.T) {
+	m, err := NewWithSlots(16, 4, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewWithSlots(16, 4, -1); err == nil {
+		t.Error("a negative slot count was accepted")
+	}
+	for s := SeqID(1); s <= 3; s++ {
+		if _, err := m.Allocate(s, 1); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Slot(s); got != int(s)-1 {
+			t.Errorf("sequence %d: slot %d, want %d", s, got, s-1)
+		}
+	}
+	// Growing a table keeps its slot.
+	if _, err := m.Allocate(2, 9); err != nil || m.Slot(2) != 1 {
+		t.Fatalf("after growth: slot %d, err %v", m.Slot(2), err)
+	}
+	// A fourth sequence gets nothing, blocks included.
+	free := m.FreeBlocks()
+	if _, err := m.Allocate(4, 1); !errors.Is(err, ErrOutOfSlots) {
+		t.Fatalf("fourth sequence: %v, want ErrOutOfSlots", err)
+	}
+	if m.FreeBlocks() != free || m.Table(4) != nil || m.Slot(4) != -1 || m.UsedSlots() != 3 {
+		t.Fatalf("failed allocation left state: free %d/%d table %v slot %d", m.FreeBlocks(), free, m.Table(4), m.Slot(4))
+	}
+	// Freeing releases the slot; the next sequence takes the lowest free.
+	m.Free(2)
+	if m.Slot(2) != -1 || m.UsedSlots() != 2 {
+		t.Fatalf("freed sequence still holds slot %d", m.Slot(2))
+	}
+	if _, err := m.Allocate(4, 1); err != nil || m.Slot(4) != 1 {
+		t.Fatalf("reuse: slot %d, err %v", m.Slot(4), err)
+	}
+	m.Free(1)
+	m.Free(3)
+	if _, err := m.Allocate(5, 1); err != nil || m.Slot(5) != 0 {
+		t.Fatalf("lowest free: slot %d, err %v", m.Slot(5), err)
+	}
+
+	// New leaves slots unbounded.
+	u := mustNew(t, 8, 4)
+	for s := SeqID(1); s <= 8; s++ {
+		if _, err := u.Allocate(s, 1); err != nil || u.Slot(s) != int(s)-1 {
+			t.Fatalf("unbounded: sequence %d slot %d err %v", s, u.Slot(s), err)
+		}
+	}
+}
