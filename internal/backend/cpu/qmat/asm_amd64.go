@@ -55,9 +55,20 @@ const (
 	maxKG = 128
 )
 
+// asmRows lists the activation-row counts with kernels for a bit width
+// (nil: Go path only).
+func asmRows(bits int) []int {
+	switch bits {
+	case 4, 8:
+		return rowsQ48
+	case 2, 3, 5, 6:
+		return rowsQ48[3:]
+	}
+	return nil
+}
+
 func (m *Matrix) mulRangeAsm(p *prep, out []float32, o0, o1 int) {
 	es := m.metaType.Size()
-	dt := dtCode(m.metaType)
 	gb := m.Group * m.Bits / 8
 	maxR := p.chunks[0].n
 	budget := panelBudget
@@ -76,13 +87,11 @@ func (m *Matrix) mulRangeAsm(p *prep, out []float32, o0, o1 int) {
 		outStride:  m.Out * 4,
 		metaStride: m.metaStride,
 		biasOff:    m.gpad * es,
-		gsum:       &p.gsum[0],
 		gp8:        m.gpad / 8,
 		wstride:    m.rowBytes,
 	}
 	for b0 := o0; b0 < o1; b0 += ob {
 		b1 := min(b0+ob, o1)
-		a.nout = b1 - b0
 		for g0 := 0; g0 < m.groups; g0 += kg {
 			ng := min(kg, m.groups-g0)
 			a.groups = ng
@@ -91,30 +100,52 @@ func (m *Matrix) mulRangeAsm(p *prep, out []float32, o0, o1 int) {
 			if g0 > 0 {
 				a.flags = flagAccum
 			}
-			w := &m.packed[b0*m.rowBytes+g0*gb]
-			meta := &m.meta[b0*m.metaStride+g0*es]
 			for _, c := range p.chunks {
 				// The panel is [In/16][n][16]; K-block g0 starts at
 				// 16-slice g0*Group/16.
 				x := &p.panel[c.off+g0*m.Group*c.n]
-				o := &out[c.r0*m.Out+b0]
-				if c.n > 1 || a.nout == 1 {
-					callKernel(m.Bits, dt, c.n, w, meta, x, o, &a)
+				if c.n == 1 {
+					a.gsum = &p.gsum[c.r0*m.gpad]
+					m.oneRow(&a, g0, b0, b1, x, out[c.r0*m.Out:])
 					continue
 				}
-				// One activation row: output rows in pairs, then the odd
-				// one alone.
-				n := a.nout
-				a.nout = n &^ 1
-				callKernel(m.Bits, dt, 0, w, meta, x, o, &a)
-				if n&1 != 0 {
-					a.nout = 1
-					last := n - 1
-					callKernel(m.Bits, dt, 1, &m.packed[(b0+last)*m.rowBytes+g0*gb],
-						&m.meta[(b0+last)*m.metaStride+g0*es], x, &out[c.r0*m.Out+b0+last], &a)
-				}
-				a.nout = n
+				a.nout = b1 - b0
+				m.kernel(c.n, &a, g0, b0, x, out[c.r0*m.Out:])
 			}
 		}
+	}
+}
+
+// kernel runs the r-row kernel (r = 0: the one-row kernel on pairs of
+// output rows) from output row o of K-block g0; outRow is out for
+// activation row 0 of the chunk.
+func (m *Matrix) kernel(r int, a *kargs, g0, o int, x *float32, outRow []float32) {
+	gb := m.Group * m.Bits / 8
+	w := m.packed[o*m.rowBytes+g0*gb:]
+	if m.tail != nil && o+a.nout == m.Out && r == 1 && a.nout == 1 {
+		// The very last row: the generic decoders read a few bytes past
+		// it, so it runs from a padded copy.
+		w = m.tail[g0*gb:]
+	}
+	callKernel(m.Bits, dtCode(m.metaType), r, &w[0],
+		&m.meta[o*m.metaStride+g0*m.metaType.Size()], x, &outRow[o], a)
+}
+
+// oneRow runs the one-row kernels over output rows [o0, o1): pairs first,
+// then an odd row alone, and the matrix's last row alone if the kernels
+// must not read past it.
+func (m *Matrix) oneRow(a *kargs, g0, o0, o1 int, x *float32, outRow []float32) {
+	last := o1
+	if m.tail != nil && o1 == m.Out {
+		last--
+	}
+	if n := (last - o0) &^ 1; n > 0 {
+		a.nout = n
+		m.kernel(0, a, g0, o0, x, outRow)
+		o0 += n
+	}
+	for ; o0 < o1; o0++ {
+		a.nout = 1
+		m.kernel(1, a, g0, o0, x, outRow)
 	}
 }

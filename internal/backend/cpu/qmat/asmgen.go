@@ -107,54 +107,126 @@ func (g *gen) ls(lines []string) {
 }
 func (g *gen) label(s string) { fmt.Fprintf(&g.b, "%s:\n", s) }
 
-// decode16 is decodeAt with the weights at SI.
-func (g *gen) decode16(bits, c int, ya, yb string) { g.decodeAt(bits, c, "(SI)", ya, yb) }
-
-// decodeAt emits the decode of 16 weights at byte offset off of mem into
-// ya (panel lanes 0-7) and yb (lanes 8-15) as integer-valued floats.
-// At 4 bits, 8 bytes are zero-extended to dwords: the low nibbles are
-// elements 0,2,..,14 and the high nibbles 1,3,..,15 (the panel stores x in
-// that order); the shift needs no mask because the bytes were zero-extended.
-func (g *gen) decodeAt(bits, c int, mem, ya, yb string) {
+// decode16 emits the decode of 16 weights at byte offset c*bits*2 of SI
+// into ya (panel lanes 0-7) and yb (lanes 8-15) as integer-valued floats
+// (the multi-row kernels, 4 and 8 bits). At 4 bits, 8 bytes are
+// zero-extended to dwords: the low nibbles are elements 0,2,..,14 and the
+// high nibbles 1,3,..,15 (the panel stores x in that order); the shift
+// needs no mask because the bytes were zero-extended.
+func (g *gen) decode16(bits, c int, ya, yb string) {
 	if bits == 4 {
-		g.l("VPMOVZXBD %d%s, %s", c*8, mem, ya)
+		g.l("VPMOVZXBD %d(SI), %s", c*8, ya)
 		g.l("VPSRLD $4, %s, %s", ya, yb)
 		g.l("VPAND Y12, %s, %s", ya, ya)
 	} else {
-		g.l("VPMOVZXBD %d%s, %s", c*16, mem, ya)
-		g.l("VPMOVZXBD %d%s, %s", c*16+8, mem, yb)
+		g.l("VPMOVZXBD %d(SI), %s", c*16, ya)
+		g.l("VPMOVZXBD %d(SI), %s", c*16+8, yb)
 	}
 	g.l("VCVTDQ2PS %s, %s", ya, ya)
 	g.l("VCVTDQ2PS %s, %s", yb, yb)
 }
 
-// The one-activation-row kernels decode 4-bit weights 32 at a time: one
-// zero-extension of 16 bytes to 8 dwords, each dword holding the nibbles of
-// elements 4i..4i+3 at bits 0, 4, 8 and 12. Element 4i+k is then isolated
-// by a mask (k < 3, leaving it scaled by 16^k) or a shift (k = 3), with no
-// extra shift to bring it down: the panel stores x[4i+k]/16^k instead,
+// dec1 decodes 32 weights of one row per loop iteration into four 8-lane
+// float vectors; vector k is multiplied by panel vector k (32 bytes at
+// offset 32k of the iteration's panel slice).
+//
+// At 4 bits, one zero-extension of 16 bytes gives 8 dwords, each holding the
+// nibbles of elements 4i..4i+3 at bits 0, 4, 8 and 12. Element 4i+k is
+// isolated by a mask (k < 3, leaving it scaled by 16^k) or a shift (k = 3),
+// with no shift to bring it down: the panel stores x[4i+k]/16^k instead,
 // which is exact (a power of two), so the products are unchanged. That is
 // 13 vector operations per 32 weights against 14 for unpacking bytes.
-
-// mask4 loads the 0xF0 and 0x0F00 masks (0x0F is Y12 from the prologue).
-func (g *gen) mask4(m1, m2 string) {
-	g.l("MOVL $0xf0, R9")
-	g.l("MOVQ R9, %s", xreg(m1))
-	g.l("VPBROADCASTD %s, %s", xreg(m1), m1)
-	g.l("MOVL $0xf00, R9")
-	g.l("MOVQ R9, %s", xreg(m2))
-	g.l("VPBROADCASTD %s, %s", xreg(m2), m2)
+//
+// At 8 bits, vector k is bytes 8k..8k+7 zero-extended.
+//
+// At 2, 3, 5 and 6 bits, vector k holds elements 8k..8k+7, which occupy the
+// `bits` bytes from byte k*bits: an 8-byte broadcast load brings them into
+// every 128-bit lane, a byte shuffle gathers, for each element, the two
+// bytes its bits touch into the low half of its dword, a per-lane variable
+// shift drops the bits below it and a mask keeps `bits` bits. The load
+// reads up to 8-bits bytes past the iteration's data, which is harmless
+// except after the very last row of the matrix; the Go side runs that row
+// from a padded copy.
+type dec1 struct {
+	bits int
+	regs [3]string // 4 bits: 0x0F, 0xF0, 0x0F00 masks; 2/3/5/6: shuffle, shifts, value mask
 }
 
-// nib4 leaves element k of each 4-element slot of z (see above) in t as
-// float: masks[k] is the mask register for k < 3.
-func (g *gen) nib4(k int, z, t string, masks [3]string) {
-	if k < 3 {
-		g.l("VPAND %s, %s, %s", masks[k], z, t)
-	} else {
-		g.l("VPSRLD $12, %s, %s", z, t)
+func generic(bits int) bool { return bits != 4 && bits != 8 }
+
+// tables emits the shuffle and shift tables of a generic width.
+func (g *gen) tables(bits int) {
+	var shuf [32]byte
+	var shift [8]uint32
+	for k := 0; k < 8; k++ {
+		off := bits * k
+		lo, hi := byte(off/8), byte(0x80)
+		if off%8+bits > 8 {
+			hi = lo + 1
+		}
+		// Dword k is bytes 4k..4k+3 of the shuffle; lanes 4-7 sit in the
+		// upper 128 bits, which index the upper copy of the same 8 bytes.
+		shuf[4*k], shuf[4*k+1], shuf[4*k+2], shuf[4*k+3] = lo, hi, 0x80, 0x80
+		shift[k] = uint32(off % 8)
 	}
-	g.l("VCVTDQ2PS %s, %s", t, t)
+	for i := 0; i < 4; i++ {
+		var v uint64
+		for j := 7; j >= 0; j-- {
+			v = v<<8 | uint64(shuf[8*i+j])
+		}
+		fmt.Fprintf(&g.b, "DATA shuf%d<>+%d(SB)/8, $0x%016x\n", bits, 8*i, v)
+	}
+	fmt.Fprintf(&g.b, "GLOBL shuf%d<>(SB), RODATA|NOPTR, $32\n", bits)
+	for i := 0; i < 4; i++ {
+		fmt.Fprintf(&g.b, "DATA shift%d<>+%d(SB)/8, $0x%08x%08x\n", bits, 8*i, shift[2*i+1], shift[2*i])
+	}
+	fmt.Fprintf(&g.b, "GLOBL shift%d<>(SB), RODATA|NOPTR, $32\n", bits)
+}
+
+// setup loads the decoder's constant registers.
+func (d dec1) setup(g *gen) {
+	bcast := func(v int, y string) {
+		g.l("MOVL $0x%x, R9", v)
+		g.l("MOVQ R9, %s", xreg(y))
+		g.l("VPBROADCASTD %s, %s", xreg(y), y)
+	}
+	switch {
+	case d.bits == 4:
+		bcast(0x0f, d.regs[0])
+		bcast(0xf0, d.regs[1])
+		bcast(0xf00, d.regs[2])
+	case generic(d.bits):
+		g.l("VMOVDQU shuf%d<>(SB), %s", d.bits, d.regs[0])
+		g.l("VMOVDQU shift%d<>(SB), %s", d.bits, d.regs[1])
+		bcast(1<<d.bits-1, d.regs[2])
+	}
+}
+
+// pre runs once per iteration for the row at mem (z: its scratch register).
+func (d dec1) pre(g *gen, mem, z string) {
+	if d.bits == 4 {
+		g.l("VPMOVZXWD %s, %s", mem, z)
+	}
+}
+
+// vec decodes vector k of the row at mem into dst as floats.
+func (d dec1) vec(g *gen, k int, mem, z, dst string) {
+	switch {
+	case d.bits == 4:
+		if k < 3 {
+			g.l("VPAND %s, %s, %s", d.regs[k], z, dst)
+		} else {
+			g.l("VPSRLD $12, %s, %s", z, dst)
+		}
+	case d.bits == 8:
+		g.l("VPMOVZXBD %d%s, %s", 8*k, mem, dst)
+	default:
+		g.l("VPBROADCASTQ %d%s, %s", d.bits*k, mem, dst)
+		g.l("VPSHUFB %s, %s, %s", d.regs[0], dst, dst)
+		g.l("VPSRLVD %s, %s, %s", d.regs[1], dst, dst)
+		g.l("VPAND %s, %s, %s", d.regs[2], dst, dst)
+	}
+	g.l("VCVTDQ2PS %s, %s", dst, dst)
 }
 
 func (g *gen) prologue(name string, bits int) {
@@ -167,11 +239,6 @@ func (g *gen) prologue(name string, bits int) {
 	g.l("MOVQ %d(AX), R11", kGroups)
 	g.l("MOVQ %d(AX), R12", kIters)
 	g.l("MOVQ %d(AX), R13", kNout)
-	if bits == 4 {
-		g.l("MOVL $0x0f, R9")
-		g.l("MOVQ R9, X12")
-		g.l("VPBROADCASTD X12, Y12")
-	}
 }
 
 // hsum reduces y to its lane sum in the low lane of its X register.
@@ -203,9 +270,8 @@ func (g *gen) rowEnd(name string) {
 func (g *gen) kernel1(bits int, dt dtype) string {
 	name := fmt.Sprintf("q%dr1%s", bits, dt.name)
 	g.prologue(name, bits)
-	if bits == 4 {
-		g.mask4("Y5", "Y6")
-	}
+	d := dec1{bits, [3]string{"Y12", "Y5", "Y6"}}
+	d.setup(g)
 	g.label(name + "_row")
 	g.l("VXORPS Y4, Y4, Y4")
 	g.l("MOVQ x+16(FP), DI")
@@ -219,15 +285,9 @@ func (g *gen) kernel1(bits int, dt dtype) string {
 	g.label(name + "_iter")
 	// Each FMA feeds its own accumulator so the four chains hide the FMA
 	// latency.
-	if bits == 4 {
-		masks := [3]string{"Y12", "Y5", "Y6"}
-		g.l("VPMOVZXWD (SI), Y7")
-		for k := 0; k < 4; k++ {
-			g.nib4(k, "Y7", fmt.Sprintf("Y%d", 8+k), masks)
-		}
-	} else {
-		g.decode16(bits, 0, "Y8", "Y9")
-		g.decode16(bits, 1, "Y10", "Y11")
+	d.pre(g, "(SI)", "Y7")
+	for k := 0; k < 4; k++ {
+		d.vec(g, k, "(SI)", "Y7", fmt.Sprintf("Y%d", 8+k))
 	}
 	g.l("VFMADD231PS 0(DI), Y8, Y0")
 	g.l("VFMADD231PS 32(DI), Y9, Y1")
@@ -284,9 +344,8 @@ func (g *gen) kernel1(bits int, dt dtype) string {
 func (g *gen) kernel1x2(bits int, dt dtype) string {
 	name := fmt.Sprintf("q%dr1x2%s", bits, dt.name)
 	g.prologue(name, bits)
-	if bits == 4 {
-		g.mask4("Y4", "Y5")
-	}
+	d := dec1{bits, [3]string{"Y12", "Y4", "Y5"}}
+	d.setup(g)
 	g.l("SHRQ $1, R13")
 	g.l("MOVQ %d(AX), R9", kWStride)
 	g.label(name + "_row")
@@ -330,29 +389,16 @@ func (g *gen) kernel1x2(bits int, dt dtype) string {
 	// Two accumulators per row suffice here: an iteration does twice the
 	// work of kernel1's, which covers two chained FMA latencies, and the
 	// group end then needs one add per row instead of three.
-	if bits == 4 {
-		// Rows 0 and 1 zero-extended in Y6 / Y7, one element slot at a
-		// time decoded into Y8 / Y9 and multiplied by the shared x in Y13.
-		masks := [3]string{"Y12", "Y4", "Y5"}
-		g.l("VPMOVZXWD (SI), Y6")
-		g.l("VPMOVZXWD (SI)(R9*1), Y7")
-		for k := 0; k < 4; k++ {
-			g.nib4(k, "Y6", "Y8", masks)
-			g.nib4(k, "Y7", "Y9", masks)
-			g.l("VMOVUPS %d(DI), Y13", k*32)
-			g.l("VFMADD231PS Y13, Y8, Y%d", k%2)
-			g.l("VFMADD231PS Y13, Y9, Y%d", 2+k%2)
-		}
-	} else {
-		for c := 0; c < 2; c++ {
-			g.decodeAt(bits, c, "(SI)", "Y8", "Y9")
-			g.decodeAt(bits, c, "(SI)(R9*1)", "Y10", "Y11")
-			for h := 0; h < 2; h++ {
-				g.l("VMOVUPS %d(DI), Y13", c*64+h*32)
-				g.l("VFMADD231PS Y13, Y%d, Y%d", 8+h, h)
-				g.l("VFMADD231PS Y13, Y%d, Y%d", 10+h, 2+h)
-			}
-		}
+	// Vector k of rows 0 and 1 is decoded into Y8 / Y9 and multiplied by
+	// the shared x in Y13 (Y6 / Y7: the decoder's per-row scratch).
+	d.pre(g, "(SI)", "Y6")
+	d.pre(g, "(SI)(R9*1)", "Y7")
+	for k := 0; k < 4; k++ {
+		d.vec(g, k, "(SI)", "Y6", "Y8")
+		d.vec(g, k, "(SI)(R9*1)", "Y7", "Y9")
+		g.l("VMOVUPS %d(DI), Y13", k*32)
+		g.l("VFMADD231PS Y13, Y8, Y%d", k%2)
+		g.l("VFMADD231PS Y13, Y9, Y%d", 2+k%2)
 	}
 	g.l("ADDQ $%d, SI", 32*bits/8)
 	g.l("ADDQ $128, DI")
@@ -437,6 +483,11 @@ func (g *gen) kernelN(bits, R int, dt dtype) string {
 	name := fmt.Sprintf("q%dr%d%s", bits, R, dt.name)
 	apr := accsPerRow(R)
 	g.prologue(name, bits)
+	if bits == 4 {
+		g.l("MOVL $0x0f, R9")
+		g.l("MOVQ R9, X12")
+		g.l("VPBROADCASTD X12, Y12")
+	}
 	g.label(name + "_row")
 	for a := 0; a < R*apr; a++ {
 		g.l("VXORPS Y%d, Y%d, Y%d", a, a, a)
@@ -527,6 +578,24 @@ func main() {
 			if err := os.WriteFile(file, g.b.Bytes(), 0o644); err != nil {
 				panic(err)
 			}
+		}
+	}
+	// 2, 3, 5 and 6 bits: one-row kernels only, one file per scale dtype.
+	for _, dt := range dtypes {
+		g := &gen{}
+		fmt.Fprintf(&g.b, "// Code generated by asmgen.go; DO NOT EDIT.\n\n")
+		fmt.Fprintf(&g.b, "//go:build amd64 && !purego\n\n#include \"textflag.h\"\n\n")
+		for _, bits := range []int{2, 3, 5, 6} {
+			g.tables(bits)
+		}
+		for _, bits := range []int{2, 3, 5, 6} {
+			for r, name := range []string{g.kernel1x2(bits, dt), g.kernel1(bits, dt)} {
+				fmt.Fprintf(&decl, "//go:noescape\nfunc %s(w, meta *byte, x, out *float32, a *kargs)\n\n", name)
+				fmt.Fprintf(&sw, "\tcase %d<<8 | %d<<4 | %d:\n\t\t%s(w, meta, x, out, a)\n", bits, dtCode[dt.name], r, name)
+			}
+		}
+		if err := os.WriteFile(fmt.Sprintf("kernq%s_amd64.s", dt.name), g.b.Bytes(), 0o644); err != nil {
+			panic(err)
 		}
 	}
 	// A switch rather than a table of func values: calls through func

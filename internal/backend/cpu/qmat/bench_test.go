@@ -44,6 +44,8 @@ func benchMul(b *testing.B, bits, group, nRows int, asm bool) {
 func BenchmarkMul(b *testing.B) {
 	for _, c := range []struct{ bits, group, rows int }{
 		{4, 64, 1}, {4, 64, 16}, {8, 64, 1}, {8, 64, 16},
+		// For reference: widths with one-row kernels only.
+		{6, 64, 1}, {3, 64, 1},
 	} {
 		b.Run(fmt.Sprintf("q%d_g%d_rows%d", c.bits, c.group, c.rows), func(b *testing.B) {
 			benchMul(b, c.bits, c.group, c.rows, true)

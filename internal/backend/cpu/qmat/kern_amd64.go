@@ -94,6 +94,78 @@ func q8r4f32(w, meta *byte, x, out *float32, a *kargs)
 //go:noescape
 func q8r8f32(w, meta *byte, x, out *float32, a *kargs)
 
+//go:noescape
+func q2r1x2bf16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q2r1bf16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q3r1x2bf16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q3r1bf16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q5r1x2bf16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q5r1bf16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q6r1x2bf16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q6r1bf16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q2r1x2f16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q2r1f16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q3r1x2f16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q3r1f16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q5r1x2f16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q5r1f16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q6r1x2f16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q6r1f16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q2r1x2f32(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q2r1f32(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q3r1x2f32(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q3r1f32(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q5r1x2f32(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q5r1f32(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q6r1x2f32(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q6r1f32(w, meta *byte, x, out *float32, a *kargs)
+
 // callKernel runs the kernel for bits, scale dtype code dt and r rows
 // (r = 0: the R=1 kernel for pairs of output rows).
 func callKernel(bits, dt, r int, w, meta *byte, x, out *float32, a *kargs) {
@@ -158,6 +230,54 @@ func callKernel(bits, dt, r int, w, meta *byte, x, out *float32, a *kargs) {
 		q8r4f32(w, meta, x, out, a)
 	case 8<<8 | 2<<4 | 8:
 		q8r8f32(w, meta, x, out, a)
+	case 2<<8 | 0<<4 | 0:
+		q2r1x2bf16(w, meta, x, out, a)
+	case 2<<8 | 0<<4 | 1:
+		q2r1bf16(w, meta, x, out, a)
+	case 3<<8 | 0<<4 | 0:
+		q3r1x2bf16(w, meta, x, out, a)
+	case 3<<8 | 0<<4 | 1:
+		q3r1bf16(w, meta, x, out, a)
+	case 5<<8 | 0<<4 | 0:
+		q5r1x2bf16(w, meta, x, out, a)
+	case 5<<8 | 0<<4 | 1:
+		q5r1bf16(w, meta, x, out, a)
+	case 6<<8 | 0<<4 | 0:
+		q6r1x2bf16(w, meta, x, out, a)
+	case 6<<8 | 0<<4 | 1:
+		q6r1bf16(w, meta, x, out, a)
+	case 2<<8 | 1<<4 | 0:
+		q2r1x2f16(w, meta, x, out, a)
+	case 2<<8 | 1<<4 | 1:
+		q2r1f16(w, meta, x, out, a)
+	case 3<<8 | 1<<4 | 0:
+		q3r1x2f16(w, meta, x, out, a)
+	case 3<<8 | 1<<4 | 1:
+		q3r1f16(w, meta, x, out, a)
+	case 5<<8 | 1<<4 | 0:
+		q5r1x2f16(w, meta, x, out, a)
+	case 5<<8 | 1<<4 | 1:
+		q5r1f16(w, meta, x, out, a)
+	case 6<<8 | 1<<4 | 0:
+		q6r1x2f16(w, meta, x, out, a)
+	case 6<<8 | 1<<4 | 1:
+		q6r1f16(w, meta, x, out, a)
+	case 2<<8 | 2<<4 | 0:
+		q2r1x2f32(w, meta, x, out, a)
+	case 2<<8 | 2<<4 | 1:
+		q2r1f32(w, meta, x, out, a)
+	case 3<<8 | 2<<4 | 0:
+		q3r1x2f32(w, meta, x, out, a)
+	case 3<<8 | 2<<4 | 1:
+		q3r1f32(w, meta, x, out, a)
+	case 5<<8 | 2<<4 | 0:
+		q5r1x2f32(w, meta, x, out, a)
+	case 5<<8 | 2<<4 | 1:
+		q5r1f32(w, meta, x, out, a)
+	case 6<<8 | 2<<4 | 0:
+		q6r1x2f32(w, meta, x, out, a)
+	case 6<<8 | 2<<4 | 1:
+		q6r1f32(w, meta, x, out, a)
 	default:
 		panic("qmat: no kernel")
 	}

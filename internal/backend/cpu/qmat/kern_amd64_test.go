@@ -13,7 +13,7 @@ import (
 // BenchmarkKernel times the bare assembly kernels on an L1-resident
 // problem (8 output rows x 1024 inputs) and reports multiply-adds per
 // nanosecond: the compute ceiling of each kernel, without memory traffic.
-// rows=1x2 is the paired one-row kernel used for token generation.
+// rows1x2 is the paired one-row kernel used for token generation.
 //
 //	go test -run xxx -bench Kernel ./internal/backend/cpu/qmat/
 func BenchmarkKernel(b *testing.B) {
@@ -22,10 +22,11 @@ func BenchmarkKernel(b *testing.B) {
 	}
 	const nout, in = 8, 1024
 	for _, group := range []int{32, 64, 128} {
-		for _, bits := range []int{4, 8} {
+		for _, bits := range []int{2, 3, 4, 5, 6, 8} {
 			rng := rand.New(rand.NewSource(1))
 			f := newFixture(b, rng, nout, in, bits, group, tensor.BF16)
-			for _, rows := range []int{0, 1, 2, 4, 8} {
+			// 0 is the pair kernel; then every unrolled row count.
+			for _, rows := range append([]int{0}, asmRows(bits)...) {
 				n := max(rows, 1)
 				x := randX(rng, n*in)
 				out := make([]float32, n*nout)

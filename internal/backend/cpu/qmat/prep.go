@@ -28,35 +28,39 @@ func (p *prep) release() {
 	prepPool.Put(p)
 }
 
-// asmRows are the activation-row counts the kernels are unrolled for; a
-// call with nRows rows is covered greedily by these (e.g. 16 = 8+8,
-// 7 = 4+2+1). Each chunk re-reads the weights, but chunks are visited
-// innermost over a small block of output rows, so the repeats hit L1.
-var asmRows = [...]int{8, 4, 2, 1}
+// The multi-row kernels (4 and 8 bits) are unrolled for 8, 4 and 2
+// activation rows; a call with nRows rows is covered greedily by those and
+// the one-row kernel (e.g. 16 = 8+8, 7 = 4+2+1). Each chunk re-reads the
+// weights, but chunks are visited innermost over a small block of output
+// rows, so the repeats hit L1/L2. Other widths have one-row kernels only
+// (asmRows in asm_*.go says which).
+var rowsQ48 = []int{8, 4, 2, 1}
 
 // prepare builds the activation-side state for x [nRows, In].
 func (m *Matrix) prepare(x []float32, nRows int) *prep {
 	p := prepPool.Get().(*prep)
 	p.x, p.nRows = x, nRows
-	p.asm = useAsm && (m.Bits == 4 || m.Bits == 8)
+	rows := asmRows(m.Bits)
+	p.asm = useAsm && rows != nil
 	p.chunks = p.chunks[:0]
 	if p.asm {
 		p.panel = grow(p.panel, nRows*m.In)
+		// The one-row kernels add their bias term from the group sums of
+		// their row (at c.r0*gpad), padded with zeros to gpad.
+		p.gsum = grow(p.gsum, nRows*m.gpad)
 		r0 := 0
-		for _, n := range asmRows {
+		for _, n := range rows {
 			for nRows-r0 >= n {
 				c := chunk{r0: r0, n: n, off: r0 * m.In}
 				m.buildPanel(p.panel[c.off:c.off+n*m.In], x[r0*m.In:(r0+n)*m.In], n)
+				if n == 1 {
+					gs := p.gsum[r0*m.gpad : (r0+1)*m.gpad]
+					clear(gs[m.groups:])
+					m.groupSums(gs, x[r0*m.In:(r0+1)*m.In])
+				}
 				p.chunks = append(p.chunks, c)
 				r0 += n
 			}
-		}
-		// The R=1 kernel (at most one R=1 chunk, the last) adds its bias
-		// term from the group sums of its row, padded with zeros to gpad.
-		p.gsum = grow(p.gsum, m.gpad)
-		clear(p.gsum)
-		if c := p.chunks[len(p.chunks)-1]; c.n == 1 {
-			m.groupSums(p.gsum, x[c.r0*m.In:(c.r0+1)*m.In])
 		}
 		return p
 	}

@@ -62,6 +62,12 @@ type Matrix struct {
 	meta       []byte
 	metaStride int // bytes per row of meta
 	metaType   tensor.DType
+
+	// tail is a copy of the last weight row plus 8 zero bytes, for the
+	// 2/3/5/6-bit kernels, whose loads may reach up to 6 bytes past the
+	// data they decode: harmless inside the matrix, but the end of packed
+	// may be the end of a mapping.
+	tail []byte
 }
 
 // New wraps a quantized weight. packed holds out*in*bits/8 bytes
@@ -81,6 +87,10 @@ func New(out, in, bits, group int, packed []byte, scales, biases []byte, scaleDT
 			len(packed), out*m.rowBytes, out, in, bits)
 	}
 	m.packed = packed
+	if bits != 4 && bits != 8 {
+		m.tail = make([]byte, m.rowBytes+8)
+		copy(m.tail, packed[(out-1)*m.rowBytes:])
+	}
 	switch scaleDType {
 	case tensor.BF16, tensor.F16, tensor.F32:
 	default:
