@@ -220,8 +220,8 @@ func (e *Engine) acceptGreedy(plan *sched.Plan, b *backend.Batch, ids []int32, e
 }
 
 // buildBatch lays the plan out as rows: each item's tokens contiguous, at
-// their own positions, with the sequence's block table and slot. LogitRows follow
-// item order, which is how sampling maps logits back to requests.
+// their own positions, with the sequence's block table and slot. LogitRows
+// follow item order, which is how sampling maps logits back to requests.
 func (e *Engine) buildBatch(plan *sched.Plan) *backend.Batch {
 	b := &e.batch
 	b.Tokens = b.Tokens[:0]
