@@ -107,18 +107,6 @@ func q3r1x2bf16(w, meta *byte, x, out *float32, a *kargs)
 func q3r1bf16(w, meta *byte, x, out *float32, a *kargs)
 
 //go:noescape
-func q5r1x2bf16(w, meta *byte, x, out *float32, a *kargs)
-
-//go:noescape
-func q5r1bf16(w, meta *byte, x, out *float32, a *kargs)
-
-//go:noescape
-func q6r1x2bf16(w, meta *byte, x, out *float32, a *kargs)
-
-//go:noescape
-func q6r1bf16(w, meta *byte, x, out *float32, a *kargs)
-
-//go:noescape
 func q2r1x2f16(w, meta *byte, x, out *float32, a *kargs)
 
 //go:noescape
@@ -131,18 +119,6 @@ func q3r1x2f16(w, meta *byte, x, out *float32, a *kargs)
 func q3r1f16(w, meta *byte, x, out *float32, a *kargs)
 
 //go:noescape
-func q5r1x2f16(w, meta *byte, x, out *float32, a *kargs)
-
-//go:noescape
-func q5r1f16(w, meta *byte, x, out *float32, a *kargs)
-
-//go:noescape
-func q6r1x2f16(w, meta *byte, x, out *float32, a *kargs)
-
-//go:noescape
-func q6r1f16(w, meta *byte, x, out *float32, a *kargs)
-
-//go:noescape
 func q2r1x2f32(w, meta *byte, x, out *float32, a *kargs)
 
 //go:noescape
@@ -153,6 +129,30 @@ func q3r1x2f32(w, meta *byte, x, out *float32, a *kargs)
 
 //go:noescape
 func q3r1f32(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q5r1x2bf16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q5r1bf16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q6r1x2bf16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q6r1bf16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q5r1x2f16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q5r1f16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q6r1x2f16(w, meta *byte, x, out *float32, a *kargs)
+
+//go:noescape
+func q6r1f16(w, meta *byte, x, out *float32, a *kargs)
 
 //go:noescape
 func q5r1x2f32(w, meta *byte, x, out *float32, a *kargs)
@@ -238,14 +238,6 @@ func callKernel(bits, dt, r int, w, meta *byte, x, out *float32, a *kargs) {
 		q3r1x2bf16(w, meta, x, out, a)
 	case 3<<8 | 0<<4 | 1:
 		q3r1bf16(w, meta, x, out, a)
-	case 5<<8 | 0<<4 | 0:
-		q5r1x2bf16(w, meta, x, out, a)
-	case 5<<8 | 0<<4 | 1:
-		q5r1bf16(w, meta, x, out, a)
-	case 6<<8 | 0<<4 | 0:
-		q6r1x2bf16(w, meta, x, out, a)
-	case 6<<8 | 0<<4 | 1:
-		q6r1bf16(w, meta, x, out, a)
 	case 2<<8 | 1<<4 | 0:
 		q2r1x2f16(w, meta, x, out, a)
 	case 2<<8 | 1<<4 | 1:
@@ -254,14 +246,6 @@ func callKernel(bits, dt, r int, w, meta *byte, x, out *float32, a *kargs) {
 		q3r1x2f16(w, meta, x, out, a)
 	case 3<<8 | 1<<4 | 1:
 		q3r1f16(w, meta, x, out, a)
-	case 5<<8 | 1<<4 | 0:
-		q5r1x2f16(w, meta, x, out, a)
-	case 5<<8 | 1<<4 | 1:
-		q5r1f16(w, meta, x, out, a)
-	case 6<<8 | 1<<4 | 0:
-		q6r1x2f16(w, meta, x, out, a)
-	case 6<<8 | 1<<4 | 1:
-		q6r1f16(w, meta, x, out, a)
 	case 2<<8 | 2<<4 | 0:
 		q2r1x2f32(w, meta, x, out, a)
 	case 2<<8 | 2<<4 | 1:
@@ -270,6 +254,22 @@ func callKernel(bits, dt, r int, w, meta *byte, x, out *float32, a *kargs) {
 		q3r1x2f32(w, meta, x, out, a)
 	case 3<<8 | 2<<4 | 1:
 		q3r1f32(w, meta, x, out, a)
+	case 5<<8 | 0<<4 | 0:
+		q5r1x2bf16(w, meta, x, out, a)
+	case 5<<8 | 0<<4 | 1:
+		q5r1bf16(w, meta, x, out, a)
+	case 6<<8 | 0<<4 | 0:
+		q6r1x2bf16(w, meta, x, out, a)
+	case 6<<8 | 0<<4 | 1:
+		q6r1bf16(w, meta, x, out, a)
+	case 5<<8 | 1<<4 | 0:
+		q5r1x2f16(w, meta, x, out, a)
+	case 5<<8 | 1<<4 | 1:
+		q5r1f16(w, meta, x, out, a)
+	case 6<<8 | 1<<4 | 0:
+		q6r1x2f16(w, meta, x, out, a)
+	case 6<<8 | 1<<4 | 1:
+		q6r1f16(w, meta, x, out, a)
 	case 5<<8 | 2<<4 | 0:
 		q5r1x2f32(w, meta, x, out, a)
 	case 5<<8 | 2<<4 | 1:
