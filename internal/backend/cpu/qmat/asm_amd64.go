@@ -67,6 +67,11 @@ func asmRows(bits int) []int {
 	return nil
 }
 
+// mulRangeAsm computes output rows [o0, o1) with the kernels. The loops
+// run over blocks of output rows, then K-blocks of the input dimension,
+// then activation chunks: each chunk's panel slice stays in L1 while the
+// block's rows stream past it, and the block's weights stay in L2 for the
+// chunks after the first. Later K-blocks add to the partial sums in out.
 func (m *Matrix) mulRangeAsm(p *prep, out []float32, o0, o1 int) {
 	es := m.metaType.Size()
 	gb := m.Group * m.Bits / 8
