@@ -63,6 +63,24 @@ func (s *kvStore) row(layer int, seq *backend.SeqSlice, pos int) int {
 	return int(seq.Blocks[pos/bs])*bs + pos%bs
 }
 
+// rows appends the store rows of positions first..pos of seq in layer to
+// dst. One loop per layout keeps the per-key work to an add or a lookup.
+func (s *kvStore) rows(dst []int, layer int, seq *backend.SeqSlice, first, pos int) []int {
+	if s.ring[layer] {
+		r := s.spec.RingTokens
+		base := seq.Slot * r
+		for j := first; j <= pos; j++ {
+			dst = append(dst, base+j%r)
+		}
+		return dst
+	}
+	bs := s.spec.BlockSize
+	for j := first; j <= pos; j++ {
+		dst = append(dst, int(seq.Blocks[j/bs])*bs+j%bs)
+	}
+	return dst
+}
+
 // checkRing panics when the step breaks what a ring layer relies on: a
 // wrong slot or an over-long chunk would silently read another sequence's
 // keys or keys overwritten in this very step. The engine turns the panic
@@ -122,18 +140,20 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	perItem := keys * p.HeadDim
 	b.parallel(work, max(1, (1<<16)/max(perItem, 1)), func(lo, hi int) {
 		var scores []float32
-		var rows []int // rows[i] is the store row of key first+i
+		// rows[i] is the store row of the i-th key of token rowsOf; all
+		// heads of a token (consecutive items) share it.
+		var rows []int
+		rowsOf := -1
 		for w := lo; w < hi; w++ {
 			r, h := w/p.Heads, w%p.Heads
-			s := &step.Seqs[seqOf[r]]
-			pos := int(step.Positions[r])
-			first := 0
-			if p.Window > 0 && pos-p.Window+1 > 0 {
-				first = pos - p.Window + 1
-			}
-			rows = rows[:0]
-			for j := first; j <= pos; j++ {
-				rows = append(rows, st.row(layer, s, j))
+			if r != rowsOf {
+				pos := int(step.Positions[r])
+				first := 0
+				if p.Window > 0 && pos-p.Window+1 > 0 {
+					first = pos - p.Window + 1
+				}
+				rows = st.rows(rows[:0], layer, &step.Seqs[seqOf[r]], first, pos)
+				rowsOf = r
 			}
 			qv := qt.Row(r)[h*p.HeadDim : (h+1)*p.HeadDim]
 			kvOff := (h / group) * p.HeadDim
