@@ -181,7 +181,9 @@ func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 }
 
 // kvBytesPerBlock is one block of K and V over all layers. Both backends
-// keep the cache in float32.
+// keep the cache in float32. Sliding-window layers are counted per block
+// too, although the engine may keep them in fixed per-sequence rings
+// (docs/kv-cache.md): the budget is then over-counted, never exceeded.
 func kvBytesPerBlock(l *app.Loaded, blockSize int) int64 {
 	var per int64
 	for _, layer := range l.Model.KVLayers() {
