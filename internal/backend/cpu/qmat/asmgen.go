@@ -19,13 +19,13 @@
 //
 // Two strategies, chosen by R:
 //
-//   - R = 1 (token generation, bound by weight bandwidth): per group,
-//     dot(x_g, w_g) = scale*dot(x_g, q_g) + bias*sum(x_g). The inner loop is
-//     just zero-extend, convert, FMA; the scale is applied once per group
-//     and the bias term once per row as a vector dot of the row's biases
-//     with the per-group sums of x (a.gsum). On Zen 4 this takes ~25% fewer
-//     FMA-port operations than dequantizing every weight.
-//   - R >= 2: each 8-lane weight vector is dequantized once (convert + one
+//   - R = 1 (token generation, bound by weight bandwidth; all widths): per
+//     group, dot(x_g, w_g) = scale*dot(x_g, q_g) + bias*sum(x_g). The inner
+//     loop is just unpack, convert, FMA; the scale is applied once per
+//     group and the bias term once per row as a vector dot of the row's
+//     biases with the per-group sums of x (a.gsum). Pairs of output rows
+//     share each activation load (kernel1x2).
+//   - R >= 2 (4 and 8 bits): each 8-lane weight vector is dequantized once (convert + one
 //     FMA with the broadcast scale and bias) and FMAed against all R rows,
 //     which needs only one accumulator set per row (the factored form needs
 //     two, and AVX2 has 16 vector registers).
@@ -264,7 +264,8 @@ func (g *gen) rowEnd(name string) {
 // kernel1 emits the R=1 kernel (factored scale and bias).
 //
 //	Y0..Y3 per-group partial dots, Y4 row accumulator,
-//	Y8..Y11 decoded weights, Y10 also the scale, Y12 nibble mask.
+//	Y8..Y11 decoded weights, Y10 also the scale, Y7 decoder scratch,
+//	Y12, Y5, Y6 decoder constants.
 //	SI weights, DX meta row, R8 scale pointer, DI panel, R10 out,
 //	CX/BX group and iteration counters, R9 scratch.
 func (g *gen) kernel1(bits int, dt dtype) string {
@@ -338,8 +339,9 @@ func (g *gen) kernel1(bits int, dt dtype) string {
 // limit the loop.
 //
 //	Y0,Y1 / Y2,Y3 per-group partial dots of rows 0 / 1,
-//	Y14 / Y15 row accumulators, Y8..Y11 decoded weights, Y12 nibble mask,
-//	Y13 x (later reduction scratch).
+//	Y14 / Y15 row accumulators, Y8 / Y9 decoded weights of rows 0 / 1,
+//	Y6 / Y7 decoder scratch, Y12, Y4, Y5 decoder constants,
+//	Y10 / Y11 scales, Y13 x (later reduction scratch).
 //	Row 1's weights are at (SI)(R9*1) with R9 = the weight row stride.
 func (g *gen) kernel1x2(bits int, dt dtype) string {
 	name := fmt.Sprintf("q%dr1x2%s", bits, dt.name)
