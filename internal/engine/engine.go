@@ -84,6 +84,12 @@ type Config struct {
 	// upper bound: the model's MaxContext; also capped by what the KV
 	// cache can hold).
 	MaxContext int
+	// DisablePrefixCache turns automatic prefix caching off: by default
+	// the KV of full blocks is kept after use and a request whose prompt
+	// starts with the same tokens as an earlier one maps those blocks
+	// instead of computing them again (kvcache prefix.go). It is off anyway
+	// when sliding-window layers are stored in per-slot rings (see New).
+	DisablePrefixCache bool
 
 	// OnFinish is called once per finished request (any reason), from the
 	// engine goroutine: keep it fast and non-blocking.
@@ -190,9 +196,18 @@ func New(m Model, cfg Config) (*Engine, error) {
 	maxCtx = min(maxCtx, cfg.NumBlocks*cfg.BlockSize)
 	cfg.MaxContext = maxCtx
 
+	spec := kvSpec(cfg, m.KVLayers())
 	// One slot per running sequence: it picks the sequence's ring of
 	// sliding-window KV (see kvSpec).
-	kv, err := kvcache.NewWithSlots(cfg.NumBlocks, cfg.BlockSize, cfg.Parallel)
+	// Prefix caching shares blocks, but a ring belongs to a slot: a
+	// sequence that mapped cached blocks would start computing with an
+	// empty ring, missing the window of keys before its first computed
+	// position that the windowed layers need. So rings and prefix caching
+	// exclude each other, and rings win (they are what makes long contexts
+	// affordable for those models). Windowed layers kept paged have every
+	// position in the blocks and cache like any other layer.
+	prefix := !cfg.DisablePrefixCache && spec.RingTokens == 0
+	kv, err := kvcache.NewWithOptions(cfg.NumBlocks, cfg.BlockSize, kvcache.Options{Slots: cfg.Parallel, PrefixCache: prefix})
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +222,7 @@ func New(m Model, cfg Config) (*Engine, error) {
 	if m.Backend() == nil {
 		return nil, errors.New("engine: model has no backend")
 	}
-	store, err := m.Backend().NewKVStore(kvSpec(cfg, m.KVLayers()))
+	store, err := m.Backend().NewKVStore(spec)
 	if err != nil {
 		return nil, fmt.Errorf("engine: KV store: %w", err)
 	}
@@ -257,6 +272,10 @@ func (e *Engine) Config() Config { return e.cfg }
 
 // MaxContext is the longest sequence (prompt + generated) the engine runs.
 func (e *Engine) MaxContext() int { return e.maxContext }
+
+// PrefixCaching reports whether the engine reuses cached prompt prefixes
+// (Config.DisablePrefixCache off and no sliding-window rings).
+func (e *Engine) PrefixCaching() bool { return e.sched.KV().PrefixCaching() }
 
 // KVStore is the backend KV memory the engine allocated.
 func (e *Engine) KVStore() backend.KVStore { return e.kvStore }
@@ -354,13 +373,22 @@ type Stats struct {
 	KVUsage          float64 // fraction of KV blocks in use, 0..1
 	KVBlocksUsed     int
 	KVBlocksTotal    int
+	// KVBlocksCached is the idle blocks kept by the prefix cache: no
+	// request holds them, they are reused on a prefix hit or evicted when
+	// blocks run short (they count as free in KVUsage).
+	KVBlocksCached int
 	// BatchSize and BatchTokens describe the last step (0 once idle).
 	BatchSize, BatchTokens int
 
 	Steps, PrefillTokens, DecodeTokens uint64
 	Preemptions                        uint64
-	Submitted, Rejected                uint64 // Rejected: ErrQueueFull
-	Finished, Cancelled, Errors        uint64 // Finished counts every end, whatever the reason
+	// PrefixCacheQueries is the tokens of admitted sequences looked up in
+	// the prefix cache, PrefixCacheHits how many were found there and not
+	// computed (as vLLM's prefix_cache_queries/hits; re-admissions after a
+	// preemption count again). Both stay 0 without prefix caching.
+	PrefixCacheQueries, PrefixCacheHits uint64
+	Submitted, Rejected                 uint64 // Rejected: ErrQueueFull
+	Finished, Cancelled, Errors         uint64 // Finished counts every end, whatever the reason
 }
 
 // StepStats describe one step, for OnStep.

@@ -67,6 +67,9 @@ type fakeModel struct {
 	batches [][]int // per Forward: each sequence's token count
 	fail    func(b *backend.Batch) error
 	panicOn func(b *backend.Batch) bool
+	// writable, when set, must approve every block a row's KV is written
+	// to (kvcache.Manager.Writable: held alone, not prefix-cached).
+	writable func(block int32) bool
 }
 
 func newFake() *fakeModel { return &fakeModel{vocab: 97, maxCtx: 8192} }
@@ -112,7 +115,7 @@ func (m *fakeModel) Forward(b *backend.Batch, kv backend.KVStore) ([]float32, er
 		time.Sleep(m.delay)
 	}
 	m.mu.Lock()
-	fail, panicOn := m.fail, m.panicOn
+	fail, panicOn, writable := m.fail, m.panicOn, m.writable
 	lens := make([]int, len(b.Seqs))
 	for i, s := range b.Seqs {
 		lens[i] = s.Len
@@ -150,6 +153,9 @@ func (m *fakeModel) Forward(b *backend.Batch, kv backend.KVStore) ([]float32, er
 			}
 			if pos/bs >= len(s.Blocks) {
 				return nil, fmt.Errorf("seq %d: position %d beyond its %d blocks", si, pos, len(s.Blocks))
+			}
+			if writable != nil && !writable(s.Blocks[pos/bs]) {
+				return nil, fmt.Errorf("seq %d: position %d written into block %d, which is shared or cached", si, pos, s.Blocks[pos/bs])
 			}
 			store.slots[int(s.Blocks[pos/bs])*bs+pos%bs] = tok
 			rowSeq[r] = si

@@ -109,6 +109,7 @@ func (e *Engine) runPlan(plan *sched.Plan, start time.Time) {
 	for _, q := range plan.Admitted {
 		if r := e.reqs[q.ID]; r.admitted.IsZero() {
 			r.admitted = now
+			r.cachedTokens = q.CachedTokens
 		}
 	}
 	b := e.buildBatch(plan)
@@ -357,6 +358,7 @@ func (e *Engine) refreshGauges() {
 	s.Running = e.sched.NumRunning()
 	s.Waiting = e.sched.NumWaiting()
 	s.KVBlocksUsed = kv.UsedBlocks()
+	s.KVBlocksCached = kv.CachedBlocks()
 	s.KVUsage = kv.Usage()
 }
 
@@ -373,6 +375,8 @@ func (e *Engine) publish(plan *sched.Plan, d time.Duration) {
 		s.PrefillTokens += uint64(plan.PrefillTokens)
 		s.DecodeTokens += uint64(plan.DecodeTokens)
 		s.Preemptions += uint64(len(plan.Preempted))
+		s.PrefixCacheQueries += uint64(plan.PrefixQueryTokens)
+		s.PrefixCacheHits += uint64(plan.PrefixHitTokens)
 	} else {
 		s.BatchSize, s.BatchTokens = 0, 0
 	}

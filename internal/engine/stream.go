@@ -50,7 +50,11 @@ type Timing struct {
 	PromptTokS float64 // prompt tokens / Prefill
 	DecodeTokS float64 // tokens after the first / Decode
 
-	PromptTokens    int
+	PromptTokens int
+	// CachedTokens is how many prompt tokens came from the prefix cache
+	// at the request's first admission (OpenAI's
+	// prompt_tokens_details.cached_tokens).
+	CachedTokens    int
 	GeneratedTokens int
 	Preemptions     int // times the request lost its KV and was recomputed
 }
@@ -169,11 +173,12 @@ type request struct {
 	stream  *Stream
 	sampler Sampler
 
-	generated  int
-	submitted  time.Time
-	admitted   time.Time // first admission
-	firstToken time.Time
-	lastToken  time.Time
+	generated    int
+	cachedTokens int // prompt tokens found in the prefix cache at first admission
+	submitted    time.Time
+	admitted     time.Time // first admission
+	firstToken   time.Time
+	lastToken    time.Time
 }
 
 func newRequest(ctx context.Context, id kvcache.SeqID, r Request, s Sampler) *request {
@@ -197,6 +202,7 @@ func (r *request) timing(now time.Time) Timing {
 	t := Timing{
 		Total:           now.Sub(r.submitted),
 		PromptTokens:    r.seq.PromptLen,
+		CachedTokens:    r.cachedTokens,
 		GeneratedTokens: r.generated,
 		Preemptions:     r.seq.Preemptions,
 	}

@@ -17,11 +17,15 @@
 // The Manager is not safe for concurrent use: the engine's single loop
 // goroutine owns it, which is also the only goroutine that builds batches.
 //
-// TODO(prefix-cache): share full blocks between sequences with identical
-// prompt prefixes (hash of the block's tokens chained with the previous
-// block's hash, refcounted blocks, an LRU of unreferenced cached blocks that
-// are reclaimed before the free list runs dry). Not done yet: every
-// sequence owns its blocks exclusively.
+// Prefix caching (optional, NewWithOptions): a full block whose KV has been
+// computed can be registered under a hash of its tokens chained with the
+// hash of every block before it (prefix.go). A later sequence whose tokens
+// start with the same blocks maps those blocks into its own table instead
+// of computing them again, so blocks are reference counted: a block is
+// free (on the free list), cached and idle (on the evictable LRU list, its
+// KV kept for a later hit), or held by one or more tables. Registered
+// blocks are read-only; a sequence only ever writes blocks it holds alone
+// and that are not registered (CheckWritable).
 package kvcache
 
 import (
@@ -49,35 +53,60 @@ type Manager struct {
 	blockSize int
 	numBlocks int
 	// free is a LIFO stack: a just-freed block is reused first, which keeps
-	// the working set of KV memory small and hot in caches.
+	// the working set of KV memory small and hot in caches. It holds only
+	// blocks that no table holds and that are not registered in the prefix
+	// cache.
 	free []int32
-	// owned[b] and owner[b] say whether and by which sequence block b is
-	// held; they make a double free or a double allocation detectable.
-	owner  []SeqID
-	owned  []bool
+	// refs[b] is the number of tables holding block b. Without prefix
+	// caching it is 0 or 1; a mismatch with the free list (a double free or
+	// a double allocation) panics instead of letting one sequence overwrite
+	// another's KV.
+	refs   []int32
 	tables map[SeqID]*table
 	// slotUsed[i] says whether slot i is held; maxSlots bounds its length
 	// (0: unbounded).
 	slotUsed []bool
 	maxSlots int
+
+	// Prefix cache (nil when disabled; see prefix.go).
+	pc *prefixCache
 }
 
 type table struct {
 	blocks []int32
 	slot   int
+	// committed is how many leading blocks have been offered to the prefix
+	// cache (registered, or found already registered under another block),
+	// so Commit only hashes the new ones.
+	committed int
+}
+
+// Options configure a Manager beyond its size.
+type Options struct {
+	// Slots bounds the sequences holding a table at once (0: unbounded);
+	// Allocate fails with ErrOutOfSlots beyond that.
+	Slots int
+	// PrefixCache keeps computed full blocks for reuse by later sequences
+	// with the same leading tokens (prefix.go).
+	PrefixCache bool
 }
 
 // New creates a manager of numBlocks blocks of blockSize token slots.
 // blockSize <= 0 selects DefaultBlockSize. Sequence slots are unbounded.
 func New(numBlocks, blockSize int) (*Manager, error) {
-	return NewWithSlots(numBlocks, blockSize, 0)
+	return NewWithOptions(numBlocks, blockSize, Options{})
 }
 
 // NewWithSlots is New with at most slots sequences holding a table at once
 // (0: unbounded); Allocate fails with ErrOutOfSlots beyond that.
 func NewWithSlots(numBlocks, blockSize, slots int) (*Manager, error) {
-	if slots < 0 {
-		return nil, fmt.Errorf("kvcache: negative slot count %d", slots)
+	return NewWithOptions(numBlocks, blockSize, Options{Slots: slots})
+}
+
+// NewWithOptions is New with slots and prefix caching as o says.
+func NewWithOptions(numBlocks, blockSize int, o Options) (*Manager, error) {
+	if o.Slots < 0 {
+		return nil, fmt.Errorf("kvcache: negative slot count %d", o.Slots)
 	}
 	if blockSize <= 0 {
 		blockSize = DefaultBlockSize
@@ -89,15 +118,17 @@ func NewWithSlots(numBlocks, blockSize, slots int) (*Manager, error) {
 		blockSize: blockSize,
 		numBlocks: numBlocks,
 		free:      make([]int32, numBlocks),
-		owner:     make([]SeqID, numBlocks),
-		owned:     make([]bool, numBlocks),
+		refs:      make([]int32, numBlocks),
 		tables:    map[SeqID]*table{},
-		maxSlots:  slots,
+		maxSlots:  o.Slots,
 	}
 	// Push in reverse so block 0 is handed out first: deterministic and
 	// easy to read in tests and debug dumps.
 	for i := range m.free {
 		m.free[i] = int32(numBlocks - 1 - i)
+	}
+	if o.PrefixCache {
+		m.pc = newPrefixCache(numBlocks)
 	}
 	return m, nil
 }
@@ -108,11 +139,13 @@ func (m *Manager) BlockSize() int { return m.blockSize }
 // NumBlocks is the total number of blocks.
 func (m *Manager) NumBlocks() int { return m.numBlocks }
 
-// FreeBlocks is the number of blocks on the free list.
-func (m *Manager) FreeBlocks() int { return len(m.free) }
+// FreeBlocks is the number of blocks an allocation can take: the free list
+// plus the cached blocks no table holds (evicted on demand, oldest first).
+func (m *Manager) FreeBlocks() int { return len(m.free) + m.CachedBlocks() }
 
-// UsedBlocks is the number of blocks held by sequences.
-func (m *Manager) UsedBlocks() int { return m.numBlocks - len(m.free) }
+// UsedBlocks is the number of blocks held by sequences (a block shared by
+// several sequences counts once).
+func (m *Manager) UsedBlocks() int { return m.numBlocks - m.FreeBlocks() }
 
 // Usage is the fraction of blocks in use, 0..1.
 func (m *Manager) Usage() float64 {
@@ -134,9 +167,9 @@ func (m *Manager) BlocksFor(tokens int) int {
 }
 
 // CanAdmit reports whether a new sequence of tokens tokens would fit in the
-// free blocks right now.
+// free blocks right now (not counting prefix-cache hits; see NeededCached).
 func (m *Manager) CanAdmit(tokens int) bool {
-	return m.BlocksFor(tokens) <= len(m.free)
+	return m.BlocksFor(tokens) <= m.FreeBlocks()
 }
 
 // Needed is how many more blocks seq needs for its table to cover tokens
@@ -160,32 +193,77 @@ func (m *Manager) Needed(seq SeqID, tokens int) int {
 // rewritten in place) until seq is freed, and callers must not modify it.
 func (m *Manager) Allocate(seq SeqID, tokens int) ([]int32, error) {
 	need := m.Needed(seq, tokens)
-	if need > len(m.free) {
-		return m.Table(seq), fmt.Errorf("%w: sequence %d needs %d more, %d free", ErrOutOfBlocks, seq, need, len(m.free))
+	if need > m.FreeBlocks() {
+		return m.Table(seq), fmt.Errorf("%w: sequence %d needs %d more, %d free", ErrOutOfBlocks, seq, need, m.FreeBlocks())
 	}
-	t := m.tables[seq]
-	if t == nil {
-		slot := m.takeSlot()
-		if slot < 0 {
-			return nil, fmt.Errorf("%w: all %d are held", ErrOutOfSlots, m.maxSlots)
-		}
-		t = &table{slot: slot}
-		m.tables[seq] = t
+	t, err := m.tableFor(seq)
+	if err != nil {
+		return nil, err
 	}
 	for range need {
-		b := m.free[len(m.free)-1]
-		m.free = m.free[:len(m.free)-1]
-		if m.owned[b] {
-			// The free list and ownership disagree: memory of another
-			// sequence would be overwritten. Never continue past that.
-			panic(fmt.Sprintf("kvcache: block %d on the free list but owned by sequence %d", b, m.owner[b]))
-		}
-		m.owned[b], m.owner[b] = true, seq
 		// Appending may move the backing array; previously returned
 		// slices keep pointing at the old, still-correct prefix.
-		t.blocks = append(t.blocks, b)
+		t.blocks = append(t.blocks, m.take())
 	}
 	return t.blocks, nil
+}
+
+// tableFor is seq's table, created with a slot when it has none.
+func (m *Manager) tableFor(seq SeqID) (*table, error) {
+	if t := m.tables[seq]; t != nil {
+		return t, nil
+	}
+	slot := m.takeSlot()
+	if slot < 0 {
+		return nil, fmt.Errorf("%w: all %d are held", ErrOutOfSlots, m.maxSlots)
+	}
+	t := &table{slot: slot}
+	m.tables[seq] = t
+	return t, nil
+}
+
+// take hands out one unreferenced block with a reference count of 1: from
+// the free list while it has blocks, else the least recently used idle
+// cached block, whose registration is dropped (evicted). The caller has
+// checked FreeBlocks.
+func (m *Manager) take() int32 {
+	var b int32
+	if n := len(m.free); n > 0 {
+		b = m.free[n-1]
+		m.free = m.free[:n-1]
+		if m.pc != nil && m.pc.registered(b) {
+			panic(fmt.Sprintf("kvcache: block %d on the free list but registered in the prefix cache", b))
+		}
+	} else {
+		if m.pc == nil || m.pc.lruLen == 0 {
+			panic("kvcache: take with no free block")
+		}
+		b = m.pc.evict()
+	}
+	if m.refs[b] != 0 {
+		// The free list and the tables disagree: memory of another
+		// sequence would be overwritten. Never continue past that.
+		panic(fmt.Sprintf("kvcache: free block %d is held by %d tables", b, m.refs[b]))
+	}
+	m.refs[b] = 1
+	return b
+}
+
+// release drops one table's reference to b; an unreferenced block goes to
+// the prefix cache's LRU list when registered there, else to the free list.
+func (m *Manager) release(b int32) {
+	if m.refs[b] <= 0 {
+		panic(fmt.Sprintf("kvcache: block %d released more often than held", b))
+	}
+	m.refs[b]--
+	if m.refs[b] > 0 {
+		return
+	}
+	if m.pc != nil && m.pc.registered(b) {
+		m.pc.lruPush(b)
+		return
+	}
+	m.free = append(m.free, b)
 }
 
 // takeSlot marks the lowest free slot held and returns it, or -1 when all
@@ -226,10 +304,12 @@ func (m *Manager) Table(seq SeqID) []int32 {
 	return nil
 }
 
-// Free returns all of seq's blocks to the free list, releases its slot and
-// forgets its table.
+// Free drops seq's references to its blocks, releases its slot and forgets
+// its table. A block nobody holds any more returns to the free list, or,
+// when registered in the prefix cache, to the tail of its LRU list, where
+// it stays reusable until evicted.
 // Freeing a sequence that holds nothing is a no-op, so a block can never be
-// freed twice. It returns the number of blocks released.
+// released twice. It returns the number of blocks in the table.
 func (m *Manager) Free(seq SeqID) int {
 	t := m.tables[seq]
 	if t == nil {
@@ -240,15 +320,12 @@ func (m *Manager) Free(seq SeqID) int {
 		panic(fmt.Sprintf("kvcache: sequence %d frees slot %d that is not held", seq, t.slot))
 	}
 	m.slotUsed[t.slot] = false
-	// Push in reverse so the sequence's first block is reused first.
+	// Release in reverse: on the free list (a stack) the sequence's first
+	// block is then reused first; on the LRU list its last block becomes
+	// the oldest, so eviction eats a cached prefix from its end and the
+	// shorter prefix stays usable longer (as vLLM does).
 	for i := len(t.blocks) - 1; i >= 0; i-- {
-		b := t.blocks[i]
-		if !m.owned[b] || m.owner[b] != seq {
-			panic(fmt.Sprintf("kvcache: sequence %d frees block %d it does not own", seq, b))
-		}
-		m.owned[b] = false
-		m.owner[b] = 0
-		m.free = append(m.free, b)
+		m.release(t.blocks[i])
 	}
 	return len(t.blocks)
 }

@@ -37,6 +37,21 @@
 // always the most recently admitted, so the oldest sequence always makes
 // progress and the policy cannot livelock as long as a single sequence of
 // maximum length fits the cache (the engine enforces that at submit).
+//
+// Prefix caching (when the kvcache.Manager has it): at the start of every
+// step, and when a sequence leaves (finish, cancel, preemption), the full
+// blocks whose KV is computed are committed to the cache under their chain
+// hashes. Admission maps the longest cached prefix of the sequence's tokens
+// into its table and starts its Computed there, so only the rest is
+// prefilled; the admission check counts only the blocks really taken (new
+// ones, plus idle cached ones it revives). A preempted sequence usually
+// finds its own blocks again. One refinement: when the next block the head
+// of the queue would need is being computed in this very step by another
+// sequence, admission waits for the next step, when that block is
+// committed, instead of computing a duplicate (KV written in a step is not
+// guaranteed visible to other sequences of the same step: a backend may
+// write and read KV per sequence). Every planned chunk is checked to write
+// only blocks its sequence holds alone and that are not cached.
 package sched
 
 import (
@@ -63,6 +78,14 @@ type Seq struct {
 
 	// Preemptions counts how often this sequence was preempted.
 	Preemptions int
+	// CachedTokens is how many leading tokens its latest admission found in
+	// the prefix cache: Computed started there.
+	CachedTokens int
+
+	// hashes is the chain hash of each full block of Tokens hashed so far
+	// (prefix caching only); Tokens only grow, so it is extended, never
+	// recomputed.
+	hashes []kvcache.BlockHash
 
 	// prefillEnd is len(Tokens) at admission: tokens before it are
 	// prefill (prompt, or prompt+generated when recomputing after a
@@ -105,6 +128,10 @@ type Plan struct {
 	Preempted []*Seq
 
 	PrefillTokens, DecodeTokens int
+	// PrefixQueryTokens is the tokens of the sequences admitted this step,
+	// PrefixHitTokens how many of them were found in the prefix cache (both
+	// 0 without prefix caching).
+	PrefixQueryTokens, PrefixHitTokens int
 }
 
 // Empty reports whether the plan has nothing to compute.
@@ -119,6 +146,12 @@ type Scheduler struct {
 	kv      *kvcache.Manager
 	waiting []*Seq // FIFO; preempted sequences are pushed at the front
 	running []*Seq // in admission order: the last one is the newest
+
+	// pending holds the chain hashes of blocks the step being planned
+	// completes (prefix caching; rebuilt per Schedule as items are
+	// planned, pendingItems of them so far).
+	pending      map[kvcache.BlockHash]struct{}
+	pendingItems int
 }
 
 // New creates a scheduler that allocates from kv.
@@ -158,10 +191,13 @@ func (s *Scheduler) Add(q *Seq) {
 }
 
 // Remove drops q from the scheduler wherever it is (finished, cancelled or
-// failed) and frees its blocks. Removing an unknown sequence is a no-op.
+// failed) and frees its blocks, after committing the computed full ones to
+// the prefix cache (a failed step never advanced Computed, so its suspect
+// writes are not among them). Removing an unknown sequence is a no-op.
 func (s *Scheduler) Remove(q *Seq) {
 	s.running = removeSeq(s.running, q)
 	s.waiting = removeSeq(s.waiting, q)
+	s.commit(q)
 	s.kv.Free(q.ID)
 	q.running = false
 }
@@ -184,6 +220,14 @@ func removeSeq(list []*Seq, q *Seq) []*Seq {
 func (s *Scheduler) Schedule() Plan {
 	var p Plan
 	budget := s.cfg.MaxBatchTokens
+	if s.kv.PrefixCaching() {
+		// What the last step computed becomes visible to admissions.
+		for _, q := range s.running {
+			s.commit(q)
+		}
+		clear(s.pending)
+		s.pendingItems = 0
+	}
 
 	// 1. Decodes, oldest first. s.running may shrink from the end as
 	// victims are preempted; a victim is always at or after i, so nothing
@@ -196,6 +240,7 @@ func (s *Scheduler) Schedule() Plan {
 		if !s.reserve(q, q.Computed+1, &p) {
 			break // q itself was preempted, and it was the newest
 		}
+		s.checkWritable(q, q.Computed, 1)
 		p.Items = append(p.Items, Item{Seq: q, Start: q.Computed, Len: 1, Blocks: s.kv.Table(q.ID), Slot: s.kv.Slot(q.ID), Logits: true})
 		p.DecodeTokens++
 		budget--
@@ -219,6 +264,14 @@ func (s *Scheduler) Schedule() Plan {
 	for len(p.Preempted) == 0 && prefill > 0 && len(s.waiting) > 0 && len(s.running) < s.cfg.Parallel {
 		q := s.waiting[0]
 		need := s.kv.Needed(q.ID, len(q.Tokens))
+		if s.kv.PrefixCaching() {
+			q.hashes = kvcache.HashBlocks(q.hashes, q.Tokens, s.kv.BlockSize())
+			var hit int
+			need, hit = s.kv.NeededCached(q.hashes, len(q.Tokens))
+			if s.inFlight(q, hit, &p) {
+				break // its next block is computed this step: hit it next step
+			}
+		}
 		headroom := len(s.running) + 1
 		if len(s.running) == 0 {
 			headroom = 0
@@ -226,12 +279,18 @@ func (s *Scheduler) Schedule() Plan {
 		if need+headroom > s.kv.FreeBlocks() {
 			break // strict FIFO: wait for blocks rather than overtake
 		}
-		if _, err := s.kv.Allocate(q.ID, len(q.Tokens)); err != nil {
+		cached, err := s.kv.AllocateCached(q.ID, q.hashes, len(q.Tokens))
+		if err != nil {
 			break // cannot happen after the check above; stay safe
 		}
 		s.waiting = s.waiting[1:]
 		q.running = true
-		q.Computed = 0
+		q.Computed = cached
+		q.CachedTokens = cached
+		if s.kv.PrefixCaching() {
+			p.PrefixQueryTokens += len(q.Tokens)
+			p.PrefixHitTokens += cached
+		}
 		q.prefillEnd = len(q.Tokens)
 		s.running = append(s.running, q)
 		p.Admitted = append(p.Admitted, q)
@@ -247,6 +306,7 @@ func (s *Scheduler) planPrefill(q *Seq, budget int, p *Plan) int {
 	if n <= 0 {
 		return 0
 	}
+	s.checkWritable(q, q.Computed, n)
 	p.Items = append(p.Items, Item{
 		Seq: q, Start: q.Computed, Len: n, Blocks: s.kv.Table(q.ID), Slot: s.kv.Slot(q.ID),
 		Logits:  q.Computed+n == len(q.Tokens),
@@ -276,6 +336,7 @@ func (s *Scheduler) reserve(q *Seq, tokens int, p *Plan) bool {
 // for recompute. Called only with the newest running sequence.
 func (s *Scheduler) preempt(victim *Seq, p *Plan) {
 	s.running = s.running[:len(s.running)-1]
+	s.commit(victim)
 	s.kv.Free(victim.ID)
 	victim.running = false
 	victim.Computed = 0
@@ -285,4 +346,57 @@ func (s *Scheduler) preempt(victim *Seq, p *Plan) {
 	// keeps their original admission order.
 	s.waiting = append([]*Seq{victim}, s.waiting...)
 	p.Preempted = append(p.Preempted, victim)
+}
+
+// commit offers q's computed full blocks to the prefix cache (a no-op
+// without prefix caching, or when no new block is complete).
+func (s *Scheduler) commit(q *Seq) {
+	if !s.kv.PrefixCaching() {
+		return
+	}
+	bs := s.kv.BlockSize()
+	n := min(q.Computed, len(q.Tokens)) / bs
+	if n == 0 {
+		return
+	}
+	q.hashes = kvcache.HashBlocks(q.hashes, q.Tokens[:n*bs], bs)
+	s.kv.Commit(q.ID, q.hashes[:n])
+}
+
+// checkWritable panics when a chunk would write KV into a block that is
+// shared or cached: other sequences read it as it is, so going on would
+// silently corrupt their output. Only full, computed blocks are ever
+// cached or shared and writes go to later positions, so this never fires
+// unless the bookkeeping is broken.
+func (s *Scheduler) checkWritable(q *Seq, start, n int) {
+	if err := s.kv.CheckWritable(q.ID, start, start+n); err != nil {
+		panic(fmt.Sprintf("sched: %v", err))
+	}
+}
+
+// inFlight reports whether the block q would need right after its hit
+// cached blocks is one that an item already planned this step completes:
+// admitted now, q would compute a copy of it; a step later it maps it.
+func (s *Scheduler) inFlight(q *Seq, hit int, p *Plan) bool {
+	bs := s.kv.BlockSize()
+	if hit >= len(q.hashes) || hit >= (len(q.Tokens)-1)/bs {
+		return false // nothing more that could come from the cache
+	}
+	if s.pending == nil {
+		s.pending = map[kvcache.BlockHash]struct{}{}
+	}
+	for _, it := range p.Items[s.pendingItems:] {
+		// Blocks [Start/bs, end/bs) become full with this item.
+		end := (it.Start + it.Len) / bs
+		if end <= it.Start/bs {
+			continue
+		}
+		it.Seq.hashes = kvcache.HashBlocks(it.Seq.hashes, it.Seq.Tokens[:end*bs], bs)
+		for _, h := range it.Seq.hashes[it.Start/bs : end] {
+			s.pending[h] = struct{}{}
+		}
+	}
+	s.pendingItems = len(p.Items)
+	_, ok := s.pending[q.hashes[hit]]
+	return ok
 }
