@@ -44,6 +44,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&o.KVBlocks, "kv-blocks", 0, "KV cache size in blocks (0: see --kv-mem)")
 	fs.IntVar(&o.KVMemMiB, "kv-mem", 0, "KV cache size in MiB (0 with --kv-blocks 0: room for --parallel full contexts)")
 	fs.IntVar(&o.BlockSize, "block-size", 16, "KV cache block size in tokens")
+	fs.BoolVar(&o.NoPrefixCache, "no-prefix-cache", false, "do not reuse the KV of prompt prefixes shared with earlier requests")
 	fs.IntVar(&o.MaxQueue, "max-queue", engine.DefaultMaxQueue, "requests that may wait beyond the running ones before 429 (-1: none)")
 	fs.IntVar(&o.PrefillChunk, "prefill-chunk", engine.DefaultPrefillChunk, "most prompt tokens processed per step (long prompts are chunked)")
 	fs.StringVar(&o.APIKey, "api-key", "", "require 'Authorization: Bearer <key>' (default: $MLXCEL_API_KEY; empty: no auth)")

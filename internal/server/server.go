@@ -45,6 +45,9 @@ type Options struct {
 	KVBlocks     int
 	KVMemMiB     int
 	BlockSize    int
+	// NoPrefixCache turns automatic prefix caching off
+	// (engine.Config.DisablePrefixCache).
+	NoPrefixCache bool
 
 	// MaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
@@ -143,7 +146,8 @@ func (s *Server) Ready(l *app.Loaded) error {
 	s.state.Store(m)
 	c := eng.Config()
 	s.log.Info("model ready", "model", name, "backend", l.Model.Backend().Name(), "ctx", eng.MaxContext(),
-		"parallel", c.Parallel, "kv_blocks", c.NumBlocks, "block_size", c.BlockSize, "plain_chat", m.plainChat)
+		"parallel", c.Parallel, "kv_blocks", c.NumBlocks, "block_size", c.BlockSize, "prefix_cache", eng.PrefixCaching(),
+		"plain_chat", m.plainChat)
 	return nil
 }
 
@@ -161,6 +165,9 @@ func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 		OnFinish:     s.metrics.onFinish,
 		OnStep:       s.metrics.onStep,
 	}
+	// Prefix caching is on unless asked otherwise (the engine also turns
+	// it off for models whose window layers use rings).
+	cfg.DisablePrefixCache = o.NoPrefixCache
 	if o.KVBlocks > 0 && o.KVMemMiB > 0 {
 		return cfg, errors.New("server: give the KV cache size as blocks or as MiB, not both")
 	}

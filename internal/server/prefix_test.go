@@ -1,0 +1,68 @@
+package server
+
+import (
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// metricValue reads one unlabelled sample from /metrics.
+func metricValue(t *testing.T, s *testServer, name string) float64 {
+	t.Helper()
+	resp, err := s.ts.Client().Get(s.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("/metrics has no %s", name)
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// Two requests with one long prompt: the second maps the first one's KV,
+// and the counters say so; --no-prefix-cache turns that off.
+func TestPrefixCacheMetricsAndFlag(t *testing.T) {
+	f, err := parseFlags(t, "--no-prefix-cache")
+	if err != nil || !f.Options.NoPrefixCache {
+		t.Fatalf("--no-prefix-cache: %v %+v", err, f.Options)
+	}
+	if f, _ := parseFlags(t); f.Options.NoPrefixCache {
+		t.Fatal("prefix caching should be on by default")
+	}
+	l := loadModel(t, "")
+	prompt := strings.Repeat("Once upon a time there was a little girl who liked to play in the park. ", 6)
+	for _, off := range []bool{false, true} {
+		s := startServer(t, l, Options{Parallel: 2, NoPrefixCache: off})
+		if s.Engine().PrefixCaching() == off {
+			t.Fatalf("engine prefix caching %v with NoPrefixCache %v", s.Engine().PrefixCaching(), off)
+		}
+		for range 2 {
+			code, body := s.post(t, "/v1/completions", map[string]any{"model": "stories260k", "prompt": prompt, "max_tokens": 4})
+			if code != 200 {
+				t.Fatalf("status %d: %v", code, body)
+			}
+		}
+		hits := metricValue(t, s, "mlxcel_prefix_cache_hit_tokens_total")
+		queries := metricValue(t, s, "mlxcel_prefix_cache_query_tokens_total")
+		t.Logf("NoPrefixCache %v: %v of %v prompt tokens from the cache", off, hits, queries)
+		if off && (hits != 0 || queries != 0) {
+			t.Errorf("disabled: hits %v queries %v", hits, queries)
+		}
+		if !off && (hits < 64 || queries <= hits) {
+			t.Errorf("the second request should have mapped the first one's prompt: hits %v of %v", hits, queries)
+		}
+		s.Close()
+	}
+}
