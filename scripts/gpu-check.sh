@@ -18,17 +18,21 @@ if [ "${1:-run}" = build ]; then
 	mkdir -p .gpu
 	# Fixtures for TestModelsGPU: shared/ beside the checkout does not travel.
 	for f in tiny/llama-bf16 tiny/qwen2-bf16 tiny/qwen3-bf16 tiny/llama-mlx-q4g64 tiny/qwen2-mlx-q4g64 \
-		tiny/qwen3-mlx-q4g64 models/stories260k; do
+		tiny/qwen3-mlx-q4g64 models/stories260k tiny/qwen3_moe-bf16 tiny/qwen3_moe-mlx-q4g64 tiny/mixtral-bf16 \
+		tiny/mixtral-mlx-q4g64 tiny/gemma4-bf16 tiny/gemma4-mlx-q4g64; do
 		if [ -d "../shared/testdata/$f" ]; then mkdir -p ".gpu/testdata/$f" && cp -r "../shared/testdata/$f/." ".gpu/testdata/$f/"; fi
 	done
 	if [ -d ../shared/testdata/tokenizers/llama3_1 ]; then
 		mkdir -p .gpu/tokenizers && cp -r ../shared/testdata/tokenizers/llama3_1 .gpu/tokenizers/
 	fi
-	CGO_ENABLED=0 go test -c -o .gpu/cuda.test ./internal/backend/cuda/
+	# Stripped binaries: the working tree that travels is limited to 64 MiB.
+	rm -rf .gpu/kcache .gpu/mlxcel-bench-decode
+	CGO_ENABLED=0 go test -c -ldflags="-s -w" -o .gpu/cuda.test ./internal/backend/cuda/
 	if [ -d internal/model ] && ls internal/model/*gpu*_test.go >/dev/null 2>&1; then
-		CGO_ENABLED=0 go test -c -o .gpu/model.test ./internal/model/
+		CGO_ENABLED=0 go test -c -ldflags="-s -w" -o .gpu/model.test ./internal/model/
 	fi
-	if [ -d cmd/mlxcel-bench-decode ]; then CGO_ENABLED=0 go build -o .gpu/mlxcel-bench-decode ./cmd/mlxcel-bench-decode || true; fi
+	# The mlxcel CLI carries bench decode, ladder and serve.
+	CGO_ENABLED=0 go build -ldflags="-s -w" -o .gpu/mlxcel ./cmd/mlxcel
 	ls -la .gpu
 	exit 0
 fi
@@ -52,13 +56,20 @@ if command -v nvcc >/dev/null; then
 	# Registers, spills and shared memory of the hot kernels (ptxas -v).
 	MLXCEL_DUMP_SRC="$OUT/kernels.cu" .gpu/cuda.test -test.run TestDumpSource >/dev/null 2>&1
 	nvcc -cubin -arch=sm_90 -std=c++17 -Xptxas -v "$OUT/kernels.cu" -o "$OUT/kernels.cubin" >"$OUT/ptxas.log" 2>&1
-	grep -A4 -E "Compiling entry function '(qgemv4_bf_1|qgemv4_bf_2|qgemv4_bf_8|qgemv8_bf_1|dgemv_bf16_1|attention)'" "$OUT/ptxas.log" | grep -E "entry|registers|spill" | head -24
+	grep -A4 -E "Compiling entry function '(qgemvm4_bf|qmma4_bf_1|qmma4_bf_2|qmma4_bf_4|flash_attn_64|flash_attn_128|attention)'" "$OUT/ptxas.log" | grep -E "entry|registers|spill" | head -24
 fi
 
 echo "== tests"
 if [ -d .gpu/testdata ]; then export MLXCEL_TESTDATA=${MLXCEL_TESTDATA:-$PWD/.gpu/testdata}; fi
-.gpu/cuda.test -test.v -test.count=1 -test.run "${GPU_TESTS:-TestLibrary|TestSmoke|TestConformance|TestGraphReplay|TestModelsGPU}" 2>&1 | tee "$OUT/test.log"
+timeout ${TEST_TIMEOUT:-240} .gpu/cuda.test -test.v -test.count=1 -test.run "${GPU_TESTS:-TestLibrary|TestSmoke|TestConformance|TestGraphReplay|TestModelsGPU}" 2>&1 | tee "$OUT/test.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
+# The tensor-core GEMV's benchmark variants (slabs in flight) must compute
+# the same function: Linear conformance with each.
+for v in ${MMA_VARIANTS:-}; do
+	echo "== conformance with MLXCEL_CUDA_MMAV=$v"
+	MLXCEL_CUDA_MMAV=$v timeout 120 .gpu/cuda.test -test.count=1 -test.run 'TestConformance/(Linear|Sequences)' 2>&1 | tee -a "$OUT/test.log" | tail -3
+	[ "${PIPESTATUS[0]}" = 0 ] || status=1
+done
 if [ -x .gpu/model.test ]; then
 	echo "== model tests"
 	.gpu/model.test -test.v -test.count=1 -test.run 'GPU' 2>&1 | tee "$OUT/model.log"
@@ -68,17 +79,40 @@ fi
 if [ "${MLXCEL_CUDA_BENCH:-1}" != 0 ]; then
 	echo "== benchmarks"
 	rm -f "$OUT/bench.csv"
-	MLXCEL_CUDA_BENCH=1 MLXCEL_BENCH_CSV="$OUT/bench.csv" .gpu/cuda.test -test.v -test.count=1 -test.run TestBench 2>&1 | tee "$OUT/bench.log"
+	MLXCEL_CUDA_BENCH=1 MLXCEL_BENCH_CSV="$OUT/bench.csv" timeout ${BENCH_TIMEOUT:-300} .gpu/cuda.test -test.v -test.count=1 -test.run TestBench 2>&1 | tee "$OUT/bench.log"
 	[ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 
-if [ -x .gpu/mlxcel-bench-decode ] && [ "${MLXCEL_CUDA_BENCH:-1}" != 0 ]; then
-	# The decode figure: synthetic Llama-3.1-8B 4-bit through the model code.
-	echo "== mlxcel-bench-decode"
+if [ -x .gpu/mlxcel ] && [ "${MLXCEL_CUDA_BENCH:-1}" != 0 ]; then
+	# The decode figure: synthetic Llama-3.1-8B 4-bit through the model
+	# code (mlxcel bench decode = mlxcel-bench-decode).
+	echo "== mlxcel bench decode"
 	tok=""
 	[ -d .gpu/tokenizers/llama3_1 ] && tok="--tokenizer .gpu/tokenizers/llama3_1"
-	.gpu/mlxcel-bench-decode --profile llama-3.1-8b-4bit --backend cuda --max-tokens ${DECODE_TOKENS:-128} $tok \
+	timeout ${DECODE_TIMEOUT:-150} .gpu/mlxcel bench decode --profile llama-3.1-8b-4bit --backend cuda --max-tokens ${DECODE_TOKENS:-128} $tok \
 		--csv "$OUT/decode.csv" 2>&1 | tail -20 | tee "$OUT/decode.log"
+fi
+
+tok=""
+[ -d .gpu/tokenizers/llama3_1 ] && tok="--tokenizer .gpu/tokenizers/llama3_1"
+# Batch-1 decode of other profiles (e.g. the MoE qwen3-30b-a3b-4bit). The
+# llama3_1 tokenizer stands in for each profile's own (the ids only size
+# the prompt; every vocabulary here is larger than Llama's).
+for p in ${DECODE_PROFILES:-}; do
+	echo "== mlxcel bench decode $p"
+	timeout ${DECODE_TIMEOUT:-150} .gpu/mlxcel bench decode --profile "$p" --backend cuda --max-tokens 64 $tok \
+		--csv "$OUT/decode.csv" 2>&1 | tail -4 | tee -a "$OUT/decode.log"
+done
+if [ -x .gpu/mlxcel ] && [ -n "${LADDER_LENGTHS:-}" ]; then
+	# The long-prompt ladder through the model code (synthetic weights).
+	echo "== ladder"
+	timeout ${LADDER_TIMEOUT:-300} .gpu/mlxcel bench ladder --backend cuda --profiles "${LADDER_PROFILES:-llama-3.1-8b-4bit}" --lengths "$LADDER_LENGTHS" \
+		--max-tokens ${LADDER_TOKENS:-64} $tok --out "$OUT/ladder" 2>&1 | tail -30 | tee "$OUT/ladder.log"
+fi
+if [ -x .gpu/mlxcel ] && [ -n "${LADDER2_LENGTHS:-}" ]; then
+	echo "== ladder (second set)"
+	timeout ${LADDER_TIMEOUT:-300} .gpu/mlxcel bench ladder --backend cuda --profiles "$LADDER2_PROFILES" --lengths "$LADDER2_LENGTHS" \
+		--max-tokens ${LADDER_TOKENS:-64} $tok --out "$OUT/ladder" --name ladder2 2>&1 | tail -30 | tee -a "$OUT/ladder.log"
 fi
 
 echo "== summary"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +23,7 @@ var kernelFS embed.FS
 
 // kernelFiles is the order the sources are concatenated in: NVRTC has no
 // include path, so common.cu is prepended rather than #included.
-var kernelFiles = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu"}
+var kernelFiles = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu", "flash.cu"}
 
 func kernelSource() string {
 	var sb strings.Builder
@@ -78,9 +79,22 @@ type Backend struct {
 	fuse   bool // merge q/k/v and gate/up GEMVs, fuse add+norm (MLXCEL_CUDA_FUSE=0: off)
 
 	multiVariant string // benchmarks: "" or a qgemvm4_bf_v<NR><PF> suffix
+	mmaVariant   string // benchmarks: "" or "d2"/"d8" (slabs in flight of qmma4_bf_{1,2})
+
+	// Kernel paths, each on by default and switchable for comparison:
+	// MLXCEL_CUDA_MMA=0 (tensor-core GEMV for 2-32 rows), MLXCEL_CUDA_FLASH=0
+	// (tensor-core prefill attention), MLXCEL_CUDA_DECATTN=0 (decode
+	// attention that stores K/V and merges its splits itself),
+	// MLXCEL_CUDA_GEMM=tf32 (cuBLAS on f32 operands instead of bf16).
+	// MLXCEL_CUDA_MOEGROUP=0: MoE slot by slot instead of grouped.
+	useMMA, useFlash, useDecAttn, gemmBF16, moeGroup bool
+
+	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
+	cntN   int    // counters zeroed so far
 
 	ropeTabs map[string]uintptr // inverse-frequency tables by content
 	scratch  devBuf             // cuBLAS path: dequantized weights
+	scratchX devBuf             // cuBLAS bf16 path: activations rounded to bf16
 	wsBuf    devBuf             // cuBLAS workspace
 	pinned   []byte             // page-locked staging for uploads
 	err      error              // first asynchronous failure, sticky
@@ -167,6 +181,19 @@ func New(dev int) (*Backend, error) {
 	}
 	b.graphs.init(os.Getenv("MLXCEL_CUDA_GRAPHS") != "0")
 	b.fuse = os.Getenv("MLXCEL_CUDA_FUSE") != "0"
+	b.useMMA = os.Getenv("MLXCEL_CUDA_MMA") != "0"
+	b.useFlash = os.Getenv("MLXCEL_CUDA_FLASH") != "0"
+	b.useDecAttn = os.Getenv("MLXCEL_CUDA_DECATTN") != "0"
+	b.gemmBF16 = os.Getenv("MLXCEL_CUDA_GEMM") != "tf32"
+	b.moeGroup = os.Getenv("MLXCEL_CUDA_MOEGROUP") != "0"
+	// MLXCEL_CUDA_GEMV1=85 (say) picks a one-row 4-bit GEMV variant, for
+	// measuring one through the model code.
+	if v := os.Getenv("MLXCEL_CUDA_GEMV1"); v != "" && slices.Contains(multiKernels, "qgemvm4_bf_v"+v) {
+		b.multiVariant = v
+	}
+	if v := os.Getenv("MLXCEL_CUDA_MMAV"); v == "d2" || v == "d8" { // qmma4 slabs in flight
+		b.mmaVariant = v
+	}
 	return b, nil
 }
 
@@ -210,7 +237,11 @@ func kernelNames() []string {
 			names = append(names, fmt.Sprintf("dgemv_%s_%d", dt, mr))
 		}
 	}
-	return names
+	for _, nt := range []int{1, 2, 4} {
+		names = append(names, fmt.Sprintf("qmma4_bf_%d", nt), fmt.Sprintf("qmma4_f32_%d", nt))
+	}
+	names = append(names, "qmma4_bf_1_d2", "qmma4_bf_1_d8", "qmma4_bf_2_d2", "qmma4_bf_2_d8")
+	return append(names, "flash_attn_64", "flash_attn_128")
 }
 
 func (b *Backend) fn(name string) uintptr {
@@ -344,7 +375,7 @@ func (b *Backend) Close() error {
 	for _, c := range b.arena.chunks {
 		_ = b.d.call("cuMemFree", b.d.memFree, c.ptr)
 	}
-	for _, p := range []*devBuf{&b.stepBuf, &b.scratch, &b.wsBuf} {
+	for _, p := range []*devBuf{&b.stepBuf, &b.scratch, &b.scratchX, &b.wsBuf, &b.cntBuf} {
 		if p.ptr != 0 {
 			_ = b.d.call("cuMemFree", b.d.memFree, p.ptr)
 		}

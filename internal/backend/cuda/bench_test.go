@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -187,34 +186,41 @@ func TestBench(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
 	copyGB := copyRate(t, b, o)
+	gemmCeiling(t, b, o)
 	shapes := [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}, {128256, 4096}}
-	only := os.Getenv("MLXCEL_BENCH_ONLY")
-	for _, kind := range []string{"q4g64", "q8g64", "bf16"} {
-		for _, rows := range []int{1, 2, 4, 8, 16, 32} {
-			for _, s := range shapes {
-				if (kind != "q4g64" || rows > 8) && s != shapes[1] {
-					continue // the full shape list for the decode case only
-				}
-				if only != "" && !strings.Contains(kind, only) {
-					continue
-				}
-				d, wb := timeLinear(t, b, kind, rows, s[0], s[1])
-				gbps := float64(wb) / d.Seconds() / 1e9
-				o.add("linear", kind, rows, fmt.Sprintf("%dx%d", s[0], s[1]), float64(d.Nanoseconds())/1e3, gbps, gbps/copyGB, "")
-			}
-		}
+	lin := func(kind string, rows int, s [2]int, cfg string) {
+		d, wb := timeLinear(t, b, kind, rows, s[0], s[1])
+		gbps := float64(wb) / d.Seconds() / 1e9
+		o.add("linear", cfg, rows, fmt.Sprintf("%dx%d", s[0], s[1]), float64(d.Nanoseconds())/1e3, gbps, gbps/copyGB, "")
 	}
-	// The one-row 4-bit kernel's variants: rows per block (8 or 4) and
-	// register prefetch of the next chunk (0/1); "" is the default.
-	for _, v := range []string{"", "80", "40", "41", "81"} {
+	for _, s := range shapes {
+		lin("q4g64", 1, s, "q4g64")
+	}
+	// One-row variants: register caps (v85, v86) against the default.
+	for _, v := range []string{"85", "86"} {
 		b.multiVariant = v
 		for _, s := range shapes {
-			d, wb := timeLinear(t, b, "q4g64", 1, s[0], s[1])
-			gbps := float64(wb) / d.Seconds() / 1e9
-			o.add("linear-variant", "q4g64-v"+v, 1, fmt.Sprintf("%dx%d", s[0], s[1]), float64(d.Nanoseconds())/1e3, gbps, gbps/copyGB, "")
+			lin("q4g64", 1, s, "q4g64-v"+v)
 		}
 	}
 	b.multiVariant = ""
+	lin("q8g64", 1, shapes[1], "q8g64")
+	lin("bf16", 1, shapes[1], "bf16")
+	// Several activation rows: the tensor-core kernel (default: 4 slabs in
+	// flight per warp; variants d2, d8) against the f32 kernels it replaces
+	// (MLXCEL_CUDA_MMA=0, measured in run 1: 83 us at 8 rows on 14336x4096).
+	for _, v := range []string{"", "d2", "d8"} {
+		b.mmaVariant = v
+		for _, rows := range []int{2, 8, 16, 32} {
+			if v != "" && rows == 32 {
+				continue
+			}
+			for _, s := range shapes[:3] {
+				lin("q4g64", rows, s, "q4g64-mma"+v)
+			}
+		}
+	}
+	b.mmaVariant = ""
 	if err := b.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +228,48 @@ func TestBench(t *testing.T) {
 		decodeBench(t, b, o)
 	}
 	o.print()
+}
+
+// gemmCeiling measures cuBLAS bf16 GEMM (f32 accumulation and output, the
+// prefill path's call) on 8192^3: the compute ceiling beside the copy.
+func gemmCeiling(t *testing.T, b *Backend, o *benchOut) {
+	const n = 8192
+	b.mu.Lock()
+	unbind := b.bind()
+	a, err1 := b.allocPersistent(n * n * 2)
+	w, err2 := b.allocPersistent(n * n * 2)
+	c, err3 := b.allocPersistent(n * n * 4)
+	unbind()
+	b.mu.Unlock()
+	if err1 != nil || err2 != nil || err3 != nil {
+		t.Fatal(err1, err2, err3)
+	}
+	// Random bf16 operands (zeros run faster than real data).
+	b.mu.Lock()
+	b.newLaunch("fill_f32", b.gridFor(n*n), 1, 1, 256).p(c).f(0.37).i64(n * n)
+	b.newLaunch("f32_to_bf16", b.gridFor(n*n), 1, 1, 256).p(a).p(c).i64(n * n)
+	b.newLaunch("f32_to_bf16", b.gridFor(n*n), 1, 1, 256).p(w).p(c).i64(n * n)
+	b.mu.Unlock()
+	tm := b.NewTimer()
+	var ds []time.Duration
+	for it := 0; it < 6; it++ {
+		tm.Start()
+		b.mu.Lock()
+		b.rec.ls = append(b.rec.ls, launch{fn: fnGemm})
+		l := &b.rec.ls[len(b.rec.ls)-1]
+		l.p(c).p(a).p(w).i(n).i(n).i(n).i(1)
+		b.rec.gemm = true
+		b.mu.Unlock()
+		if it > 0 {
+			ds = append(ds, tm.Stop())
+		} else {
+			tm.Stop()
+		}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	d := ds[len(ds)/2]
+	tf := 2 * float64(n) * n * n / d.Seconds() / 1e12
+	o.add("gemm", "cublas-bf16-f32acc", n, "8192^3", float64(d.Microseconds()), tf, 0, "TFLOP/s in GB_per_s column")
 }
 
 // llama8b is Llama-3.1-8B's geometry.
@@ -300,15 +348,16 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		return b.Argmax(logits)
 	}
 	type cfg struct {
-		nseq         int
-		graphs, fuse bool
+		nseq              int
+		graphs, fuse, dec bool
 	}
-	for _, c := range []cfg{{1, true, true}, {1, false, true}, {1, true, false}, {8, true, true}, {8, false, true}, {32, true, true}} {
+	for _, c := range []cfg{{1, true, true, true}, {1, true, true, false}, {1, false, true, true}, {8, true, true, true},
+		{16, true, true, true}, {32, true, true, true}} {
 		nseq, graphs := c.nseq, c.graphs
 		{
 			b.SetGraphs(graphs)
 			b.mu.Lock()
-			b.fuse = c.fuse
+			b.fuse, b.useDecAttn = c.fuse, c.dec
 			b.mu.Unlock()
 			spec := backend.KVSpec{NumBlocks: nseq * (prompt + steps + bs) / bs, BlockSize: bs}
 			for range m.layers {
@@ -370,6 +419,9 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			if !c.fuse {
 				cfg += "-nofuse"
 			}
+			if !c.dec {
+				cfg += "-nodecattn"
+			}
 			o.add("decode-llama8b-q4", cfg, nseq, fmt.Sprintf("ctx%d", prompt+steps), float64(dt.Microseconds())/float64(n),
 				tokps, 0, fmt.Sprintf("tok/s in GB_per_s column; last step device %.0fus; prefill %d tok %.1f ms/seq",
 					float64(gpu.Microseconds()), prompt, float64(prefill.Microseconds())/1e3/float64(nseq)))
@@ -395,6 +447,68 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			}
 		}
 	}
+	b.SetGraphs(true)
+	b.mu.Lock()
+	b.fuse, b.useDecAttn = true, true
+	b.mu.Unlock()
+	// Prefill of one long prompt in chunks of 2048 tokens: the flash
+	// kernel and bf16 cuBLAS (defaults) against the generic attention
+	// kernel and TF32 at 2048.
+	type pcfg struct {
+		n            int
+		flash, bf16g bool
+	}
+	for _, c := range []pcfg{{512, true, true}, {2048, true, true}, {8192, true, true}, {2048, false, true}, {2048, true, false}} {
+		b.mu.Lock()
+		b.useFlash, b.gemmBF16 = c.flash, c.bf16g
+		b.mu.Unlock()
+		spec := backend.KVSpec{NumBlocks: (c.n + bs) / bs, BlockSize: bs}
+		for range m.layers {
+			spec.Layers = append(spec.Layers, backend.KVLayer{KVHeads: m.kvh, HeadDim: m.hd})
+		}
+		kv, err := b.NewKVStore(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		table := make([]int32, spec.NumBlocks)
+		for i := range table {
+			table[i] = int32(i)
+		}
+		var best time.Duration
+		for rep := 0; rep < 2; rep++ {
+			t0 := time.Now()
+			for st := 0; st < c.n; st += 2048 {
+				L := min(2048, c.n-st)
+				batch := &backend.Batch{LogitRows: []int{L - 1}, Seqs: []backend.SeqSlice{{Start: 0, Len: L, Blocks: table}}}
+				for i := 0; i < L; i++ {
+					batch.Tokens = append(batch.Tokens, int32((st+i)*31%m.vocab))
+					batch.Positions = append(batch.Positions, int32(st+i))
+				}
+				forward(batch, kv)
+			}
+			if err := b.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(t0); rep == 0 || d < best {
+				best = d
+			}
+		}
+		// Matrix work 2*params*tokens plus causal attention 2*2*n^2/2*hd*heads per layer.
+		params := float64(m.layers*(m.hidden*(m.heads+2*m.kvh)*m.hd+m.heads*m.hd*m.hidden+3*m.hidden*m.inter)) + float64(m.vocab*m.hidden)/float64(c.n)
+		flops := 2*params*float64(c.n) + float64(m.layers)*2*float64(c.n)*float64(c.n)*float64(m.hd*m.heads)
+		name := "flash+bf16"
+		if !c.flash {
+			name = "generic-attn+bf16"
+		}
+		if !c.bf16g {
+			name = "flash+tf32"
+		}
+		o.add("prefill-llama8b-q4", name, c.n, fmt.Sprintf("P%d", c.n), float64(best.Microseconds()), float64(c.n)/best.Seconds(),
+			flops/best.Seconds()/1e12, "tok/s in GB_per_s column, TFLOP/s in ratio column")
+	}
+	b.mu.Lock()
+	b.useFlash, b.gemmBF16 = true, true
+	b.mu.Unlock()
 	c, r, d, f, lastErr := b.GraphStats()
 	t.Logf("graphs: %d captured, %d replays, %d direct launches, %d failed (%v)", c, r, d, f, lastErr)
 }

@@ -24,7 +24,11 @@ func TestModelsGPU(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
 	for _, f := range []string{"tiny/llama-bf16", "tiny/qwen2-bf16", "tiny/qwen3-bf16", "tiny/llama-mlx-q4g64",
-		"tiny/qwen2-mlx-q4g64", "tiny/qwen3-mlx-q4g64", "models/stories260k"} {
+		"tiny/qwen2-mlx-q4g64", "tiny/qwen3-mlx-q4g64", "models/stories260k",
+		// MoE (routing and experts on the device) and Gemma 4 (per-layer
+		// head dims, k_eq_v, soft-capping, sliding window).
+		"tiny/qwen3_moe-bf16", "tiny/qwen3_moe-mlx-q4g64", "tiny/mixtral-bf16", "tiny/mixtral-mlx-q4g64",
+		"tiny/gemma4-bf16", "tiny/gemma4-mlx-q4g64"} {
 		t.Run(f, func(t *testing.T) {
 			if _, err := os.Stat(dir + "/" + f); err != nil {
 				t.Skipf("fixture %s missing", f)

@@ -89,8 +89,14 @@ func (b *Backend) Linear(dst, x backend.Tensor, wt, bias backend.Weight) {
 }
 
 // gemv records y[M,N] = x[M,K] @ W^T for M <= 8 per row chunk (grid.y
-// covers more). With eidx != 0, row t uses expert eidx[t*topk+slot].
+// covers more). With eidx != 0, row t uses expert eidx[t*topk+slot]; a
+// negative slot runs all topk slots in one launch (grid.z, see rebase in
+// gemv.cu).
 func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, eidx uintptr, topk, slot int) {
+	gz := 1
+	if eidx != 0 && slot < 0 {
+		gz = topk
+	}
 	N, K := w.out, w.in
 	mr := 8
 	switch {
@@ -107,6 +113,24 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 	}
 	if M == 1 && eidx == 0 && w.quant && (w.bits == 4 || w.bits == 8) && x%16 == 0 && (K*w.bits/32)%4 == 0 {
 		b.gemvMulti(y, x, w, bias)
+		return
+	}
+	if b.useMMA && M >= 2 && M <= 32 && eidx == 0 && w.quant && w.bits == 4 && w.gshft >= 6 && K%64 == 0 &&
+		x%16 == 0 && ldx%4 == 0 {
+		// Tensor cores: up to 8 activation rows per mma column tile.
+		nt := 1
+		switch {
+		case M > 16:
+			nt = 4
+		case M > 8:
+			nt = 2
+		}
+		name := fmt.Sprintf("qmma4_%s_%d", w.sbName(), nt)
+		if b.mmaVariant != "" && !w.sbF32 && nt <= 2 {
+			name += "_" + b.mmaVariant
+		}
+		b.newLaunch(name, (N+31)/32, 1, 1, 256).p(y).p(x).p(w.w).p(w.sb).p(bias).
+			i(N).i(K).i(M).i(w.gshft).i(ldy).i(ldx).p(0).i(0).i(0).i64(0).i64(0)
 		return
 	}
 	aligned := x%16 == 0 && ldx%4 == 0
@@ -154,7 +178,7 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 			gy = (M + 7) / 8
 		}
 	}
-	l := b.newLaunch(name, gx, gy, 1, threads).p(y).p(x).p(w.w).p(w.sb).p(bias).i(N).i(K).i(M).i(w.gshft).
+	l := b.newLaunch(name, gx, gy, gz, threads).p(y).p(x).p(w.w).p(w.sb).p(bias).i(N).i(K).i(M).i(w.gshft).
 		i(ldy).i(ldx).p(eidx).i(topk).i(slot).i64(wstride).i64(sbstride)
 	if w.quant && !fast {
 		l.i(w.bits)
@@ -173,7 +197,7 @@ const (
 // multiKernels are the qgemvm kernels: the defaults and the NR/prefetch
 // variants (qgemvm4_bf_v<NR><PF>) the benchmark compares.
 var multiKernels = []string{"qgemvm4_bf", "qgemvm4_f32", "qgemvm8_bf", "qgemvm8_f32",
-	"qgemvm4_bf_v80", "qgemvm4_bf_v40", "qgemvm4_bf_v41", "qgemvm4_bf_v81"}
+	"qgemvm4_bf_v80", "qgemvm4_bf_v40", "qgemvm4_bf_v41", "qgemvm4_bf_v81", "qgemvm4_bf_v85", "qgemvm4_bf_v86"}
 
 // gemvMulti records a one-row quantized product. When the previous launch
 // is a product of the same x with the same kind of weight (a layer's q, k
@@ -257,6 +281,10 @@ func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
 // (or dequantized) to f32 into a scratch buffer, then a TF32 GEMM runs on
 // the f32 activations.
 func (b *Backend) gemm(d, s *Tensor, w *weight, bias uintptr) {
+	if b.gemmBF16 && (w.quant || w.dtype == tensor.BF16) {
+		b.gemmBF(d, s, w, bias)
+		return
+	}
 	N, K := w.out, w.in
 	wp := w.w
 	if w.quant || w.dtype != tensor.F32 {
@@ -280,11 +308,44 @@ func (b *Backend) gemm(d, s *Tensor, w *weight, bias uintptr) {
 	}
 	b.rec.ls = append(b.rec.ls, launch{fn: fnGemm})
 	l := &b.rec.ls[len(b.rec.ls)-1]
-	l.p(d.ptr).p(s.ptr).p(wp).i(s.rows).i(N).i(K)
+	l.p(d.ptr).p(s.ptr).p(wp).i(s.rows).i(N).i(K).i(0)
 	b.rec.gemm = true
 	if bias != 0 {
 		n := s.rows * N
 		b.newLaunch("add_bias", b.gridFor(n), 1, 1, 256).p(d.ptr).p(bias).i(s.rows).i(N)
+	}
+}
+
+// gemmBF records a many-row product on bf16 operands: the weight is
+// dequantized to bf16 (dense bf16 weights are used as stored), x is
+// rounded to bf16, and cuBLAS multiplies on the tensor cores with f32
+// accumulation into the f32 output. Against the TF32 path this halves the
+// scratch traffic and doubles the tensor rate; the price is bf16 rounding
+// of both operands (conformance bound 1e-2, as for bf16 activations).
+func (b *Backend) gemmBF(d, s *Tensor, w *weight, bias uintptr) {
+	N, K, M := w.out, w.in, s.rows
+	unbind := b.bind()
+	err := b.grow(&b.scratchX, M*K*2)
+	if err == nil && w.quant {
+		err = b.grow(&b.scratch, N*K*2)
+	}
+	unbind()
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	wp := w.w
+	if w.quant {
+		wp = b.scratch.ptr
+		b.newLaunch("dequant_bf16_"+w.sbName(), b.gridFor(N*K/8), 1, 1, 256).p(wp).p(w.w).p(w.sb).i(N).i(K).i(w.bits).i(w.gshft)
+	}
+	b.newLaunch("f32_to_bf16", b.gridFor(M*K), 1, 1, 256).p(b.scratchX.ptr).p(s.ptr).i64(M * K)
+	b.rec.ls = append(b.rec.ls, launch{fn: fnGemm})
+	l := &b.rec.ls[len(b.rec.ls)-1]
+	l.p(d.ptr).p(b.scratchX.ptr).p(wp).i(M).i(N).i(K).i(1)
+	b.rec.gemm = true
+	if bias != 0 {
+		b.newLaunch("add_bias", b.gridFor(M*N), 1, 1, 256).p(d.ptr).p(bias).i(M).i(N)
 	}
 }
 
@@ -294,9 +355,13 @@ func (b *Backend) runGemm(l *launch) error {
 	y, x, w := uintptr(l.args[0]), uintptr(l.args[1]), uintptr(l.args[2])
 	m, n, k := int(int32(l.args[3])), int(int32(l.args[4])), int(int32(l.args[5]))
 	alpha, beta := float32(1), float32(0)
+	in, compute := uintptr(cudaR32F), uintptr(cublasComputeTF32)
+	if l.args[6] == 1 {
+		in, compute = cudaR16BF, cublasCompute32F
+	}
 	r, _, _ := purego.SyscallN(b.bl.gemmEx, b.bl.handle, cublasOpT, cublasOpN, uintptr(n), uintptr(m), uintptr(k),
-		uintptr(unsafe.Pointer(&alpha)), w, cudaR32F, uintptr(k), x, cudaR32F, uintptr(k),
-		uintptr(unsafe.Pointer(&beta)), y, cudaR32F, uintptr(n), cublasComputeTF32, cublasGemmDflt)
+		uintptr(unsafe.Pointer(&alpha)), w, in, uintptr(k), x, in, uintptr(k),
+		uintptr(unsafe.Pointer(&beta)), y, cudaR32F, uintptr(n), compute, cublasGemmDflt)
 	return blasErr(fmt.Sprintf("gemm %dx%dx%d", m, n, k), r)
 }
 
@@ -401,8 +466,20 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	}
 	bs := st.spec.BlockSize
 	kvw := p.KVHeads * p.HeadDim
-	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
-		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.KVHeads).i(p.HeadDim)
+	// Decode steps: the attention kernel stores this step's K/V itself.
+	dec := b.useDecAttn && b.step.decode && kt.cols == vt.cols && kt.cols == kvw
+	if !dec {
+		b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
+			p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.KVHeads).i(p.HeadDim)
+	}
+	// Prefill chunks: tensor-core flash attention over 64-row query tiles.
+	if b.useFlash && !dec && b.step.maxLen >= 16 && b.step.consecutive && (p.HeadDim == 64 || p.HeadDim == 128) &&
+		qt.cols == p.Heads*p.HeadDim && o.cols == p.Heads*p.HeadDim {
+		b.newLaunch(fmt.Sprintf("flash_attn_%d", p.HeadDim), b.step.ntiles, p.Heads, 1, 128).p(o.ptr).p(qt.ptr).
+			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
+			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(b.step.tiles).i(qt.cols).i(o.cols)
+		return
+	}
 	// Split each (token, head) over enough blocks to fill the device about
 	// twice; the count depends only on the step's shape, not on how long
 	// the contexts are, so the launch (and its graph) repeats.
@@ -421,12 +498,38 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 			return
 		}
 	}
+	var kin, vin, cnt uintptr
+	if dec {
+		kin, vin = kt.ptr, vt.ptr
+		if splits > 1 {
+			if cnt = b.counters(T * p.Heads); cnt == 0 {
+				return
+			}
+		}
+	}
 	b.newLaunch("attention", p.Heads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).p(st.k[layer]).p(st.v[layer]).
 		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.Heads).i(p.KVHeads).i(p.HeadDim).
-		f(p.Scale).i(p.Window).f(p.Softcap)
-	if splits > 1 {
+		f(p.Scale).i(p.Window).f(p.Softcap).p(kin).p(vin).i(kvw).p(cnt)
+	if splits > 1 && cnt == 0 {
 		b.newLaunch("attn_combine", p.Heads, T, 1, min(256, roundUp(p.HeadDim, 32))).p(o.ptr).p(part).i(p.Heads).i(p.HeadDim).i(splits)
 	}
+}
+
+// counters returns n zeroed split counters for the decode attention
+// kernel, which leaves them zero again after each launch.
+func (b *Backend) counters(n int) uintptr {
+	if n > b.cntN {
+		unbind := b.bind()
+		err := b.grow(&b.cntBuf, 4*n)
+		unbind()
+		if err != nil {
+			b.fail(err)
+			return 0
+		}
+		b.cntN = b.cntBuf.size / 4
+		b.fill(b.cntBuf.ptr, 0, b.cntN) // bit pattern 0: integer zeros
+	}
+	return b.cntBuf.ptr
 }
 
 func (b *Backend) elementwise(name string, n int) *launch {
@@ -512,10 +615,14 @@ func (b *Backend) GatherLogitRows(dst, src backend.Tensor) {
 }
 
 // MoE: router GEMV, a routing kernel (softmax, top-k, renorm) that leaves
-// expert ids and weights on the device, then for each of the k slots the
-// gated MLP of every token's chosen expert (GEMVs that pick their expert
-// from the ids) accumulated into dst. A simple correct version: each
-// token reads its experts' weights on its own.
+// expert ids and weights on the device, then the gated MLP of every
+// token's chosen experts (GEMVs that pick their expert from the ids),
+// summed with the routing weights into dst. Grouped (default): all k slots
+// in one launch per projection (grid.z), so a decode step's MoE layer is 7
+// launches instead of 2+5k (42 for Qwen3-MoE's k=8, where launches, not
+// bytes, set the time: 52 tok/s). MLXCEL_CUDA_MOEGROUP=0: slot by slot.
+// Each token still reads its experts' weights on its own (prefill of long
+// prompts is slow: no grouped expert GEMM yet).
 func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Experts, p backend.MoEParams) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -536,23 +643,46 @@ func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Ex
 		}
 		return ptr
 	}
+	group := b.moeGroup
+	slots := 1
+	if group {
+		slots = p.TopK
+	}
 	logits, idx, wts := alloc(T*E*4), alloc(T*p.TopK*4), alloc(T*p.TopK*4)
-	g, u, y := alloc(T*inter*4), alloc(T*inter*4), alloc(T*hidden*4)
+	g, u, y := alloc(slots*T*inter*4), alloc(slots*T*inter*4), alloc(slots*T*hidden*4)
 	if b.err != nil {
 		return
 	}
-	for r := 0; r < T; r += 8 { // the router is a plain GEMV; keep it off cuBLAS
+	// The router is a plain GEMV, kept off cuBLAS and off the f16
+	// tensor-core path: the top-k choice should see f32 logits.
+	mma := b.useMMA
+	b.useMMA = false
+	for r := 0; r < T; r += 8 {
 		m := min(8, T-r)
 		b.gemv(logits+uintptr(r*E*4), s.ptr+uintptr(r*hidden*4), rw, 0, m, E, hidden, 0, 0, 0)
 	}
+	b.useMMA = mma
 	renorm := 0
 	if p.Renorm {
 		renorm = 1
 	}
-	b.newLaunch("moe_route", (T+127)/128, 1, 1, 128).p(logits).i(T).i(E).i(p.TopK).i(renorm).p(idx).p(wts)
+	if group && E <= 1024 {
+		b.newLaunch("moe_route_w", T, 1, 1, 32).p(logits).i(T).i(E).i(p.TopK).i(renorm).p(idx).p(wts)
+	} else {
+		b.newLaunch("moe_route", (T+127)/128, 1, 1, 128).p(logits).i(T).i(E).i(p.TopK).i(renorm).p(idx).p(wts)
+	}
 	act := "gated_silu"
 	if p.Act == backend.GELUTanh {
 		act = "gated_gelu"
+	}
+	if group {
+		b.gemv(g, s.ptr, gw, 0, T, inter, hidden, idx, p.TopK, -1)
+		b.gemv(u, s.ptr, uw, 0, T, inter, hidden, idx, p.TopK, -1)
+		n := slots * T * inter
+		b.elementwise(act, n).p(g).p(g).p(u).i64(n)
+		b.gemv(y, g, dw, 0, T, hidden, inter, idx, p.TopK, -2)
+		b.newLaunch("moe_sum", T, 1, 1, min(256, roundUp(hidden, 32))).p(d.ptr).p(y).p(wts).i(T).i(p.TopK).i(hidden)
+		return
 	}
 	for k := 0; k < p.TopK; k++ {
 		b.gemv(g, s.ptr, gw, 0, T, inter, hidden, idx, p.TopK, k)

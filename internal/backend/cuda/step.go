@@ -18,7 +18,15 @@ type stepInfo struct {
 	btStride                int
 	tok, pos, tok2seq       uintptr // device int32 arrays
 	rows, btab              uintptr
+	decode                  bool    // every sequence has one token
+	maxLen                  int     // longest sequence slice of the step
+	tiles                   uintptr // flash attention: (first row, rows) per query tile
+	ntiles                  int
+	consecutive             bool // each sequence's positions are consecutive
 }
+
+// flashTile is the query rows per flash-attention block (4 warps of 16).
+const flashTile = 64
 
 // BeginStep uploads the batch description into the step buffer with one
 // copy: [tokens | positions | token->sequence | logit rows | block tables].
@@ -58,7 +66,17 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 		}
 	}
 	S, L := len(batch.Seqs), len(batch.LogitRows)
-	host := make([]int32, 3*T+L+S*width)
+	// Query tiles for flash attention: runs of up to flashTile rows of one
+	// sequence.
+	ntiles, maxLen, consecutive := 0, 0, true
+	for _, s := range batch.Seqs {
+		ntiles += (s.Len + flashTile - 1) / flashTile
+		maxLen = max(maxLen, s.Len)
+		for r := s.Start + 1; r < s.Start+s.Len; r++ {
+			consecutive = consecutive && batch.Positions[r] == batch.Positions[r-1]+1
+		}
+	}
+	host := make([]int32, 3*T+L+S*width+2*ntiles)
 	copy(host, batch.Tokens)
 	copy(host[T:], batch.Positions)
 	for i, s := range batch.Seqs {
@@ -69,6 +87,13 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 	}
 	for i, r := range batch.LogitRows {
 		host[3*T+i] = int32(r)
+	}
+	tl := host[3*T+L+S*width:]
+	for _, s := range batch.Seqs {
+		for st := 0; st < s.Len; st += flashTile {
+			tl[0], tl[1] = int32(s.Start+st), int32(min(flashTile, s.Len-st))
+			tl = tl[2:]
+		}
 	}
 	if err := b.grow(&b.stepBuf, 4*len(host)); err != nil {
 		return err
@@ -84,7 +109,8 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 	base := b.stepBuf.ptr
 	b.step = stepInfo{tokens: T, seqs: S, logitRows: L, btStride: width,
 		tok: base, pos: base + uintptr(4*T), tok2seq: base + uintptr(8*T),
-		rows: base + uintptr(12*T), btab: base + uintptr(4*(3*T+L))}
+		rows: base + uintptr(12*T), btab: base + uintptr(4*(3*T+L)),
+		decode: maxLen == 1, maxLen: maxLen, tiles: base + uintptr(4*(3*T+L+S*width)), ntiles: ntiles, consecutive: consecutive}
 	b.inStep = true
 	b.arena.reset()
 	b.pool.recycle()

@@ -32,13 +32,28 @@ extern "C" __global__ void kv_store(float* Kc, float* Vc, const float* k, const 
 //
 // With splits > 1 the block writes (max, sum, unnormalised o) to part;
 // attn_combine merges them.
+//
+// Decode steps (every sequence one token) pass kin/vin: the step's own key
+// and value (position p) are read from those rows instead of the cache, and
+// the first block of each kv head's group (h % G == 0, split 0) writes them
+// into the cache, so no separate kv_store launch runs and no block of this
+// launch reads a slot that is being written. With cnt set (a zeroed counter
+// per (token, head)), the last split block to finish merges the splits
+// itself and resets its counter, so no attn_combine launch runs either: two
+// launches fewer per layer and decode step.
+DEV float ldcg(const float* p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+
 extern "C" __global__ void __launch_bounds__(ATT_THREADS)
-attention(float* out, float* part, const float* q, const float* Kc, const float* Vc, const int* pos,
+attention(float* out, float* part, const float* q, float* Kc, float* Vc, const int* pos,
           const int* tok2seq, const int* btab, int btStride, int bs, int heads, int kvh, int hd, float scale,
-          int window, float softcap) {
+          int window, float softcap, const float* kin, const float* vin, int ldk, int* cnt) {
     __shared__ float qs[ATT_MAXD];
     __shared__ float ps[ATT_THREADS];
-    __shared__ long long rowoff[ATT_THREADS];
+    __shared__ const float* vrow[ATT_THREADS];
     __shared__ float red[32];
     const int h = blockIdx.x, t = blockIdx.y, split = blockIdx.z, S = gridDim.z, tid = threadIdx.x;
     const int p = pos[t];
@@ -49,6 +64,16 @@ attention(float* out, float* part, const float* q, const float* Kc, const float*
     const int kh = h / (heads / kvh);
     const int* bt = btab + (long long)tok2seq[t] * btStride;
     for (int d = tid; d < hd; d += ATT_THREADS) qs[d] = q[((long long)t * heads + h) * hd + d];
+    const float *kself = nullptr, *vself = nullptr;
+    if (kin) {
+        kself = kin + (long long)t * ldk + kh * hd;
+        vself = vin + (long long)t * ldk + kh * hd;
+        if (split == 0 && h % (heads / kvh) == 0) {
+            long long blk = bt[p / bs];
+            long long dst = ((blk * kvh + kh) * bs + p % bs) * hd;
+            for (int d = tid; d < hd; d += ATT_THREADS) Kc[dst + d] = kself[d], Vc[dst + d] = vself[d];
+        }
+    }
     __syncthreads();
 
     float m = NEG_INF, l = 0.f, o[4] = {0.f, 0.f, 0.f, 0.f};
@@ -61,8 +86,9 @@ attention(float* out, float* part, const float* q, const float* Kc, const float*
         if (j < j1) {
             long long blk = bt[j / bs];
             long long off = ((blk * kvh + kh) * bs + j % bs) * hd;
-            rowoff[tid] = off;
-            const float* kp = Kc + off;
+            const bool self = kself && j == p;
+            vrow[tid] = self ? vself : Vc + off;
+            const float* kp = self ? kself : Kc + off;
             float dot = 0.f;
             if (vec) {
                 // Unrolled so several 16-byte loads of the key row are in
@@ -85,16 +111,16 @@ attention(float* out, float* part, const float* q, const float* Kc, const float*
         float corr = m == NEG_INF ? 0.f : expf(m - mnew); // nothing to rescale on the first chunk
         float pj = j < j1 ? expf(s - mnew) : 0.f;
         ps[tid] = pj;
-        l = l * corr + block_sum(pj, red); // block_sum's barriers also publish ps and rowoff
-        int cnt = min(ATT_THREADS, j1 - c);
+        l = l * corr + block_sum(pj, red); // block_sum's barriers also publish ps and vrow
+        int nk = min(ATT_THREADS, j1 - c);
         if (vec) {
             // PV with float4 columns: G groups of dq threads, group g
             // taking keys g, g+G, ... of the chunk (4 dims a thread).
             if (g < G) {
                 float4 acc = f4(o4.x * corr, o4.y * corr, o4.z * corr, o4.w * corr);
 #pragma unroll 4
-                for (int i = g; i < cnt; i += G) {
-                    float4 vv = *reinterpret_cast<const float4*>(Vc + rowoff[i] + 4 * li);
+                for (int i = g; i < nk; i += G) {
+                    float4 vv = *reinterpret_cast<const float4*>(vrow[i] + 4 * li);
                     float pi = ps[i];
                     acc.x = fmaf(pi, vv.x, acc.x); acc.y = fmaf(pi, vv.y, acc.y);
                     acc.z = fmaf(pi, vv.z, acc.z); acc.w = fmaf(pi, vv.w, acc.w);
@@ -108,13 +134,13 @@ attention(float* out, float* part, const float* q, const float* Kc, const float*
                 if (d < hd) {
                     float acc = o[k] * corr;
 #pragma unroll 8
-                    for (int i = 0; i < cnt; i++) acc = fmaf(ps[i], Vc[rowoff[i] + d], acc);
+                    for (int i = 0; i < nk; i++) acc = fmaf(ps[i], vrow[i][d], acc);
                     o[k] = acc;
                 }
             }
         }
         m = mnew;
-        __syncthreads(); // ps and rowoff are rewritten by the next chunk
+        __syncthreads(); // ps and vrow are rewritten by the next chunk
     }
     if (vec) {
         // Sum the G groups' partial outputs into o[] (thread d holds dims
@@ -151,6 +177,34 @@ attention(float* out, float* part, const float* q, const float* Kc, const float*
     for (int k = 0; k < 4; k++) {
         int d = tid + k * ATT_THREADS;
         if (d < hd) pp[2 + d] = o[k];
+    }
+    if (!cnt) return;
+    // Last block of this (token, head) merges: the partials are published
+    // (fence) before the ticket, and read back past L1 (ld.cg).
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(cnt + (long long)t * heads + h, 1) == S - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (tid == 0) cnt[(long long)t * heads + h] = 0; // ready for the next launch (graph replays)
+    const float* pb = part + ((long long)t * heads + h) * S * (hd + 2);
+    float M = NEG_INF;
+    for (int s = 0; s < S; s++) M = fmaxf(M, ldcg(pb + s * (hd + 2)));
+    float L = 0.f;
+    for (int s = 0; s < S; s++) {
+        float ms = ldcg(pb + s * (hd + 2));
+        if (ms > NEG_INF) L += ldcg(pb + s * (hd + 2) + 1) * expf(ms - M);
+    }
+    float inv = L > 0.f ? 1.f / L : 0.f;
+    for (int d = tid; d < hd; d += ATT_THREADS) {
+        float acc = 0.f;
+        for (int s = 0; s < S; s++) {
+            float ms = ldcg(pb + s * (hd + 2));
+            if (ms > NEG_INF) acc += ldcg(pb + s * (hd + 2) + 2 + d) * expf(ms - M);
+        }
+        out[((long long)t * heads + h) * hd + d] = acc * inv;
     }
 }
 

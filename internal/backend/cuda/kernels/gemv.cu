@@ -54,10 +54,20 @@ template <> DEV void unpack<8>(u32 v, float* q) {
 #define GEMV_ARGS y, x, w, sb, bias, N, K, M, gshift, ldy, ldx, eidx, topk, eslot, wstride, sbstride
 
 // rebase points the operands at this block's row chunk or expert.
+// Grouped experts (MoE): eslot < 0 takes the slot from blockIdx.z and the
+// output from slab [slot][t] of y ([topk][T][ldy]); eslot == -2 also reads
+// x per slot (the down projection of each slot's gated activation), -1
+// shares x across slots (gate and up read the token's row).
 DEV void rebase(float*& y, const float*& x, const u32*& w, const u32*& sb, int& M, int MR, int ldy, int ldx,
                 const int* eidx, int topk, int eslot, long long wstride, long long sbstride) {
     int t = blockIdx.y;
     if (eidx) {
+        if (eslot < 0) {
+            const int slot = blockIdx.z;
+            y += (long long)slot * gridDim.y * ldy;
+            if (eslot == -2) x += (long long)slot * gridDim.y * ldx;
+            eslot = slot;
+        }
         int e = eidx[t * topk + eslot];
         w += e * wstride;
         sb += e * sbstride;
@@ -326,6 +336,18 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
 // Measured on the H200 (notes/cuda-kernels.md, v4): NR=8 without prefetch
 // is the fastest on every decode shape; prefetch cost 0.2 of the copy rate
 // at K=14336 (register pressure: fewer resident warps).
+// v85/v86: the default with a register cap from __launch_bounds__ (5 or 6
+// blocks of 128 threads per SM, so <= 102 or <= 85 registers): more warps
+// resident to overlap one block's loads with another's math.
+#define QMULTI_LB(NAME, NR, MINB)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(32 * QW, MINB) NAME(                                              \
+        const float* x, int K, int gshift, float* y0, const u32* w0, const u32* sb0, const float* bias0, int N0,  \
+        float* y1, const u32* w1, const u32* sb1, const float* bias1, int N1, float* y2, const u32* w2,           \
+        const u32* sb2, const float* bias2, int N2, int nb0, int nb1, int glu, float* d) {                        \
+        qgemv_multi_impl<4, SBbf, NR, false>(x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2, \
+                                             sb2, bias2, N2, nb0, nb1, glu, d);                                    \
+    }
+QMULTI_LB(qgemvm4_bf_v85, 8, 5) QMULTI_LB(qgemvm4_bf_v86, 8, 6)
 QMULTI(qgemvm4_bf, 4, SBbf, 8, false) QMULTI(qgemvm4_f32, 4, SBf32, 8, false)
 QMULTI(qgemvm8_bf, 8, SBbf, 8, false) QMULTI(qgemvm8_f32, 8, SBf32, 8, false)
 QMULTI(qgemvm4_bf_v80, 4, SBbf, 8, false) QMULTI(qgemvm4_bf_v40, 4, SBbf, 4, false)

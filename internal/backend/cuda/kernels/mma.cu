@@ -1,0 +1,265 @@
+// Tensor-core kernels (mma.sync through inline PTX: NVRTC has no mma.h).
+//
+// qmma4: 4-bit GEMV for 2..32 activation rows (batched decode). The f32
+// kernels in gemv.cu do one FMA per weight per activation row, so 8 rows
+// cost 8x the math of one and the FP32 pipe, not memory, sets the time
+// (notes/cuda-kernels.md: 85 us for 14336x4096 at 8 rows against 16 us at
+// one). Here the weights are the A operand of mma.m16n8k16 (16 weight rows
+// x 16 k) and the activation rows are B's 8 columns, so up to 8 rows cost
+// one mma per 16x16 weights: the same instruction count as one row.
+//
+// Numbers: a nibble q becomes the f16 1024+q by one LOP3 into 0x6400 (two
+// weights per 32-bit register) and one HSUB2 leaves q-8 exactly; products
+// q*x are exact in the tensor core and accumulate in f32. x is rounded to
+// f16 after a power-of-two scale per 64-wide slab and activation row, so
+// its largest element sits in [2^13, 2^14): no overflow whatever the
+// activation range, and 11 significant bits (bf16 would keep 8). The
+// group's scale and bias are applied in f32 per slab:
+// y += s*inv*sum((q-8)*x~) + (b+8s)*sum(x), sum(x) in f32 from unrounded x.
+//
+// Layout (PTX ISA fragment tables for m16n8k16 .f16): lane = 4g + t.
+// A: {R0,R1,R2,R3} = rows g, g+8, g, g+8 at k 2t..2t+1, 2t..2t+1, 2t+8.., 2t+8..
+// B: {b0b1, b2b3} = k 2t..2t+1, 2t+8..2t+9 at column g.
+// C: c0,c1 = row g, columns 2t, 2t+1; c2,c3 = row g+8.
+// The k order inside one mma is free as long as A and B agree: thread t
+// owns words 2t and 2t+1 of a 64-weight slab (one 8-byte load per row),
+// and word u's nibble pairs (p, p+4), p = 0..3, feed mma 2u + p/2.
+
+DEV u32 f16x2(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+// q2 is the nibbles at bits 0-3 and 16-19 of v as the f16 pair
+// (q0-8, q4-8): 1024+q, less 1032, exactly.
+DEV u32 q2(u32 v) {
+    u32 h = (v & 0x000F000Fu) | 0x64006400u, r;
+    asm("sub.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h), "r"(0x64086408u));
+    return r;
+}
+DEV void mma_f16(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+#define QMMA_W 8  // warps per block, splitting K by 64-wide slabs
+#define QMMA_RT 2 // 16-row weight tiles per block (x is converted once for both)
+
+// qmma_slab adds one 64-wide slab of K to the block's accumulators: it
+// turns this lane's 16 activations of each 8-row tile into f16 B
+// fragments, then runs four mma per 16-row weight tile and applies the
+// group's scale and bias. q2 yields q-8 (centred: the bias term then
+// carries b+8s, near the group's midpoint, so the f16-rounded product
+// term is small against the result and its rounding matters less).
+template <class SB, int NT>
+DEV void qmma_slab(float (&acc)[QMMA_RT][NT][4], const uint2 (&wc)[QMMA_RT][2], const typename SB::raw (&sc)[QMMA_RT][2],
+                   const float* x, int M, int ldx, int s, int g, int t) {
+    u32 xb[NT][8];
+    float cs[NT][2], cx[NT][2]; // per output column 2t, 2t+1: 1/scale and sum(x)
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int n = nt * 8 + g;
+        float f[16];
+        if (n < M) {
+            const float4* xp = reinterpret_cast<const float4*>(x + (long long)n * ldx + (s << 6) + 16 * t);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float4 v = xp[i];
+                f[4 * i] = v.x, f[4 * i + 1] = v.y, f[4 * i + 2] = v.z, f[4 * i + 3] = v.w;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 16; i++) f[i] = 0.f;
+        }
+        float m = 0.f, sx = 0.f;
+#pragma unroll
+        for (int i = 0; i < 16; i++) m = fmaxf(m, fabsf(f[i])), sx += f[i];
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        sx += __shfl_xor_sync(0xffffffffu, sx, 1);
+        sx += __shfl_xor_sync(0xffffffffu, sx, 2);
+        // Scale 2^(13-E) for max in [2^E, 2^(E+1)): exponent field F.
+        int e = (int)((__float_as_uint(m) >> 23) & 0xffu);
+        int F = min(max(267 - e, 1), 253);
+        float sc2 = __uint_as_float((u32)F << 23), inv = __uint_as_float((u32)(254 - F) << 23);
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+#pragma unroll
+            for (int p = 0; p < 4; p++) xb[nt][4 * u + p] = f16x2(f[8 * u + p] * sc2, f[8 * u + p + 4] * sc2);
+        // Column 2t's values live in lanes 4*(2t)..; column 2t+1's in 4*(2t+1)...
+        cs[nt][0] = __shfl_sync(0xffffffffu, inv, 8 * t);
+        cs[nt][1] = __shfl_sync(0xffffffffu, inv, 8 * t + 4);
+        cx[nt][0] = __shfl_sync(0xffffffffu, sx, 8 * t);
+        cx[nt][1] = __shfl_sync(0xffffffffu, sx, 8 * t + 4);
+    }
+#pragma unroll
+    for (int rt = 0; rt < QMMA_RT; rt++) {
+        float s0, b0, s1, b1;
+        SB::get(sc[rt][0], s0, b0);
+        SB::get(sc[rt][1], s1, b1);
+        b0 = fmaf(8.f, s0, b0), b1 = fmaf(8.f, s1, b1);
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const u32 lo = (j >> 1) ? wc[rt][0].y : wc[rt][0].x;
+                const u32 hi = (j >> 1) ? wc[rt][1].y : wc[rt][1].x;
+                const int sh = (j & 1) * 8;
+                mma_f16(c, q2(lo >> sh), q2(hi >> sh), q2(lo >> (sh + 4)), q2(hi >> (sh + 4)),
+                        xb[nt][(j >> 1) * 4 + (j & 1) * 2], xb[nt][(j >> 1) * 4 + (j & 1) * 2 + 1]);
+            }
+            acc[rt][nt][0] = fmaf(s0 * cs[nt][0], c[0], fmaf(b0, cx[nt][0], acc[rt][nt][0]));
+            acc[rt][nt][1] = fmaf(s0 * cs[nt][1], c[1], fmaf(b0, cx[nt][1], acc[rt][nt][1]));
+            acc[rt][nt][2] = fmaf(s1 * cs[nt][0], c[2], fmaf(b1, cx[nt][0], acc[rt][nt][2]));
+            acc[rt][nt][3] = fmaf(s1 * cs[nt][1], c[3], fmaf(b1, cx[nt][1], acc[rt][nt][3]));
+        }
+    }
+}
+
+// qmma4_impl: y[M, N] = x[M, K] @ W^T for W 4-bit, group >= 64, K % 64 == 0,
+// M <= 8*NT. Grid: ceil(N/32) blocks of QMMA_W warps. Each warp loads the
+// weights of D slabs (its slabs s, s+W, ...) before the math of any of
+// them: D*1 KB in flight per warp. (v1, two slabs in a rolling buffer, ran
+// at 0.35 of the copy rate for 2 rows: latency-bound.)
+template <class SB, int NT, int D>
+DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const float* bias, int N, int K, int M,
+                    int gshift, int ldy, int ldx) {
+    constexpr int SBW = sizeof(typename SB::raw) / 4;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int nw = K >> 3, ng = K >> gshift, ns = K >> 6;
+    const int row0 = blockIdx.x * (16 * QMMA_RT);
+    const uint2* wp[QMMA_RT][2];
+    const u32* sp[QMMA_RT][2];
+#pragma unroll
+    for (int rt = 0; rt < QMMA_RT; rt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int row = min(row0 + rt * 16 + g + 8 * h, N - 1);
+            wp[rt][h] = reinterpret_cast<const uint2*>(w + (long long)row * nw) + t; // slab s: [4s]
+            sp[rt][h] = sb + (long long)row * ng * SBW;
+        }
+    float acc[QMMA_RT][NT][4];
+#pragma unroll
+    for (int rt = 0; rt < QMMA_RT; rt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[rt][nt][i] = 0.f;
+
+    for (int s0 = warp; s0 < ns; s0 += D * QMMA_W) {
+        uint2 wc[D][QMMA_RT][2];
+        typename SB::raw sc[D][QMMA_RT][2];
+#pragma unroll
+        for (int d = 0; d < D; d++) {
+            const int s = s0 + d * QMMA_W;
+            if (s < ns) {
+#pragma unroll
+                for (int rt = 0; rt < QMMA_RT; rt++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        wc[d][rt][h] = wp[rt][h][4 * s];
+                        sc[d][rt][h] = SB::load(sp[rt][h], (s << 6) >> gshift);
+                    }
+            }
+        }
+#pragma unroll
+        for (int d = 0; d < D; d++) {
+            const int s = s0 + d * QMMA_W; // warp-uniform: the shuffles inside see every lane
+            if (s < ns) qmma_slab<SB, NT>(acc, wc[d], sc[d], x, M, ldx, s, g, t);
+        }
+    }
+    // Sum the warps' partials: red[warp][fragment element][lane].
+    constexpr int NE = QMMA_RT * NT * 4;
+    __shared__ float red[QMMA_W][NE][32];
+#pragma unroll
+    for (int rt = 0; rt < QMMA_RT; rt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) red[warp][(rt * NT + nt) * 4 + i][lane] = acc[rt][nt][i];
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < NE * 32; idx += blockDim.x) {
+        const int e = idx >> 5, ln = idx & 31;
+        float v = 0.f;
+#pragma unroll
+        for (int k = 0; k < QMMA_W; k++) v += red[k][e][ln];
+        const int i = e & 3, nt = (e >> 2) % NT, rt = (e >> 2) / NT;
+        const int row = row0 + rt * 16 + (ln >> 2) + (i >> 1) * 8, col = nt * 8 + 2 * (ln & 3) + (i & 1);
+        if (row < N && col < M) y[(long long)col * ldy + row] = v + (bias ? bias[row] : 0.f);
+    }
+}
+#define QMMA(NAME, SBT, NT, D)                                                                                     \
+    extern "C" __global__ void __launch_bounds__(32 * QMMA_W) NAME(GEMV_PARAMS) {                                  \
+        qmma4_impl<SBT, NT, D>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);                                      \
+    }
+// Defaults: 4 slabs in flight (2 with 32 rows, for registers); _d2/_d8
+// are the benchmark's variants.
+QMMA(qmma4_bf_1, SBbf, 1, 4) QMMA(qmma4_bf_2, SBbf, 2, 4) QMMA(qmma4_bf_4, SBbf, 4, 2)
+QMMA(qmma4_f32_1, SBf32, 1, 4) QMMA(qmma4_f32_2, SBf32, 2, 4) QMMA(qmma4_f32_4, SBf32, 4, 2)
+QMMA(qmma4_bf_1_d2, SBbf, 1, 2) QMMA(qmma4_bf_1_d8, SBbf, 1, 8) QMMA(qmma4_bf_2_d2, SBbf, 2, 2)
+QMMA(qmma4_bf_2_d8, SBbf, 2, 8)
+
+// Operand conversion for the cuBLAS bf16 path (prefill): weights are
+// dequantized (or narrowed) to bf16 and activations rounded to bf16, then
+// cublasGemmEx multiplies on the tensor cores with f32 accumulation and an
+// f32 result (TF32 on f32 operands runs at half the rate and moves twice
+// the bytes).
+DEV u16 bf16rn(float f) {
+    u32 u = __float_as_uint(f);
+    if ((u & 0x7f800000u) == 0x7f800000u) return (u16)((u >> 16) | ((u & 0xffffu) ? 0x40u : 0u)); // inf/nan
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (u16)(u >> 16);
+}
+extern "C" __global__ void f32_to_bf16(u16* out, const float* in, long long n) {
+    GRID_STRIDE(i, n) out[i] = bf16rn(in[i]);
+}
+// dequant_bf16: 4 and 8 bits, 8 elements (one 4-bit word or two 8-bit
+// words) per thread step; other widths element by element.
+template <class SB>
+DEV void dequant_bf16(u16* __restrict__ out, const u32* __restrict__ w, const u32* __restrict__ sb, int N, int K, int bits,
+                      int gshift) {
+    const int nw = (K * bits + 31) / 32, ng = K >> gshift;
+    if ((bits == 4 || bits == 8) && (K & 7) == 0) {
+        long long n8 = (long long)N * K / 8;
+        GRID_STRIDE(i, n8) {
+            long long e0 = i * 8, r = e0 / K, c = e0 - r * K;
+            float s, b;
+            SB::get(SB::load(sb, r * ng + (c >> gshift)), s, b);
+            u32 q[8];
+            const u32* row = w + r * nw;
+            if (bits == 4) {
+                u32 v = row[c >> 3];
+#pragma unroll
+                for (int k = 0; k < 8; k++) q[k] = (v >> (4 * k)) & 15u;
+            } else {
+                u32 v0 = row[c >> 2], v1 = row[(c >> 2) + 1];
+#pragma unroll
+                for (int k = 0; k < 4; k++) q[k] = (v0 >> (8 * k)) & 255u, q[4 + k] = (v1 >> (8 * k)) & 255u;
+            }
+            uint4 o;
+            o.x = bf16rn(s * (float)q[0] + b) | ((u32)bf16rn(s * (float)q[1] + b) << 16);
+            o.y = bf16rn(s * (float)q[2] + b) | ((u32)bf16rn(s * (float)q[3] + b) << 16);
+            o.z = bf16rn(s * (float)q[4] + b) | ((u32)bf16rn(s * (float)q[5] + b) << 16);
+            o.w = bf16rn(s * (float)q[6] + b) | ((u32)bf16rn(s * (float)q[7] + b) << 16);
+            reinterpret_cast<uint4*>(out)[i] = o;
+        }
+        return;
+    }
+    long long n = (long long)N * K;
+    GRID_STRIDE(i, n) {
+        long long r = i / K, e = i - r * K;
+        float s, b;
+        SB::get(SB::load(sb, r * ng + (e >> gshift)), s, b);
+        out[i] = bf16rn(s * (float)qval(w + r * nw, e, bits) + b);
+    }
+}
+extern "C" __global__ void dequant_bf16_bf(u16* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) {
+    dequant_bf16<SBbf>(out, w, sb, N, K, bits, gshift);
+}
+extern "C" __global__ void dequant_bf16_f32(u16* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) {
+    dequant_bf16<SBf32>(out, w, sb, N, K, bits, gshift);
+}
