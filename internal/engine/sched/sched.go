@@ -21,7 +21,8 @@
 //  3. Waiting sequences are admitted in strict FIFO order (no overtaking, so
 //     a long prompt cannot starve) while fewer than Config.Parallel run,
 //     prefill budget remains, no preemption happened this step, and the KV
-//     cache can hold the whole sequence plus a headroom of one free block
+//     cache can hold the whole sequence (less the blocks it shares from the
+//     prefix cache, see below) plus a headroom of one free block
 //     per running sequence (so those can cross their next block boundary
 //     without preempting anybody). Blocks for the whole prompt are
 //     allocated at admission, so a partially prefilled sequence never needs
