@@ -11,9 +11,16 @@ import (
 
 // usage is the OpenAI usage object.
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int                  `json:"prompt_tokens"`
+	CompletionTokens    int                  `json:"completion_tokens"`
+	TotalTokens         int                  `json:"total_tokens"`
+	PromptTokensDetails *promptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// promptTokensDetails is OpenAI's breakdown of the prompt: cached_tokens
+// are those served from the prefix cache.
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 // timings is llama-server's per-request timing object, plus ttft_ms and
@@ -112,7 +119,8 @@ func (g *generation) fillTimings(promptN int, start, first, last time.Time) {
 			t.Decode = last.Sub(first)
 		}
 	}
-	g.usage = usage{PromptTokens: promptN, CompletionTokens: n, TotalTokens: promptN + n}
+	g.usage = usage{PromptTokens: promptN, CompletionTokens: n, TotalTokens: promptN + n,
+		PromptTokensDetails: &promptTokensDetails{CachedTokens: t.CachedTokens}}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 	tm := timings{
 		PromptN:     promptN,
