@@ -33,8 +33,10 @@ func (t *Tensor) Data() []float32 { return t.d[:t.rows*t.cols] }
 
 // Backend is the CPU implementation of backend.Backend.
 type Backend struct {
-	threads int
-	step    *backend.Batch
+	threads  int
+	step     *backend.Batch
+	poolOnce sync.Once
+	pool     *pool
 }
 
 // New makes a CPU backend using threads goroutines (0: GOMAXPROCS).
@@ -47,7 +49,19 @@ func New(threads int) *Backend {
 
 func (b *Backend) Name() string { return "cpu" }
 func (b *Backend) Sync() error  { return nil }
-func (b *Backend) Close() error { return nil }
+func (b *Backend) Close() error {
+	if b.pool != nil {
+		b.pool.close()
+	}
+	return nil
+}
+
+// workers returns the worker pool, started on first use so that backends
+// made only to upload or inspect weights start no goroutines.
+func (b *Backend) workers() *pool {
+	b.poolOnce.Do(func() { b.pool = newPool(b.threads) })
+	return b.pool
+}
 
 func (b *Backend) NewTensor(rows, cols int) backend.Tensor {
 	return &Tensor{d: make([]float32, rows*cols), rows: rows, cols: cols}
@@ -90,7 +104,7 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 }
 
 // parallel runs f over [0,n) split into at most b.threads contiguous
-// chunks; small problems run inline to skip goroutine overhead.
+// chunks of at least minChunk items; small problems run inline.
 func (b *Backend) parallel(n, minChunk int, f func(lo, hi int)) {
 	chunks := b.threads
 	if minChunk < 1 {
@@ -103,17 +117,8 @@ func (b *Backend) parallel(n, minChunk int, f func(lo, hi int)) {
 		f(0, n)
 		return
 	}
-	var wg sync.WaitGroup
 	per := (n + chunks - 1) / chunks
-	for lo := 0; lo < n; lo += per {
-		hi := min(lo+per, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(lo, hi)
-		}()
-	}
-	wg.Wait()
+	b.workers().run((n+per-1)/per, func(c int) { f(c*per, min((c+1)*per, n)) })
 }
 
 func (b *Backend) ReadRows(t backend.Tensor, out []float32) {

@@ -86,17 +86,17 @@ func (b *Backend) Linear(dst, x backend.Tensor, wt, bias backend.Weight) {
 }
 
 // linear computes out[rows, outDim] = x[rows, in] @ W_e^T for expert e
-// (e = 0 for a plain matrix), splitting the output columns over threads.
+// (e = 0 for a plain matrix), splitting the output columns over the pool.
 func (b *Backend) linear(out, x []float32, rows int, w *weight, e int) {
 	outDim, in := w.shape[len(w.shape)-2], w.shape[len(w.shape)-1]
-	// Below ~256K multiply-adds a goroutine hand-off costs more than it
-	// saves (and much more when the cores are busy elsewhere).
+	// Below ~64K multiply-adds (a few microseconds) the hand-off to a
+	// helper costs more than it saves.
 	threads := b.threads
-	if outDim*in*rows < 1<<18 {
+	if outDim*in*rows < 1<<16 {
 		threads = 1
 	}
 	if w.q != nil {
-		w.q[e].Mul(out, x, rows, threads)
+		b.qmul(w.q[e], out, x, rows, threads)
 		return
 	}
 	wd := w.dense[e*outDim*in : (e+1)*outDim*in]
@@ -113,6 +113,23 @@ func (b *Backend) linear(out, x []float32, rows int, w *weight, e int) {
 			}
 		}
 	})
+}
+
+// qmul runs a quantized matmul on the pool: the activations are repacked
+// once, then blocks of output rows are handed out as tasks. Blocks are
+// multiples of 16 rows (whole cache lines of out per activation row, so
+// workers never write the same line) and about 8 per worker, so a worker
+// slowed by another process hands its share to the others.
+func (b *Backend) qmul(m *qmat.Matrix, out, x []float32, rows, threads int) {
+	if threads <= 1 {
+		m.Mul(out, x, rows, 1)
+		return
+	}
+	blk := max(16, (m.Out/(threads*8)+15)&^15)
+	nblk := (m.Out + blk - 1) / blk
+	p := m.Prepare(x, rows)
+	b.workers().run(nblk, func(t int) { m.MulPrepared(p, out, t*blk, min((t+1)*blk, m.Out)) })
+	p.Release()
 }
 
 // dot keeps four partial sums so the adds pipeline.

@@ -228,6 +228,53 @@ func (m *Matrix) Mul(out, x []float32, nRows int, threads int) {
 	wg.Wait()
 }
 
+// Prep is an activation block made ready for multiplication (see
+// Prepare). It is specific to the matrix it was prepared for (the panel
+// layout depends on In, Bits and Group), though any matrix with the same
+// three may use it.
+type Prep struct {
+	p         *prep
+	in, bits  int
+	group     int
+	nRows     int
+	gpad, ngs int
+}
+
+// Prepare repacks x [nRows, In] for MulPrepared, so that callers that
+// split one multiplication over their own workers pay for the repacking
+// once. Release it after the last MulPrepared.
+func (m *Matrix) Prepare(x []float32, nRows int) *Prep {
+	if nRows < 0 || len(x) < nRows*m.In {
+		panic(fmt.Sprintf("qmat.Prepare: %d rows need x %d floats, have %d", nRows, nRows*m.In, len(x)))
+	}
+	return &Prep{p: m.prepare(x, nRows), in: m.In, bits: m.Bits, group: m.Group, nRows: nRows, gpad: m.gpad, ngs: m.groups}
+}
+
+// Rows is the number of activation rows of p.
+func (p *Prep) Rows() int { return p.nRows }
+
+// Release returns p's buffers to the pool; p must not be used afterwards.
+func (p *Prep) Release() {
+	p.p.release()
+	p.p = nil
+}
+
+// MulPrepared computes output columns [o0, o1) of out = x · Wᵀ for the
+// activations prepared in p (out is [p.Rows(), Out]). Like MulRange, it
+// touches no other column, so goroutines may share one Prep and out.
+func (m *Matrix) MulPrepared(p *Prep, out []float32, o0, o1 int) {
+	if p.in != m.In || p.bits != m.Bits || p.group != m.Group || p.gpad != m.gpad || p.ngs != m.groups {
+		panic("qmat.MulPrepared: activations prepared for a matrix of another shape")
+	}
+	if len(out) < p.nRows*m.Out || o0 < 0 || o1 > m.Out || o0 > o1 {
+		panic(fmt.Sprintf("qmat.MulPrepared: columns [%d, %d) of %d for %d rows, out has %d floats", o0, o1, m.Out, p.nRows, len(out)))
+	}
+	if p.nRows == 0 || o0 == o1 {
+		return
+	}
+	m.mulRange(p.p, out, o0, o1)
+}
+
 func (m *Matrix) check(out, x []float32, nRows int) {
 	if nRows < 0 || len(out) < nRows*m.Out || len(x) < nRows*m.In {
 		panic(fmt.Sprintf("qmat: %d rows need out %d and x %d floats, have %d and %d",

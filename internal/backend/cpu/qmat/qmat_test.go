@@ -239,3 +239,31 @@ func TestNewRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestMulPrepared: one Prep shared by several column ranges (as the CPU
+// backend's workers share it) gives the same result as Mul, and a matrix
+// of another shape refuses it.
+func TestMulPrepared(t *testing.T) {
+	paths(t, func(t *testing.T) {
+		rng := rand.New(rand.NewSource(4))
+		f := newFixture(t, rng, 70, 192, 4, 64, tensor.BF16)
+		for _, nRows := range []int{1, 3, 9} {
+			x := randX(rng, nRows*192)
+			res := make([]float32, nRows*70)
+			p := f.m.Prepare(x, nRows)
+			for o := 0; o < 70; o += 16 {
+				f.m.MulPrepared(p, res, o, min(o+16, 70))
+			}
+			p.Release()
+			checkMul(t, f, x, res, nRows, 0, 70, fmt.Sprintf("prepared rows %d", nRows))
+		}
+		other := newFixture(t, rng, 8, 256, 4, 64, tensor.BF16)
+		p := f.m.Prepare(randX(rng, 192), 1)
+		defer func() {
+			if recover() == nil {
+				t.Error("a Prep of another shape was accepted")
+			}
+		}()
+		other.m.MulPrepared(p, make([]float32, 8), 0, 8)
+	})
+}
