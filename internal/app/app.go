@@ -18,6 +18,7 @@ import (
 	"github.com/mlxcel/mlxcel/internal/chat"
 	"github.com/mlxcel/mlxcel/internal/defaultmodel"
 	"github.com/mlxcel/mlxcel/internal/model"
+	"github.com/mlxcel/mlxcel/internal/model/synthetic"
 	"github.com/mlxcel/mlxcel/internal/tokenizer"
 	"github.com/mlxcel/mlxcel/internal/weights"
 )
@@ -131,4 +132,62 @@ func newBar(dir string, quiet bool) *progressbar.ProgressBar {
 	}
 	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowBytes(true),
 		progressbar.OptionSetDescription("loading "+filepath.Base(dir)), progressbar.OptionThrottle(100*time.Millisecond))
+}
+
+// ProfileOptions select a synthetic model: deterministic random weights
+// of a real checkpoint's shapes and quantization (profiles/<name>), with
+// the real tokenizer of that checkpoint family, for benchmarks on
+// machines that cannot download weights. Outputs are noise; speeds are
+// the real model's.
+type ProfileOptions struct {
+	Profile     string // name under profiles/ or a folder with config.json
+	ProfilesDir string
+	Tokenizer   string // folder with tokenizer.json; default: the family's
+	Backend     string
+	Threads     int
+}
+
+// LoadProfile builds a synthetic model; Name is "synthetic:<profile>".
+func LoadProfile(o ProfileOptions) (*Loaded, error) {
+	start := time.Now()
+	dir, err := synthetic.FindProfile(o.Profile, o.ProfilesDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := weights.LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	tokSpec := o.Tokenizer
+	if tokSpec == "" {
+		name, ok := synthetic.TokenizerName(cfg)
+		if !ok {
+			return nil, fmt.Errorf("profile %s: no tokenizer paired with model_type %q; pass --tokenizer", o.Profile, cfg.ModelType)
+		}
+		tokSpec = name
+	}
+	tokDir, err := synthetic.FindTokenizer(tokSpec)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.Load(tokDir)
+	if err != nil {
+		return nil, err
+	}
+	name := o.Backend
+	if name == "" {
+		name = "auto"
+	}
+	be, err := backend.New(name, backend.Options{Threads: o.Threads})
+	if err != nil {
+		return nil, err
+	}
+	m, _, err := synthetic.Build(cfg, be, synthetic.Options{})
+	if err != nil {
+		be.Close()
+		return nil, err
+	}
+	l := &Loaded{Name: "synthetic:" + filepath.Base(dir), Dir: dir, Model: m, Tokenizer: tok, StopIDs: cfg.EOS}
+	l.LoadTime = time.Since(start)
+	return l, nil
 }

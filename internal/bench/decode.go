@@ -107,7 +107,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 		base.Model = filepath.Base(o.Profile)
 		base.ModelPath = "synthetic:" + base.Model
 		var dir string
-		if dir, err = FindProfile(o.Profile, o.ProfilesDir); err == nil {
+		if dir, err = synthetic.FindProfile(o.Profile, o.ProfilesDir); err == nil {
 			cfg, err = weights.LoadConfig(dir)
 		}
 		if err != nil {
@@ -122,7 +122,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 		if tokSpec == "" {
 			if isFile(filepath.Join(dir, "tokenizer.json")) {
 				tokSpec = dir
-			} else if name, ok := TokenizerName(cfg); ok {
+			} else if name, ok := synthetic.TokenizerName(cfg); ok {
 				tokSpec = name
 			} else {
 				return fail("tokenizer", o.PromptTokens, fmt.Errorf("no tokenizer paired with model_type %q; pass --tokenizer", cfg.ModelType))
@@ -156,7 +156,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 	base.Hardware = Hardware(be)
 
 	// 3. Tokenizer.
-	tokDir, err := FindTokenizer(tokSpec)
+	tokDir, err := synthetic.FindTokenizer(tokSpec)
 	var enc Encoder
 	if err == nil {
 		enc, err = LoadTokenizer(tokDir)
@@ -331,7 +331,7 @@ func once(m *model.Model, prompt []int32, n, chunk int) (prefillMS, decodeMS flo
 	for i := range blocks {
 		blocks[i] = int32(i)
 	}
-	step := func(tokens []int32, pos int) ([]float32, error) {
+	batch := func(tokens []int32, pos int) *backend.Batch {
 		b := &backend.Batch{Tokens: tokens, Seqs: []backend.SeqSlice{{Start: 0, Len: len(tokens), Blocks: blocks}}}
 		for i := range tokens {
 			b.Positions = append(b.Positions, int32(pos+i))
@@ -341,8 +341,9 @@ func once(m *model.Model, prompt []int32, n, chunk int) (prefillMS, decodeMS flo
 			// token's) are needed, as in serving.
 			b.LogitRows = []int{len(tokens) - 1}
 		}
-		return m.Forward(b, kv)
+		return b
 	}
+	step := func(tokens []int32, pos int) ([]float32, error) { return m.Forward(batch(tokens, pos), kv) }
 	m.Reserve(min(chunk, len(prompt)))
 	t := time.Now()
 	var logits []float32
@@ -360,12 +361,15 @@ func once(m *model.Model, prompt []int32, n, chunk int) (prefillMS, decodeMS flo
 		return 0, 0, "prefill", errors.New("non-finite logits")
 	}
 	t = time.Now()
+	// Greedy decode takes the engine's argmax path: only the token id
+	// comes back from the device, as when serving greedy requests.
 	next := argmax(logits)
 	for i := range n {
-		if logits, err = step([]int32{next}, len(prompt)+i); err != nil {
+		ids, err := m.ForwardArgmax(batch([]int32{next}, len(prompt)+i), kv)
+		if err != nil {
 			return 0, 0, "decode", err
 		}
-		next = argmax(logits)
+		next = ids[0]
 	}
 	if err := m.Backend().Sync(); err != nil {
 		return 0, 0, "decode", err

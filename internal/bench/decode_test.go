@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/csv"
+	"github.com/mlxcel/mlxcel/internal/model/synthetic"
 	"os"
 	"path/filepath"
 	"slices"
@@ -282,13 +283,13 @@ func TestLongPrompt(t *testing.T) {
 
 func TestFindTokenizerAndProfile(t *testing.T) {
 	needTestdata(t)
-	if d, err := FindTokenizer("llama3_1"); err != nil || !isFile(filepath.Join(d, "tokenizer.json")) {
+	if d, err := synthetic.FindTokenizer("llama3_1"); err != nil || !isFile(filepath.Join(d, "tokenizer.json")) {
 		t.Errorf("llama3_1: %q %v", d, err)
 	}
-	if d, err := FindProfile("llama-3.1-8b-4bit", ""); err != nil || !isFile(filepath.Join(d, "config.json")) {
+	if d, err := synthetic.FindProfile("llama-3.1-8b-4bit", ""); err != nil || !isFile(filepath.Join(d, "config.json")) {
 		t.Errorf("profile: %q %v", d, err)
 	}
-	if _, err := FindProfile("nope", ""); err == nil || !strings.Contains(err.Error(), "--profiles-dir") {
+	if _, err := synthetic.FindProfile("nope", ""); err == nil || !strings.Contains(err.Error(), "--profiles-dir") {
 		t.Errorf("missing profile: %v", err)
 	}
 }

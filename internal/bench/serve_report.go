@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/mlxcel/mlxcel/internal/model/synthetic"
 	"io"
 	"os"
 	"os/signal"
@@ -170,7 +171,7 @@ func ServeMain(args []string, stdout, stderr io.Writer) error {
 	o.Concurrency = conc
 	o.Log = stderr
 	if *tok != "" {
-		dir, err := FindTokenizer(*tok)
+		dir, err := synthetic.FindTokenizer(*tok)
 		if err != nil {
 			return err
 		}

@@ -22,12 +22,15 @@ import (
 // Flags are the command-line options of `mlxcel serve` and mlxcel-server;
 // both binaries call Main, so they take exactly the same flags.
 type Flags struct {
-	Model, Backend  string
-	Threads         int
-	Host            string
-	Port            int
-	Options         Options
-	ShutdownTimeout time.Duration
+	Model, Backend string
+	// Profile serves synthetic weights of a real checkpoint's shapes
+	// (benchmarks without downloadable weights); outputs are noise.
+	Profile, ProfilesDir, Tokenizer string
+	Threads                         int
+	Host                            string
+	Port                            int
+	Options                         Options
+	ShutdownTimeout                 time.Duration
 }
 
 // Register defines the flags on fs.
@@ -35,6 +38,9 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	o := &f.Options
 	fs.StringVar(&f.Model, "model", "", "model directory (default: the embedded stories260k)")
 	fs.StringVar(&f.Model, "m", "", "shorthand for --model")
+	fs.StringVar(&f.Profile, "profile", "", "serve synthetic weights of this profile's shapes (benchmarks only: the text is noise)")
+	fs.StringVar(&f.ProfilesDir, "profiles-dir", "", "where profiles live (default: profiles/ of the checkout)")
+	fs.StringVar(&f.Tokenizer, "tokenizer", "", "tokenizer folder for --profile (default: the family's real tokenizer)")
 	fs.StringVar(&f.Backend, "backend", "auto", "cpu, cuda or auto (cuda when a device is found)")
 	fs.IntVar(&f.Threads, "threads", 0, "CPU threads (0: all cores)")
 	fs.StringVar(&f.Host, "host", "127.0.0.1", "address to listen on (0.0.0.0: all interfaces)")
@@ -62,6 +68,8 @@ func (f *Flags) check() error {
 		return fmt.Errorf("--parallel must be at least 1")
 	case o.CtxSize < 0, o.KVBlocks < 0, o.KVMemMiB < 0, o.PrefillChunk < 0, o.BlockSize < 1:
 		return fmt.Errorf("--ctx-size, --kv-blocks, --kv-mem and --prefill-chunk must not be negative, --block-size at least 1")
+	case f.Profile != "" && f.Model != "":
+		return fmt.Errorf("give --model or --profile, not both")
 	case o.KVBlocks > 0 && o.KVMemMiB > 0:
 		return fmt.Errorf("give --kv-blocks or --kv-mem, not both")
 	}
@@ -91,6 +99,11 @@ func Main(name string, args []string, stderr io.Writer) error {
 		return err
 	}
 	f.Options.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	if f.Profile != "" {
+		// Synthetic models have no chat template; chat requests use the
+		// plain fallback (docs/server.md).
+		f.Options.PlainChat = true
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return f.serve(ctx)
@@ -121,7 +134,14 @@ func (f *Flags) serve(ctx context.Context) error {
 	}
 	loaded := make(chan loadResult, 1)
 	go func() {
-		l, err := app.Load(app.Options{ModelDir: f.Model, Backend: f.Backend, Threads: f.Threads, Quiet: true})
+		var l *app.Loaded
+		var err error
+		if f.Profile != "" {
+			l, err = app.LoadProfile(app.ProfileOptions{Profile: f.Profile, ProfilesDir: f.ProfilesDir,
+				Tokenizer: f.Tokenizer, Backend: f.Backend, Threads: f.Threads})
+		} else {
+			l, err = app.Load(app.Options{ModelDir: f.Model, Backend: f.Backend, Threads: f.Threads, Quiet: true})
+		}
 		if err == nil {
 			if err = s.Ready(l); err != nil {
 				l.Model.Backend().Close()
