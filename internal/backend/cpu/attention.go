@@ -122,66 +122,17 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 			copy(V[row*kvw:(row+1)*kvw], vt.Row(r))
 		}
 	}
-	seqOf := make([]int, qt.rows)
-	for i, s := range step.Seqs {
-		for r := s.Start; r < s.Start+s.Len; r++ {
-			seqOf[r] = i
-		}
-	}
-	group := p.Heads / p.KVHeads
-	work := qt.rows * p.Heads
-	// Each (token, head) item reads about min(pos+1, window)*HeadDim keys
-	// and values; split only when that adds up to enough work to pay for
-	// goroutines.
-	keys := int(step.Positions[qt.rows-1]) + 1
-	if p.Window > 0 {
-		keys = min(keys, p.Window)
-	}
-	perItem := keys * p.HeadDim
-	b.parallel(work, max(1, (1<<16)/max(perItem, 1)), func(lo, hi int) {
-		var scores []float32
-		// rows[i] is the store row of the i-th key of token rowsOf; all
-		// heads of a token (consecutive items) share it.
-		var rows []int
-		rowsOf := -1
-		for w := lo; w < hi; w++ {
-			r, h := w/p.Heads, w%p.Heads
-			if r != rowsOf {
-				pos := int(step.Positions[r])
-				first := 0
-				if p.Window > 0 && pos-p.Window+1 > 0 {
-					first = pos - p.Window + 1
-				}
-				rows = st.rows(rows[:0], layer, &step.Seqs[seqOf[r]], first, pos)
-				rowsOf = r
-			}
-			qv := qt.Row(r)[h*p.HeadDim : (h+1)*p.HeadDim]
-			kvOff := (h / group) * p.HeadDim
-			scores = scores[:0]
-			maxS := float32(math.Inf(-1))
-			for _, row := range rows {
-				sc := dot(qv, K[row*kvw+kvOff:row*kvw+kvOff+p.HeadDim]) * p.Scale
-				if p.Softcap > 0 {
-					sc = p.Softcap * float32(math.Tanh(float64(sc/p.Softcap)))
-				}
-				scores = append(scores, sc)
-				maxS = max(maxS, sc)
-			}
-			var sum float32
-			for i, sc := range scores {
-				e := float32(math.Exp(float64(sc - maxS)))
-				scores[i] = e
-				sum += e
-			}
-			o := out.Row(r)[h*p.HeadDim : (h+1)*p.HeadDim]
-			clear(o)
-			for i, row := range rows {
-				wgt := scores[i] / sum
-				vv := V[row*kvw+kvOff : row*kvw+kvOff+p.HeadDim]
-				for d := range o {
-					o[d] += wgt * vv[d]
-				}
+	// The kernels address keys by int32 float offsets and walk the head
+	// dim 8 at a time.
+	if !useAsm || p.HeadDim%8 != 0 || len(K) > math.MaxInt32 {
+		seqOf := make([]int, qt.rows)
+		for i, s := range step.Seqs {
+			for r := s.Start; r < s.Start+s.Len; r++ {
+				seqOf[r] = i
 			}
 		}
-	})
+		b.attentionRef(out, qt, st, layer, p, seqOf)
+		return
+	}
+	b.attentionTiled(out, qt, st, layer, p)
 }

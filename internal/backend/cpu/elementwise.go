@@ -72,6 +72,11 @@ func (b *Backend) GatedAct(dst, gate, up backend.Tensor, act backend.Activation)
 func gatedAct(d, g, u []float32, act backend.Activation) {
 	switch act {
 	case backend.SiLU:
+		if n := len(g) &^ 7; useAsm && n > 0 {
+			// Vector exp (attn_amd64.s), relative error ~1e-7.
+			siluMul(&d[0], &g[0], &u[0], n)
+			d, g, u = d[n:], g[n:], u[n:]
+		}
 		for i, x := range g {
 			d[i] = x / (1 + float32(math.Exp(float64(-x)))) * u[i]
 		}

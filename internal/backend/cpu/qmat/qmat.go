@@ -290,3 +290,7 @@ func (m *Matrix) mulRange(p *prep, out []float32, o0, o1 int) {
 	}
 	m.mulRangeGo(p, out, o0, o1)
 }
+
+// AVX2 reports whether the AVX2+FMA+F16C kernels run on this machine; the
+// CPU backend's own assembly (attention, activations) needs the same.
+func AVX2() bool { return asmAvailable }

@@ -1,0 +1,187 @@
+package cpu
+
+import (
+	"math"
+	"sync"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+)
+
+// Tiled attention: the queries of one sequence that share a KV head are
+// taken 8 at a time, one per vector lane (attn_amd64.s). For each chunk of
+// keys the kernels compute the 8 rows' scores at once (every key element
+// is loaded once for all 8), fold them into an online softmax (running
+// max and sum per lane, the accumulated output rescaled when the max
+// grows), and add the probability-weighted values. So softmax work is
+// vector work across rows instead of scalar work per (row, key), no score
+// row longer than a chunk is ever stored, and K and V are read once per 8
+// query rows instead of once per row.
+//
+// Rows are taken token-major: (token t, query heads of the group), then
+// token t+1. A decode token fills 7 of 8 lanes with Qwen2.5's 7 query
+// heads per KV head; a prefill chunk packs consecutive tokens, whose
+// positions differ by one, so a lane group needs the same keys but the
+// last one or two, which a mask removes.
+
+// attnChunk is the number of keys per online-softmax step: 8 KiB of
+// scores, which stay in L1 between the three kernels.
+const attnChunk = 256
+
+// maskedScore stands for a key a lane must not see. It is finite so that
+// the online softmax never computes inf-inf: a lane whose first chunks are
+// all masked accumulates garbage with weight exp(0), which the first real
+// score wipes out (its rescale factor exp(-1e30 - m) is exactly 0), and
+// each lane sees at least its own position.
+const maskedScore = -1e30
+
+// attnItem is up to 8 (token, query head) pairs of one sequence that share
+// KV head kvh: pairs lo..lo+n-1 of the sequence's token-major list.
+type attnItem struct {
+	seq, kvh, lo, n int
+	cost            int // keys times head dim, for scheduling
+}
+
+type attnScratch struct {
+	qt, ot, st []float32
+	ml         [16]float32
+	offs       []int32
+	items      []attnItem
+}
+
+var attnPool = sync.Pool{New: func() any { return new(attnScratch) }}
+
+func (b *Backend) attentionTiled(out, qt *Tensor, st *kvStore, layer int, p backend.AttnParams) {
+	step := b.step
+	group := p.Heads / p.KVHeads
+	sc := attnPool.Get().(*attnScratch)
+	defer attnPool.Put(sc)
+	items := sc.items[:0]
+	total := 0
+	for si := range step.Seqs {
+		s := &step.Seqs[si]
+		pairs := s.Len * group
+		for lo := 0; lo < pairs; lo += 8 {
+			n := min(8, pairs-lo)
+			last := int(step.Positions[s.Start+(lo+n-1)/group])
+			keys := last + 1
+			if p.Window > 0 {
+				keys = min(keys, p.Window+1)
+			}
+			for kvh := range p.KVHeads {
+				items = append(items, attnItem{seq: si, kvh: kvh, lo: lo, n: n, cost: keys * p.HeadDim})
+				total += keys * p.HeadDim
+			}
+		}
+	}
+	sc.items = items
+	// Items are handed out last first: later tokens see more keys, and
+	// starting the long ones first leaves the short ones to even out the
+	// end.
+	if total*8 < 1<<17 || b.threads == 1 {
+		for i := len(items) - 1; i >= 0; i-- {
+			b.attnItem(items[i], sc, out, qt, st, layer, p)
+		}
+		return
+	}
+	b.workers().run(len(items), func(t int) {
+		w := attnPool.Get().(*attnScratch)
+		b.attnItem(items[len(items)-1-t], w, out, qt, st, layer, p)
+		attnPool.Put(w)
+	})
+}
+
+// attnItem computes the outputs of one item's rows.
+func (b *Backend) attnItem(it attnItem, sc *attnScratch, out, q *Tensor, st *kvStore, layer int, p backend.AttnParams) {
+	step := b.step
+	s := &step.Seqs[it.seq]
+	hd, group := p.HeadDim, p.Heads/p.KVHeads
+	var rows, heads, pos, first [8]int
+	kFirst, kLast := math.MaxInt, -1
+	minPos, maxFirst := math.MaxInt, 0
+	for l := range it.n {
+		pair := it.lo + l
+		rows[l] = s.Start + pair/group
+		heads[l] = it.kvh*group + pair%group
+		pos[l] = int(step.Positions[rows[l]])
+		if p.Window > 0 {
+			first[l] = max(0, pos[l]-p.Window+1)
+		}
+		kFirst, kLast = min(kFirst, first[l]), max(kLast, pos[l])
+		minPos, maxFirst = min(minPos, pos[l]), max(maxFirst, first[l])
+	}
+	sc.qt = grow(sc.qt, hd*8)
+	sc.ot = grow(sc.ot, hd*8)
+	sc.st = grow(sc.st, attnChunk*8)
+	sc.offs = grow(sc.offs, attnChunk)
+	qtr, ot, sct := sc.qt, sc.ot, sc.st
+	// Transposed queries, pre-scaled; unused lanes stay 0 (their scores
+	// are 0, harmless, and their outputs are dropped).
+	clear(qtr)
+	clear(ot)
+	for l := range it.n {
+		qv := q.Row(rows[l])[heads[l]*hd : (heads[l]+1)*hd]
+		for d, x := range qv {
+			qtr[d*8+l] = x * p.Scale
+		}
+	}
+	for l := range 8 {
+		sc.ml[l], sc.ml[8+l] = maskedScore, 0
+	}
+	kvw := p.KVHeads * hd
+	kvOff := it.kvh * hd
+	K, V := st.k[layer], st.v[layer]
+	for c0 := kFirst; c0 <= kLast; c0 += attnChunk {
+		c1 := min(c0+attnChunk, kLast+1)
+		n := c1 - c0
+		offs := st.offsets(sc.offs[:0], layer, s, c0, c1-1, kvw, kvOff)
+		attnScores(&qtr[0], hd, &K[0], &offs[0], n, &sct[0])
+		if p.Softcap > 0 {
+			for i, x := range sct[:n*8] {
+				sct[i] = p.Softcap * float32(math.Tanh(float64(x/p.Softcap)))
+			}
+		}
+		// Only keys past the earliest lane's position or before the
+		// latest lane's window need a per-lane check.
+		for kp := max(c0, minPos+1); kp < c1; kp++ {
+			for l := range it.n {
+				if kp > pos[l] {
+					sct[(kp-c0)*8+l] = maskedScore
+				}
+			}
+		}
+		for kp := c0; kp < min(c1, maxFirst); kp++ {
+			for l := range it.n {
+				if kp < first[l] {
+					sct[(kp-c0)*8+l] = maskedScore
+				}
+			}
+		}
+		attnSoftmax(&sct[0], n, &sc.ml[0], &ot[0], hd)
+		attnPV(&ot[0], hd, &V[0], &offs[0], n, &sct[0])
+	}
+	for l := range it.n {
+		o := out.Row(rows[l])[heads[l]*hd : (heads[l]+1)*hd]
+		inv := 1 / sc.ml[8+l]
+		for d := range o {
+			o[d] = ot[d*8+l] * inv
+		}
+	}
+}
+
+// offsets appends, for positions first..last of seq in layer, the float
+// offset of the position's row plus off (a KV head's offset) to dst.
+func (s *kvStore) offsets(dst []int32, layer int, seq *backend.SeqSlice, first, last, width, off int) []int32 {
+	if s.ring[layer] {
+		r := s.spec.RingTokens
+		base := seq.Slot * r
+		for j := first; j <= last; j++ {
+			dst = append(dst, int32((base+j%r)*width+off))
+		}
+		return dst
+	}
+	bs := s.spec.BlockSize
+	for j := first; j <= last; j++ {
+		dst = append(dst, int32((int(seq.Blocks[j/bs])*bs+j%bs)*width+off))
+	}
+	return dst
+}

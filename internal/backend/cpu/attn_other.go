@@ -1,0 +1,21 @@
+//go:build !amd64 || purego
+
+package cpu
+
+// Without the assembly kernels the Go paths run.
+
+var useAsm = false
+
+func attnScores(qt *float32, d int, kbase *float32, offs *int32, n int, st *float32) {
+	panic("cpu: no attention kernels")
+}
+
+func attnSoftmax(st *float32, n int, ml *float32, ot *float32, d int) {
+	panic("cpu: no attention kernels")
+}
+
+func attnPV(ot *float32, d int, vbase *float32, offs *int32, n int, pt *float32) {
+	panic("cpu: no attention kernels")
+}
+
+func siluMul(dst, gate, up *float32, n int) { panic("cpu: no activation kernels") }
