@@ -115,6 +115,26 @@ if [ -x .gpu/mlxcel ] && [ -n "${LADDER2_LENGTHS:-}" ]; then
 		--max-tokens ${LADDER_TOKENS:-64} $tok --out "$OUT/ladder" --name ladder2 2>&1 | tail -30 | tee -a "$OUT/ladder.log"
 fi
 
+if [ -x .gpu/mlxcel ] && [ -n "${SERVE_CONCURRENCY:-}" ]; then
+	# Serving: mlxcel serve on synthetic weights, loaded by mlxcel bench serve
+	# over loopback (streaming chat, ignore_eos so every request decodes
+	# --max-tokens).
+	echo "== serve ${SERVE_PROFILE:-llama-3.1-8b-4bit}"
+	.gpu/mlxcel serve --profile "${SERVE_PROFILE:-llama-3.1-8b-4bit}" --backend ${SERVE_BACKEND:-cuda} --parallel ${SERVE_PARALLEL:-16} --ctx-size ${SERVE_CTX:-2048} \
+		--port 18080 $tok >"$OUT/serve.log" 2>&1 &
+	spid=$!
+	for _ in $(seq 1 120); do
+		if command -v curl >/dev/null; then curl -sf http://127.0.0.1:18080/health >/dev/null 2>&1 && break
+		else python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:18080/health')" 2>/dev/null && break; fi
+		sleep 1
+	done
+	timeout ${SERVE_TIMEOUT:-200} .gpu/mlxcel bench serve --url http://127.0.0.1:18080 --concurrency "$SERVE_CONCURRENCY" \
+		--requests ${SERVE_REQUESTS:-32} --prompt-tokens ${SERVE_PROMPT:-128} --max-tokens ${SERVE_TOKENS:-128} --ignore-eos \
+		$tok --metrics --out "$OUT/serve.csv" 2>&1 | tail -40 | tee "$OUT/serve_bench.log"
+	kill $spid 2>/dev/null
+	wait $spid 2>/dev/null
+fi
+
 echo "== summary"
 grep -E '^(=== RUN|--- (PASS|FAIL|SKIP))' "$OUT/test.log" | grep -E '^--- ' | sed 's/^/  /' | head -20
 grep -hE -- '--- FAIL|Error|panic' "$OUT"/*.log | head -20
