@@ -130,8 +130,13 @@ func (b *Backend) attnItem(it attnItem, sc *attnScratch, out, q *Tensor, st *kvS
 	kvw := p.KVHeads * hd
 	kvOff := it.kvh * hd
 	K, V := st.k[layer], st.v[layer]
-	for c0 := kFirst; c0 <= kLast; c0 += attnChunk {
-		c1 := min(c0+attnChunk, kLast+1)
+	// Chunks are aligned to absolute positions, so a lane meets the same
+	// chunk boundaries (and its online softmax the same rescalings)
+	// whichever lanes share its item: results must not depend on how
+	// tokens are batched. Keys outside a lane's range are masked and add
+	// exact zeros.
+	for c0 := kFirst; c0 <= kLast; c0 = (c0/attnChunk + 1) * attnChunk {
+		c1 := min((c0/attnChunk+1)*attnChunk, kLast+1)
 		n := c1 - c0
 		offs := st.offsets(sc.offs[:0], layer, s, c0, c1-1, kvw, kvOff)
 		attnScores(&qtr[0], hd, &K[0], &offs[0], n, &sct[0])

@@ -102,3 +102,54 @@ func TestTiledAttentionMatchesRef(t *testing.T) {
 		})
 	}
 }
+
+// TestTiledAttentionBatchInvariant: a token's output must be bit-identical
+// whichever tokens share its step (the engine's prefix cache and batching
+// tests rely on it): a 45-token chunk, then the same positions split
+// into steps of 1, 7 and 37 tokens, with a window so items start at
+// different keys.
+func TestTiledAttentionBatchInvariant(t *testing.T) {
+	for _, window := range []int{0, 300} {
+		p := backend.AttnParams{Heads: 14, KVHeads: 2, HeadDim: 64, Scale: 0.125, Window: window}
+		rng := rand.New(rand.NewPCG(3, 4))
+		be := New(2)
+		const pre, n = 600, 45
+		spec := backend.KVSpec{NumBlocks: 64, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: 2, HeadDim: 64, Window: window}}}
+		blocks := make([]int32, 64)
+		for i := range blocks {
+			blocks[i] = int32(i)
+		}
+		qAll := randTensor(be, rng, pre+n, p.Heads*p.HeadDim)
+		kAll := randTensor(be, rng, pre+n, p.KVHeads*p.HeadDim)
+		vAll := randTensor(be, rng, pre+n, p.KVHeads*p.HeadDim)
+		run := func(splits []int) []float32 {
+			kv, _ := be.NewKVStore(spec)
+			out := make([]float32, 0, n*p.Heads*p.HeadDim)
+			pos := 0
+			for _, m := range append([]int{pre}, splits...) {
+				b := &backend.Batch{Seqs: []backend.SeqSlice{{Len: m, Blocks: blocks}}}
+				for i := range m {
+					b.Tokens = append(b.Tokens, 0)
+					b.Positions = append(b.Positions, int32(pos+i))
+				}
+				if err := be.BeginStep(b); err != nil {
+					t.Fatal(err)
+				}
+				dst := be.NewTensor(m, p.Heads*p.HeadDim).(*Tensor)
+				be.Attention(dst, be.Slice(qAll, pos, pos+m), be.Slice(kAll, pos, pos+m), be.Slice(vAll, pos, pos+m), kv, 0, p)
+				if pos >= pre {
+					out = append(out, dst.d...)
+				}
+				pos += m
+			}
+			return out
+		}
+		want := run([]int{n})
+		got := run([]int{1, 7, 37})
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("window %d: element %d is %g in small steps, %g in one chunk", window, i, got[i], want[i])
+			}
+		}
+	}
+}

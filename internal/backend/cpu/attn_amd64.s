@@ -172,11 +172,12 @@ sc_single:
 	LEAQ (SI)(R8*4), R8
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
 	MOVQ DI, AX
 	XORQ R13, R13
 
+	// The same two chains as the quad loop (even dims 0,2 of each four
+	// into Y0, odd into Y1), so a key's score does not depend on whether
+	// it fell in a quad or in the tail of a chunk.
 sc_single_d:
 	VBROADCASTSS (R8)(R13*4), Y10
 	VBROADCASTSS 4(R8)(R13*4), Y11
@@ -184,16 +185,14 @@ sc_single_d:
 	VBROADCASTSS 12(R8)(R13*4), Y13
 	VFMADD231PS (AX), Y10, Y0
 	VFMADD231PS 32(AX), Y11, Y1
-	VFMADD231PS 64(AX), Y12, Y2
-	VFMADD231PS 96(AX), Y13, Y3
+	VFMADD231PS 64(AX), Y12, Y0
+	VFMADD231PS 96(AX), Y13, Y1
 	ADDQ $128, AX
 	ADDQ $4, R13
 	CMPQ R13, R12
 	JLT  sc_single_d
 
 	VADDPS Y1, Y0, Y0
-	VADDPS Y3, Y2, Y2
-	VADDPS Y2, Y0, Y0
 	VMOVUPS Y0, (DX)
 	ADDQ $32, DX
 	ADDQ $4, BX

@@ -72,10 +72,24 @@ func (b *Backend) GatedAct(dst, gate, up backend.Tensor, act backend.Activation)
 func gatedAct(d, g, u []float32, act backend.Activation) {
 	switch act {
 	case backend.SiLU:
-		if n := len(g) &^ 7; useAsm && n > 0 {
-			// Vector exp (attn_amd64.s), relative error ~1e-7.
-			siluMul(&d[0], &g[0], &u[0], n)
-			d, g, u = d[n:], g[n:], u[n:]
+		if useAsm {
+			// Vector exp (attn_amd64.s), relative error ~1e-7. The tail
+			// goes through the same kernel from a padded copy: a value
+			// must not round differently by where it falls in the
+			// tensor, or a token's result would depend on what it is
+			// batched with.
+			n := len(g) &^ 7
+			if n > 0 {
+				siluMul(&d[0], &g[0], &u[0], n)
+			}
+			if t := len(g) - n; t > 0 {
+				var tg, tu [8]float32
+				copy(tg[:], g[n:])
+				copy(tu[:], u[n:])
+				siluMul(&tg[0], &tg[0], &tu[0], 8)
+				copy(d[n:], tg[:t])
+			}
+			return
 		}
 		for i, x := range g {
 			d[i] = x / (1 + float32(math.Exp(float64(-x)))) * u[i]
