@@ -48,7 +48,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&o.Parallel, "parallel", engine.DefaultParallel, "sequences decoded concurrently (batch slots)")
 	fs.IntVar(&o.CtxSize, "ctx-size", 0, "maximum tokens per sequence, prompt + completion (0: the model's context length)")
 	fs.IntVar(&o.KVBlocks, "kv-blocks", 0, "KV cache size in blocks (0: see --kv-mem)")
-	fs.IntVar(&o.KVMemMiB, "kv-mem", 0, "KV cache size in MiB (0 with --kv-blocks 0: room for --parallel full contexts)")
+	fs.IntVar(&o.KVMemMiB, "kv-mem", 0, "KV cache size in MiB (0 with --kv-blocks 0: 4096 tokens per --parallel slot, capped by the context)")
 	fs.IntVar(&o.BlockSize, "block-size", 16, "KV cache block size in tokens")
 	fs.BoolVar(&o.NoPrefixCache, "no-prefix-cache", false, "do not reuse the KV of prompt prefixes shared with earlier requests")
 	fs.IntVar(&o.MaxQueue, "max-queue", engine.DefaultMaxQueue, "requests that may wait beyond the running ones before 429 (-1: none)")

@@ -151,6 +151,10 @@ func (s *Server) Ready(l *app.Loaded) error {
 	return nil
 }
 
+// DefaultKVTokensPerSeq bounds the default KV cache: tokens per parallel
+// slot when neither --kv-blocks nor --kv-mem is given.
+const DefaultKVTokensPerSeq = 4096
+
 // engineConfig turns the options into an engine.Config, with the metrics
 // hooks attached.
 func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
@@ -170,6 +174,19 @@ func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 	cfg.DisablePrefixCache = o.NoPrefixCache
 	if o.KVBlocks > 0 && o.KVMemMiB > 0 {
 		return cfg, errors.New("server: give the KV cache size as blocks or as MiB, not both")
+	}
+	if o.KVBlocks == 0 && o.KVMemMiB == 0 {
+		// Default budget: every slot can hold min(context, 4096) tokens.
+		// Sizing for Parallel full contexts of a 128k-token model would
+		// ask for hundreds of GiB; a longer sequence still runs, borrowing
+		// blocks (the engine preempts when they run out).
+		bs := max(o.BlockSize, 1)
+		ctx := l.Model.MaxContext()
+		if o.CtxSize > 0 {
+			ctx = min(ctx, o.CtxSize)
+		}
+		tokens := max(o.Parallel, 1) * min(ctx, DefaultKVTokensPerSeq)
+		cfg.NumBlocks = (tokens + bs - 1) / bs
 	}
 	if o.KVMemMiB > 0 {
 		bs := o.BlockSize
