@@ -72,3 +72,40 @@ func BenchmarkCopy(b *testing.B) {
 		copy(dst, src)
 	}
 }
+
+// BenchmarkQwen05Shapes: one activation row through the matrices of
+// Qwen2.5-0.5B (4-bit, group 64, bf16 scales), the decode-time shapes,
+// on one thread (their rate per core, without scheduling effects).
+func BenchmarkQwen05Shapes(b *testing.B) {
+	for _, s := range [][2]int{{896, 896}, {128, 896}, {4864, 896}, {896, 4864}, {151936, 896}} {
+		b.Run(fmt.Sprintf("%dx%d", s[0], s[1]), func(b *testing.B) {
+			rng := rand.New(rand.NewSource(1))
+			m := newFixture(b, rng, s[0], s[1], 4, 64, tensor.BF16).m
+			x := randX(rng, s[1])
+			out := make([]float32, s[0])
+			runtime.GC()
+			m.Mul(out, x, 1, 1)
+			b.SetBytes(m.WeightBytes())
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				m.Mul(out, x, 1, 1)
+			}
+		})
+	}
+}
+
+// BenchmarkQwen05Head2: the LM head (151936x896, 76 MB: from memory) on
+// two threads, against BenchmarkCopy's memory rate.
+func BenchmarkQwen05Head2(b *testing.B) {
+	rng := rand.New(rand.NewSource(1))
+	m := newFixture(b, rng, 151936, 896, 4, 64, tensor.BF16).m
+	x := randX(rng, 896)
+	out := make([]float32, 151936)
+	runtime.GC()
+	m.Mul(out, x, 1, 2)
+	b.SetBytes(m.WeightBytes())
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m.Mul(out, x, 1, 2)
+	}
+}
