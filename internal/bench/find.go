@@ -49,5 +49,4 @@ func usableTokenizer(enc Encoder, name string, paired bool, log io.Writer) (Enco
 	return usableTokenizer(enc, fb, false, log)
 }
 
-
 func isFile(p string) bool { st, err := os.Stat(p); return err == nil && !st.IsDir() }
