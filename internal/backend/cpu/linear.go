@@ -127,7 +127,7 @@ func (b *Backend) qmul(m *qmat.Matrix, out, x []float32, rows, threads int) {
 	}
 	blk := max(16, (m.Out/(threads*8)+15)&^15)
 	nblk := (m.Out + blk - 1) / blk
-	p := m.Prepare(x, rows)
+	p := m.PrepareWith(x, rows, b.workers().run)
 	b.workers().run(nblk, func(t int) { m.MulPrepared(p, out, t*blk, min((t+1)*blk, m.Out)) })
 	p.Release()
 }

@@ -73,6 +73,10 @@ func asmRows(bits int) []int {
 // block's rows stream past it, and the block's weights stay in L2 for the
 // chunks after the first. Later K-blocks add to the partial sums in out.
 func (m *Matrix) mulRangeAsm(p *prep, out []float32, o0, o1 int) {
+	if p.gemm {
+		m.mulRangeGemm(p, out, o0, o1)
+		return
+	}
 	es := m.metaType.Size()
 	gb := m.Group * m.Bits / 8
 	maxR := p.chunks[0].n

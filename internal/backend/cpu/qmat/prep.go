@@ -19,6 +19,8 @@ type prep struct {
 	panel  []float32
 	chunks []chunk
 	gsum   []float32
+	gemm   bool // many-row path: panel holds transposed strips (gemm.go)
+	strips int  // strips of 16 rows in the panel (gemm)
 }
 
 var prepPool = sync.Pool{New: func() any { return new(prep) }}
@@ -36,13 +38,23 @@ func (p *prep) release() {
 // (asmRows in asm_*.go says which).
 var rowsQ48 = []int{8, 4, 2, 1}
 
-// prepare builds the activation-side state for x [nRows, In].
-func (m *Matrix) prepare(x []float32, nRows int) *prep {
+// prepare builds the activation-side state for x [nRows, In]; par, when
+// not nil, runs independent parts of the packing in parallel.
+func (m *Matrix) prepare(x []float32, nRows int, par ...func(n int, f func(i int))) *prep {
 	p := prepPool.Get().(*prep)
 	p.x, p.nRows = x, nRows
 	rows := asmRows(m.Bits)
 	p.asm = useAsm && rows != nil
 	p.chunks = p.chunks[:0]
+	p.gemm = p.asm && m.useGemm(nRows)
+	if p.gemm {
+		var run func(n int, f func(i int))
+		if len(par) > 0 {
+			run = par[0]
+		}
+		m.buildXT(p, x, nRows, run)
+		return p
+	}
 	if p.asm {
 		p.panel = grow(p.panel, nRows*m.In)
 		// The one-row kernels add their bias term from the group sums of

@@ -244,10 +244,23 @@ type Prep struct {
 // split one multiplication over their own workers pay for the repacking
 // once. Release it after the last MulPrepared.
 func (m *Matrix) Prepare(x []float32, nRows int) *Prep {
+	return m.PrepareWith(x, nRows, nil)
+}
+
+// PrepareWith is Prepare with par running the independent parts of the
+// repacking (par(n, f) calls f(0..n-1), in parallel if it likes; nil runs
+// them here). Repacking hundreds of prompt rows is worth splitting.
+func (m *Matrix) PrepareWith(x []float32, nRows int, par func(n int, f func(i int))) *Prep {
 	if nRows < 0 || len(x) < nRows*m.In {
 		panic(fmt.Sprintf("qmat.Prepare: %d rows need x %d floats, have %d", nRows, nRows*m.In, len(x)))
 	}
-	return &Prep{p: m.prepare(x, nRows), in: m.In, bits: m.Bits, group: m.Group, nRows: nRows, gpad: m.gpad, ngs: m.groups}
+	var p *prep
+	if par != nil {
+		p = m.prepare(x, nRows, par)
+	} else {
+		p = m.prepare(x, nRows)
+	}
+	return &Prep{p: p, in: m.In, bits: m.Bits, group: m.Group, nRows: nRows, gpad: m.gpad, ngs: m.groups}
 }
 
 // Rows is the number of activation rows of p.

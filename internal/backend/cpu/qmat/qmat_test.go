@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/quant"
@@ -266,4 +268,51 @@ func TestMulPrepared(t *testing.T) {
 		}()
 		other.m.MulPrepared(p, make([]float32, 8), 0, 8)
 	})
+}
+
+// TestMulManyRows covers the many-row path (gemm.go): row counts around
+// whole strips, output counts that are not whole strips or blocks, and an
+// input dim split into K-blocks; and checks that a row's result does not
+// depend on the other rows of the call.
+func TestMulManyRows(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	for _, c := range []struct{ out, in, bits, group int }{
+		{13, 192, 4, 64}, {50, 2560, 4, 64}, {31, 2560, 8, 128}, {24, 96, 8, 32}, {7, 128, 4, 32},
+	} {
+		for _, d := range []tensor.DType{tensor.BF16, tensor.F32} {
+			f := newFixture(t, rng, c.out, c.in, c.bits, c.group, d)
+			for _, nRows := range []int{gemmMinRows, gemmMinRows + 1, gemmMinRows + 15, 2*gemmMinRows + 3} {
+				x := randX(rng, nRows*c.in)
+				res := make([]float32, nRows*c.out)
+				f.m.Mul(res, x, nRows, 3)
+				tag := fmt.Sprintf("%dx%d q%d g%d %s rows %d", c.out, c.in, c.bits, c.group, d, nRows)
+				checkMul(t, f, x, res, nRows, 0, c.out, tag)
+				// Packing spread over goroutines gives the same panel.
+				par := func(n int, fn func(i int)) {
+					var wg sync.WaitGroup
+					for i := range n {
+						wg.Add(1)
+						go func() { defer wg.Done(); fn(i) }()
+					}
+					wg.Wait()
+				}
+				p := f.m.PrepareWith(x, nRows, par)
+				res2 := make([]float32, nRows*c.out)
+				f.m.MulPrepared(p, res2, 0, c.out)
+				p.Release()
+				if !slices.Equal(res, res2) {
+					t.Fatalf("%s: parallel packing changed the result", tag)
+				}
+				// The last gemmMinRows rows alone give bit-identical rows.
+				const n = gemmMinRows
+				tail := make([]float32, n*c.out)
+				f.m.Mul(tail, x[(nRows-n)*c.in:], n, 1)
+				for i, v := range tail {
+					if w := res[(nRows-n)*c.out+i]; v != w {
+						t.Fatalf("%s: element %d is %g in a %d-row call, %g in the full call", tag, i, v, n, w)
+					}
+				}
+			}
+		}
+	}
 }

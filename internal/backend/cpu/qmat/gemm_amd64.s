@@ -1,0 +1,175 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Kernels of the many-row path (gemm.go): weights are dequantized once
+// per call into f32 rows, then a register-blocked micro-kernel multiplies
+// 6 weight rows by 16 activation rows.
+
+// func gemm6x16(w *float32, ws int, xt *float32, k int, c *float32, acc int)
+//
+// c[r][0:16] = (acc != 0 ? c[r][0:16] : 0) + sum_i w[r*ws+i] * xt[i][0:16]
+// for r < 6 and i < k. xt is a transposed activation strip (16 rows per
+// k), so each k is two vector loads shared by 6 broadcast weights: 12
+// FMAs into 12 independent accumulators per 8 loads, which keeps both
+// FMA pipes busy (the accumulators cover the 4-cycle FMA latency 3 times
+// over). Each accumulator lane is one activation row's dot product,
+// summed in k order whatever else is in the strip.
+//
+//	R8 weight rows 0-2 (R8, R8+R9, R8+2*R9), R10 rows 3-5, R9 row stride,
+//	SI xt, CX k left, DI c. Y0-Y11 accumulators (row r: Y2r, Y2r+1),
+//	Y12-Y13 activations, Y14-Y15 broadcasts.
+TEXT ·gemm6x16(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), R8
+	MOVQ ws+8(FP), R9
+	SHLQ $2, R9
+	LEAQ (R8)(R9*2), R10
+	ADDQ R9, R10
+	MOVQ xt+16(FP), SI
+	MOVQ k+24(FP), CX
+	MOVQ c+32(FP), DI
+	MOVQ acc+40(FP), AX
+	TESTQ AX, AX
+	JZ   g_zero
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VMOVUPS 128(DI), Y4
+	VMOVUPS 160(DI), Y5
+	VMOVUPS 192(DI), Y6
+	VMOVUPS 224(DI), Y7
+	VMOVUPS 256(DI), Y8
+	VMOVUPS 288(DI), Y9
+	VMOVUPS 320(DI), Y10
+	VMOVUPS 352(DI), Y11
+	JMP  g_loop
+g_zero:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+g_loop:
+	VMOVUPS (SI), Y12
+	VMOVUPS 32(SI), Y13
+	VBROADCASTSS (R8), Y14
+	VBROADCASTSS (R8)(R9*1), Y15
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS (R8)(R9*2), Y14
+	VBROADCASTSS (R10), Y15
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS (R10)(R9*1), Y14
+	VBROADCASTSS (R10)(R9*2), Y15
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ $4, R8
+	ADDQ $4, R10
+	ADDQ $64, SI
+	DECQ CX
+	JNZ  g_loop
+
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VMOVUPS Y4, 128(DI)
+	VMOVUPS Y5, 160(DI)
+	VMOVUPS Y6, 192(DI)
+	VMOVUPS Y7, 224(DI)
+	VMOVUPS Y8, 256(DI)
+	VMOVUPS Y9, 288(DI)
+	VMOVUPS Y10, 320(DI)
+	VMOVUPS Y11, 352(DI)
+	VZEROUPPER
+	RET
+
+// func dequant4(dst *float32, w *byte, sb *float32, groups, group int)
+//
+// dst = scale*q + bias for groups groups of group 4-bit weights at w,
+// sb holding (scale, bias) per group as f32 pairs. Each 16 weights (8
+// bytes) are written evens first, then odds: the byte zero-extended to a
+// dword holds element 2i in its low nibble and 2i+1 in its high one, so
+// this order costs no shuffle (the activations are permuted to match).
+TEXT ·dequant4(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ sb+16(FP), DX
+	MOVQ groups+24(FP), CX
+	MOVQ group+32(FP), R8
+	SHRQ $4, R8
+	MOVL $0x0f, AX
+	MOVQ AX, X15
+	VPBROADCASTD X15, Y15
+dq4_group:
+	VBROADCASTSS (DX), Y12
+	VBROADCASTSS 4(DX), Y13
+	MOVQ R8, BX
+dq4_16:
+	VPMOVZXBD (SI), Y0
+	VPSRLD $4, Y0, Y1
+	VPAND Y15, Y0, Y0
+	VCVTDQ2PS Y0, Y0
+	VCVTDQ2PS Y1, Y1
+	VFMADD213PS Y13, Y12, Y0
+	VFMADD213PS Y13, Y12, Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ $8, SI
+	ADDQ $64, DI
+	DECQ BX
+	JNZ  dq4_16
+	ADDQ $8, DX
+	DECQ CX
+	JNZ  dq4_group
+	VZEROUPPER
+	RET
+
+// func dequant8(dst *float32, w *byte, sb *float32, groups, group int)
+//
+// As dequant4 for 8-bit weights, in natural order.
+TEXT ·dequant8(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ sb+16(FP), DX
+	MOVQ groups+24(FP), CX
+	MOVQ group+32(FP), R8
+	SHRQ $4, R8
+dq8_group:
+	VBROADCASTSS (DX), Y12
+	VBROADCASTSS 4(DX), Y13
+	MOVQ R8, BX
+dq8_16:
+	VPMOVZXBD (SI), Y0
+	VPMOVZXBD 8(SI), Y1
+	VCVTDQ2PS Y0, Y0
+	VCVTDQ2PS Y1, Y1
+	VFMADD213PS Y13, Y12, Y0
+	VFMADD213PS Y13, Y12, Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ $16, SI
+	ADDQ $64, DI
+	DECQ BX
+	JNZ  dq8_16
+	ADDQ $8, DX
+	DECQ CX
+	JNZ  dq8_group
+	VZEROUPPER
+	RET
