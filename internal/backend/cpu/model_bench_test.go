@@ -49,17 +49,24 @@ type qwenRun struct {
 }
 
 func newQwenRun(b *testing.B, m *model.Model, n int) *qwenRun {
+	r := &qwenRun{m: m}
+	r.kv, r.blocks = newKV(b, m, n)
+	return r
+}
+
+// newKV makes a KV store for one sequence of n positions and its table.
+func newKV(tb testing.TB, m *model.Model, n int) (backend.KVStore, []int32) {
 	const bs = 16
 	nb := (n + bs - 1) / bs
 	kv, err := m.Backend().NewKVStore(backend.KVSpec{NumBlocks: nb, BlockSize: bs, Layers: m.KVLayers()})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	r := &qwenRun{m: m, kv: kv, blocks: make([]int32, nb)}
-	for i := range r.blocks {
-		r.blocks[i] = int32(i)
+	blocks := make([]int32, nb)
+	for i := range blocks {
+		blocks[i] = int32(i)
 	}
-	return r
+	return kv, blocks
 }
 
 // step runs n tokens from position pos, asking for the last row's argmax.
@@ -89,15 +96,21 @@ func BenchmarkQwen05Prefill(b *testing.B) {
 	}
 }
 
-// BenchmarkQwen05Decode times one token after a 512-token context.
+// BenchmarkQwen05Decode times one token after a 512- or 2048-token
+// context.
 func BenchmarkQwen05Decode(b *testing.B) {
-	const ctx = 512
+	for _, ctx := range []int{512, 2048} {
+		b.Run(fmt.Sprintf("ctx%d", ctx), func(b *testing.B) { benchDecode(b, ctx) })
+	}
+}
+
+func benchDecode(b *testing.B, ctx int) {
 	m := qwen05(b)
 	m.Reserve(ctx)
 	r := newQwenRun(b, m, ctx+1)
 	r.step(b, 0, ctx)
 	// QWEN_DECODE_PROFILE=file profiles the decode steps alone (with
-	// -cpuprofile the 512-token prefill would dominate).
+	// -cpuprofile the prefill would dominate).
 	if f := os.Getenv("QWEN_DECODE_PROFILE"); f != "" {
 		w, err := os.Create(f)
 		if err != nil {
