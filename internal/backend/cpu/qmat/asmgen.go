@@ -386,6 +386,13 @@ func (g *gen) kernel1x2(bits int, dt dtype) string {
 	for a := 0; a < 4; a++ {
 		g.l("VXORPS Y%d, Y%d, Y%d", a, a, a)
 	}
+	// Prefetch the next pair of rows at the same offset: weights stream
+	// from memory in token generation, and a pair is only a few hundred
+	// bytes, too short for the hardware prefetchers to ramp up on before
+	// the kernel jumps to the next one.
+	g.l("LEAQ (SI)(R9*2), BX")
+	g.l("PREFETCHT0 (BX)")
+	g.l("PREFETCHT0 (BX)(R9*1)")
 	g.l("MOVQ R12, BX")
 	g.label(name + "_iter")
 	// Two accumulators per row suffice here: an iteration does twice the
