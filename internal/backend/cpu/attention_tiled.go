@@ -112,7 +112,11 @@ func (b *Backend) attnItem(it attnItem, sc *attnScratch, out, q *Tensor, st *kvS
 	sc.qt = grow(sc.qt, hd*8)
 	sc.ot = grow(sc.ot, hd*8)
 	sc.st = grow(sc.st, attnChunk*8)
-	sc.offs = grow(sc.offs, attnChunk)
+	// The score kernel prefetches up to 12 offsets past a chunk's end:
+	// keep them inside the buffer (their values only need to be offsets
+	// inside the layer, which zero is).
+	sc.offs = grow(sc.offs, attnChunk+32)
+	clear(sc.offs[attnChunk:])
 	qtr, ot, sct := sc.qt, sc.ot, sc.st
 	// Transposed queries, pre-scaled; unused lanes stay 0 (their scores
 	// are 0, harmless, and their outputs are dropped).
@@ -139,7 +143,8 @@ func (b *Backend) attnItem(it attnItem, sc *attnScratch, out, q *Tensor, st *kvS
 		c1 := min((c0/attnChunk+1)*attnChunk, kLast+1)
 		n := c1 - c0
 		offs := st.offsets(sc.offs[:0], layer, s, c0, c1-1, kvw, kvOff)
-		attnScores(&qtr[0], hd, &K[0], &offs[0], n, &sct[0])
+		clear(sc.offs[n : n+16]) // prefetch targets past the chunk: row 0
+		attnScores(&qtr[0], hd, &K[0], &offs[0], n, &sct[0], &V[0])
 		if p.Softcap > 0 {
 			for i, x := range sct[:n*8] {
 				sct[i] = p.Softcap * float32(math.Tanh(float64(x/p.Softcap)))

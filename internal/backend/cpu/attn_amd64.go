@@ -7,7 +7,7 @@ import "github.com/mlxcel/mlxcel/internal/backend/cpu/qmat"
 // The kernels in attn_amd64.s; see attention.go for the layouts.
 
 //go:noescape
-func attnScores(qt *float32, d int, kbase *float32, offs *int32, n int, st *float32)
+func attnScores(qt *float32, d int, kbase *float32, offs *int32, n int, st *float32, vbase *float32)
 
 //go:noescape
 func attnSoftmax(st *float32, n int, ml *float32, ot *float32, d int)

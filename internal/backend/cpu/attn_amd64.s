@@ -69,7 +69,21 @@ GLOBL expc<>(SB), RODATA|NOPTR, $52
 	VADDPS Y12, Y14, Y14; \
 	VMULPS Y13, Y14, Y15
 
-// func attnScores(qt *float32, d int, kbase *float32, offs *int32, n int, st *float32)
+// PREFETCH4 prefetches the first 256 bytes (64 dims) of the key row and
+// value row whose offset is at off(BX); SI is the key base, AX the value
+// base. Clobbers R13.
+#define PREFETCH4(off) \
+	MOVLQSX off(BX), R13; \
+	PREFETCHT0 (SI)(R13*4); \
+	PREFETCHT0 64(SI)(R13*4); \
+	PREFETCHT0 128(SI)(R13*4); \
+	PREFETCHT0 192(SI)(R13*4); \
+	PREFETCHT0 (AX)(R13*4); \
+	PREFETCHT0 64(AX)(R13*4); \
+	PREFETCHT0 128(AX)(R13*4); \
+	PREFETCHT0 192(AX)(R13*4)
+
+// func attnScores(qt *float32, d int, kbase *float32, offs *int32, n int, st *float32, vbase *float32)
 //
 // st[j][0:8] = sum_d qt[d][0:8] * K_j[d] for the n keys K_j = kbase +
 // offs[j]; d must be a multiple of 4. Keys go four at a time: per pair of
@@ -80,7 +94,7 @@ GLOBL expc<>(SB), RODATA|NOPTR, $52
 //	DI qt, SI kbase, BX offs, CX keys left, DX st, R12 d,
 //	R8-R11 key rows, AX qt cursor, R13 dim index.
 //	Y0-Y7 accumulators, Y8-Y9 query vectors, Y10-Y15 broadcasts.
-TEXT ·attnScores(SB), NOSPLIT, $0-48
+TEXT ·attnScores(SB), NOSPLIT, $0-56
 	MOVQ qt+0(FP), DI
 	MOVQ d+8(FP), R12
 	MOVQ kbase+16(FP), SI
@@ -99,6 +113,17 @@ sc_quad:
 	LEAQ (SI)(R9*4), R9
 	LEAQ (SI)(R10*4), R10
 	LEAQ (SI)(R11*4), R11
+	// Prefetch the keys and values of the quad two ahead: in token
+	// generation the KV cache comes from memory (the weights streamed
+	// since this layer's last visit evicted it), and values prefetched
+	// now are in cache when attnPV walks the chunk. Reading offs up to 12
+	// entries past the chunk stays inside the offset buffer, whose spare
+	// entries are 0 (a valid row).
+	MOVQ vbase+48(FP), AX
+	PREFETCH4(32)
+	PREFETCH4(36)
+	PREFETCH4(40)
+	PREFETCH4(44)
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2

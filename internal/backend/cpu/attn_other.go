@@ -6,7 +6,7 @@ package cpu
 
 var useAsm = false
 
-func attnScores(qt *float32, d int, kbase *float32, offs *int32, n int, st *float32) {
+func attnScores(qt *float32, d int, kbase *float32, offs *int32, n int, st *float32, vbase *float32) {
 	panic("cpu: no attention kernels")
 }
 
