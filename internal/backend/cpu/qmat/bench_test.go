@@ -114,7 +114,7 @@ func BenchmarkQwen05Head2(b *testing.B) {
 // with a 512-row prompt, one thread, in multiply-adds per nanosecond (the
 // FMA peak of one core here is about 54).
 func BenchmarkGemm(b *testing.B) {
-	for _, s := range [][3]int{{4864, 896, 512}, {896, 4864, 512}, {4864, 896, 64}, {4864, 896, 128}} {
+	for _, s := range [][3]int{{4864, 896, 512}, {896, 4864, 512}, {4864, 896, 64}, {4864, 896, 128}, {4864, 896, 2048}, {896, 4864, 2048}} {
 		b.Run(fmt.Sprintf("%dx%d_rows%d", s[0], s[1], s[2]), func(b *testing.B) {
 			rng := rand.New(rand.NewSource(1))
 			m := newFixture(b, rng, s[0], s[1], 4, 64, tensor.BF16).m

@@ -88,6 +88,15 @@ type gemmScratch struct {
 
 var gemmPool = sync.Pool{New: func() any { return new(gemmScratch) }}
 
+// gemmPanelBudget bounds the activation panel one pass works on. The
+// panel is re-read for every block of gemmRows weight rows, so it must stay
+// in cache: in L3 (shared by the workers, which read the same panel). A
+// 2048-token prompt's panel for the 4864-wide down projection is 40 MB;
+// it goes in blocks of tokens instead, each block dequantizing the
+// weights again (a fraction of a cycle per weight, against hundreds of
+// multiply-adds per weight per block).
+const gemmPanelBudget = 6 << 20
+
 // mulRangeGemm computes output columns [o0, o1) on the many-row path.
 func (m *Matrix) mulRangeGemm(p *prep, out []float32, o0, o1 int) {
 	sc := gemmPool.Get().(*gemmScratch)
@@ -98,56 +107,64 @@ func (m *Matrix) mulRangeGemm(p *prep, out []float32, o0, o1 int) {
 	if kc < in {
 		kc -= kc % m.Group
 	}
+	// Blocks of tb strips, as even as the budget allows.
+	nb := (strips*16*in*4 + gemmPanelBudget - 1) / gemmPanelBudget
+	tb := (strips + nb - 1) / nb
 	// Rows of wd are kc+16 floats apart: at a multiple of 4 KiB the six
 	// rows the micro-kernel streams would share L1 sets (and 4K-alias).
 	ws := kc + 16
 	sc.wd = grow(sc.wd, gemmRows*ws)
 	sc.sb = grow(sc.sb, 2*(kc/m.Group))
-	sc.c = grow(sc.c, gemmRows/6*strips*96)
+	sc.c = grow(sc.c, gemmRows/6*tb*96)
 	gb := m.Group * m.Bits / 8
-	for ob := o0; ob < o1; ob += gemmRows {
-		nr := min(gemmRows, o1-ob)
-		ns := (nr + 5) / 6
-		for k0 := 0; k0 < in; k0 += kc {
-			kn := min(kc, in-k0)
-			g0, ng := k0/m.Group, kn/m.Group
-			for r := range ns * 6 {
-				wr := sc.wd[r*ws : r*ws+kn]
-				if r >= nr {
-					clear(wr) // padding rows of the last strip
-					continue
+	for t0 := 0; t0 < strips; t0 += tb {
+		t1 := min(t0+tb, strips)
+		for ob := o0; ob < o1; ob += gemmRows {
+			nr := min(gemmRows, o1-ob)
+			ns := (nr + 5) / 6
+			for k0 := 0; k0 < in; k0 += kc {
+				kn := min(kc, in-k0)
+				g0, ng := k0/m.Group, kn/m.Group
+				for r := range ns * 6 {
+					wr := sc.wd[r*ws : r*ws+kn]
+					if r >= nr {
+						clear(wr) // padding rows of the last strip
+						continue
+					}
+					o := ob + r
+					for g := range ng {
+						sc.sb[2*g], sc.sb[2*g+1] = m.scaleBias(o, g0+g)
+					}
+					w := &m.packed[o*m.rowBytes+g0*gb]
+					if m.Bits == 4 {
+						dequant4(&wr[0], w, &sc.sb[0], ng, m.Group)
+					} else {
+						dequant8(&wr[0], w, &sc.sb[0], ng, m.Group)
+					}
 				}
-				o := ob + r
-				for g := range ng {
-					sc.sb[2*g], sc.sb[2*g+1] = m.scaleBias(o, g0+g)
+				acc := 0
+				if k0 > 0 {
+					acc = 1
 				}
-				w := &m.packed[o*m.rowBytes+g0*gb]
-				if m.Bits == 4 {
-					dequant4(&wr[0], w, &sc.sb[0], ng, m.Group)
-				} else {
-					dequant8(&wr[0], w, &sc.sb[0], ng, m.Group)
+				for t := t0; t < t1; t++ {
+					xt := &p.panel[t*16*in+k0*16]
+					for s := range ns {
+						gemm6x16(&sc.wd[s*6*ws], ws, xt, kn, &sc.c[(s*tb+t-t0)*96], acc)
+					}
 				}
 			}
-			acc := 0
-			if k0 > 0 {
-				acc = 1
-			}
-			for t := range strips {
-				xt := &p.panel[t*16*in+k0*16]
-				for s := range ns {
-					gemm6x16(&sc.wd[s*6*ws], ws, xt, kn, &sc.c[(s*strips+t)*96], acc)
-				}
-			}
-		}
-		// Scatter the transposed tiles: c[r][lane] is out[row lane][o+r].
-		for s := range ns {
-			for t := range strips {
-				tile := sc.c[(s*strips+t)*96:][:96]
-				rows := min(16, p.nRows-t*16)
-				for r := range min(6, nr-s*6) {
-					col := ob + s*6 + r
-					for l := range rows {
-						out[(t*16+l)*m.Out+col] = tile[r*16+l]
+			// Scatter the transposed tiles: c[r][lane] is out[row
+			// lane][col r]. Sixteen rows' lines stay in L1 while the six
+			// columns of a tile fill them.
+			for s := range ns {
+				for t := t0; t < t1; t++ {
+					tile := sc.c[(s*tb+t-t0)*96:][:96]
+					rows := min(16, p.nRows-t*16)
+					for r := range min(6, nr-s*6) {
+						col := ob + s*6 + r
+						for l := range rows {
+							out[(t*16+l)*m.Out+col] = tile[r*16+l]
+						}
 					}
 				}
 			}
