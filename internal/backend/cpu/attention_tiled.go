@@ -44,8 +44,13 @@ type attnItem struct {
 type attnScratch struct {
 	qt, ot, st []float32
 	ml         [16]float32
-	offs       []int32
 	items      []attnItem
+	// offs[seqBase[i] + p - seqFirst[i]] is the float offset (row*kvw)
+	// of position p of sequence i in the layer's K and V, for the
+	// positions any of the sequence's queries reads, then 32 spare zeros
+	// (the score kernel prefetches up to 12 entries past a chunk).
+	offs              []int32
+	seqBase, seqFirst []int
 }
 
 var attnPool = sync.Pool{New: func() any { return new(attnScratch) }}
@@ -57,6 +62,28 @@ func (b *Backend) attentionTiled(out, qt *Tensor, st *kvStore, layer int, p back
 	defer attnPool.Put(sc)
 	items := sc.items[:0]
 	total := 0
+	// Key offsets once per sequence, shared by its items and KV heads
+	// (the kernels get the head's base, &K[kvh*HeadDim]).
+	kvw := p.KVHeads * p.HeadDim
+	sc.offs, sc.seqBase, sc.seqFirst = sc.offs[:0], sc.seqBase[:0], sc.seqFirst[:0]
+	for si := range step.Seqs {
+		s := &step.Seqs[si]
+		lo, hi := math.MaxInt, 0
+		for _, pos := range step.Positions[s.Start : s.Start+s.Len] {
+			lo, hi = min(lo, int(pos)), max(hi, int(pos))
+		}
+		if p.Window > 0 {
+			lo = max(0, lo-p.Window+1)
+		} else {
+			lo = 0
+		}
+		sc.seqBase = append(sc.seqBase, len(sc.offs))
+		sc.seqFirst = append(sc.seqFirst, lo)
+		sc.offs = st.offsets(sc.offs, layer, s, lo, hi, kvw, 0)
+		for range 32 {
+			sc.offs = append(sc.offs, 0)
+		}
+	}
 	for si := range step.Seqs {
 		s := &step.Seqs[si]
 		pairs := s.Len * group
@@ -79,19 +106,20 @@ func (b *Backend) attentionTiled(out, qt *Tensor, st *kvStore, layer int, p back
 	// end.
 	if total*8 < 1<<17 || b.threads == 1 {
 		for i := len(items) - 1; i >= 0; i-- {
-			b.attnItem(items[i], sc, out, qt, st, layer, p)
+			b.attnItem(items[i], sc, sc, out, qt, st, layer, p)
 		}
 		return
 	}
 	b.workers().run(len(items), func(t int) {
 		w := attnPool.Get().(*attnScratch)
-		b.attnItem(items[len(items)-1-t], w, out, qt, st, layer, p)
+		b.attnItem(items[len(items)-1-t], w, sc, out, qt, st, layer, p)
 		attnPool.Put(w)
 	})
 }
 
-// attnItem computes the outputs of one item's rows.
-func (b *Backend) attnItem(it attnItem, sc *attnScratch, out, q *Tensor, st *kvStore, layer int, p backend.AttnParams) {
+// attnItem computes the outputs of one item's rows, with the work
+// buffers of sc and the key offsets of shared.
+func (b *Backend) attnItem(it attnItem, sc, shared *attnScratch, out, q *Tensor, st *kvStore, layer int, p backend.AttnParams) {
 	step := b.step
 	s := &step.Seqs[it.seq]
 	hd, group := p.HeadDim, p.Heads/p.KVHeads
@@ -112,11 +140,6 @@ func (b *Backend) attnItem(it attnItem, sc *attnScratch, out, q *Tensor, st *kvS
 	sc.qt = grow(sc.qt, hd*8)
 	sc.ot = grow(sc.ot, hd*8)
 	sc.st = grow(sc.st, attnChunk*8)
-	// The score kernel prefetches up to 12 offsets past a chunk's end:
-	// keep them inside the buffer (their values only need to be offsets
-	// inside the layer, which zero is).
-	sc.offs = grow(sc.offs, attnChunk+32)
-	clear(sc.offs[attnChunk:])
 	qtr, ot, sct := sc.qt, sc.ot, sc.st
 	// Transposed queries, pre-scaled; unused lanes stay 0 (their scores
 	// are 0, harmless, and their outputs are dropped).
@@ -131,9 +154,9 @@ func (b *Backend) attnItem(it attnItem, sc *attnScratch, out, q *Tensor, st *kvS
 	for l := range 8 {
 		sc.ml[l], sc.ml[8+l] = maskedScore, 0
 	}
-	kvw := p.KVHeads * hd
 	kvOff := it.kvh * hd
-	K, V := st.k[layer], st.v[layer]
+	K, V := st.k[layer][kvOff:], st.v[layer][kvOff:]
+	offs, ob := shared.offs, shared.seqBase[it.seq]-shared.seqFirst[it.seq] // position c at offs[ob+c]
 	// Chunks are aligned to absolute positions, so a lane meets the same
 	// chunk boundaries (and its online softmax the same rescalings)
 	// whichever lanes share its item: results must not depend on how
@@ -142,9 +165,7 @@ func (b *Backend) attnItem(it attnItem, sc *attnScratch, out, q *Tensor, st *kvS
 	for c0 := kFirst; c0 <= kLast; c0 = (c0/attnChunk + 1) * attnChunk {
 		c1 := min((c0/attnChunk+1)*attnChunk, kLast+1)
 		n := c1 - c0
-		offs := st.offsets(sc.offs[:0], layer, s, c0, c1-1, kvw, kvOff)
-		clear(sc.offs[n : n+16]) // prefetch targets past the chunk: row 0
-		attnScores(&qtr[0], hd, &K[0], &offs[0], n, &sct[0], &V[0])
+		attnScores(&qtr[0], hd, &K[0], &offs[ob+c0], n, &sct[0], &V[0])
 		if p.Softcap > 0 {
 			for i, x := range sct[:n*8] {
 				sct[i] = p.Softcap * float32(math.Tanh(float64(x/p.Softcap)))
@@ -167,7 +188,7 @@ func (b *Backend) attnItem(it attnItem, sc *attnScratch, out, q *Tensor, st *kvS
 			}
 		}
 		attnSoftmax(&sct[0], n, &sc.ml[0], &ot[0], hd)
-		attnPV(&ot[0], hd, &V[0], &offs[0], n, &sct[0])
+		attnPV(&ot[0], hd, &V[0], &offs[ob+c0], n, &sct[0])
 	}
 	for l := range it.n {
 		o := out.Row(rows[l])[heads[l]*hd : (heads[l]+1)*hd]
