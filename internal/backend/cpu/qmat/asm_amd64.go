@@ -77,7 +77,7 @@ func (m *Matrix) mulRangeAsm(p *prep, out []float32, o0, o1 int) {
 		m.mulRangeGemm(p, out, o0, o1)
 		return
 	}
-	es := m.metaType.Size()
+	es := m.es
 	gb := m.Group * m.Bits / 8
 	maxR := p.chunks[0].n
 	budget := panelBudget
@@ -137,7 +137,7 @@ func (m *Matrix) kernel(r int, a *kargs, g0, o int, x *float32, outRow []float32
 		w = m.tail[g0*gb:]
 	}
 	callKernel(m.Bits, dtCode(m.metaType), r, &w[0],
-		&m.meta[o*m.metaStride+g0*m.metaType.Size()], x, &outRow[o], a)
+		&m.meta[o*m.metaStride+g0*m.es], x, &outRow[o], a)
 }
 
 // oneRow runs the one-row kernels over output rows [o0, o1): pairs first,

@@ -21,3 +21,7 @@ func dequant4(dst *float32, w *byte, sb *float32, groups, group int) {
 func dequant8(dst *float32, w *byte, sb *float32, groups, group int) {
 	panic("qmat: assembly kernels not available")
 }
+
+func gemmScatter6(c, out *float32, ldo, rows int) {
+	panic("qmat: assembly kernels not available")
+}

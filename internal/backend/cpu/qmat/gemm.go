@@ -160,7 +160,14 @@ func (m *Matrix) mulRangeGemm(p *prep, out []float32, o0, o1 int) {
 				for t := t0; t < t1; t++ {
 					tile := sc.c[(s*tb+t-t0)*96:][:96]
 					rows := min(16, p.nRows-t*16)
-					for r := range min(6, nr-s*6) {
+					if nr-s*6 >= 6 {
+						// Bounds: the tile's last element lands at
+						// out[(t*16+rows-1)*Out + ob+s*6+5].
+						_ = out[(t*16+rows-1)*m.Out+ob+s*6+5]
+						gemmScatter6(&tile[0], &out[t*16*m.Out+ob+s*6], m.Out, rows)
+						continue
+					}
+					for r := range nr - s*6 {
 						col := ob + s*6 + r
 						for l := range rows {
 							out[(t*16+l)*m.Out+col] = tile[r*16+l]

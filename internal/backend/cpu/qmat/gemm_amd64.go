@@ -12,3 +12,6 @@ func dequant4(dst *float32, w *byte, sb *float32, groups, group int)
 
 //go:noescape
 func dequant8(dst *float32, w *byte, sb *float32, groups, group int)
+
+//go:noescape
+func gemmScatter6(c, out *float32, ldo, rows int)

@@ -173,3 +173,37 @@ dq8_16:
 	JNZ  dq8_group
 	VZEROUPPER
 	RET
+
+// func gemmScatter6(c, out *float32, ldo, rows int)
+//
+// out[l*ldo + r] = c[r*16 + l] for r < 6, l < rows: one 6-column result
+// tile of gemm6x16 (stored transposed, a column per 16 floats) written
+// into rows of out (ldo floats apart). Plain scalar moves: the tile is in
+// L1 and each row of out gets 24 contiguous bytes.
+TEXT ·gemmScatter6(SB), NOSPLIT, $0-32
+	MOVQ c+0(FP), SI
+	MOVQ out+8(FP), DI
+	MOVQ ldo+16(FP), DX
+	SHLQ $2, DX
+	MOVQ rows+24(FP), CX
+	TESTQ CX, CX
+	JZ   gs_done
+gs_row:
+	MOVSS 0(SI), X0
+	MOVSS 64(SI), X1
+	MOVSS 128(SI), X2
+	MOVSS 192(SI), X3
+	MOVSS 256(SI), X4
+	MOVSS 320(SI), X5
+	MOVSS X0, 0(DI)
+	MOVSS X1, 4(DI)
+	MOVSS X2, 8(DI)
+	MOVSS X3, 12(DI)
+	MOVSS X4, 16(DI)
+	MOVSS X5, 20(DI)
+	ADDQ $4, SI
+	ADDQ DX, DI
+	DECQ CX
+	JNZ  gs_row
+gs_done:
+	RET

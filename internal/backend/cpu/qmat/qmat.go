@@ -63,6 +63,7 @@ type Matrix struct {
 	meta       []byte
 	metaStride int // bytes per row of meta
 	metaType   tensor.DType
+	es         int // bytes per scale or bias (metaType.Size(), a map lookup)
 
 	// tail is a copy of the last weight row plus 8 zero bytes, for the
 	// 2/3/5/6-bit kernels, whose loads may reach up to 6 bytes past the
@@ -103,7 +104,7 @@ func New(out, in, bits, group int, packed []byte, scales, biases []byte, scaleDT
 		return nil, fmt.Errorf("qmat: scales/biases have %d/%d bytes, want %d (%d %s values)",
 			len(scales), len(biases), n*es, n, scaleDType)
 	}
-	m.metaType = scaleDType
+	m.metaType, m.es = scaleDType, scaleDType.Size()
 	m.gpad = (m.groups + 7) &^ 7
 	m.metaStride = 2 * m.gpad * es
 	m.meta = make([]byte, out*m.metaStride)
@@ -120,12 +121,12 @@ func New(out, in, bits, group int, packed []byte, scales, biases []byte, scaleDT
 // weight: packed values plus the scales and biases (as stored in the file;
 // the padding of short meta rows is not counted).
 func (m *Matrix) WeightBytes() int64 {
-	return int64(len(m.packed) + 2*m.Out*m.groups*m.metaType.Size())
+	return int64(len(m.packed) + 2*m.Out*m.groups*m.es)
 }
 
 // scaleBias returns the scale and bias of group g of row o as float32.
 func (m *Matrix) scaleBias(o, g int) (float32, float32) {
-	es := m.metaType.Size()
+	es := m.es
 	s := m.meta[o*m.metaStride+g*es:]
 	b := m.meta[o*m.metaStride+(m.gpad+g)*es:]
 	switch m.metaType {
