@@ -25,3 +25,7 @@ func dequant8(dst *float32, w *byte, sb *float32, groups, group int) {
 func gemmScatter6(c, out *float32, ldo, rows int) {
 	panic("qmat: assembly kernels not available")
 }
+
+func xtStrip(dst, x *float32, ldx, k int, tab *int) {
+	panic("qmat: assembly kernels not available")
+}

@@ -52,11 +52,30 @@ func (m *Matrix) buildXT(p *prep, x []float32, nRows int, par func(n int, f func
 	par(strips, func(s int) { m.buildStrip(p.panel, x, nRows, s) })
 }
 
+// xtTab are the byte offsets in a strip's 16-k block at which xtStrip
+// stores each k: in order (8 bits) or evens then odds (4 bits).
+var xtTab = func() (t [2][16]int) {
+	for i := range 16 {
+		t[0][i] = 64 * i
+		t[1][i] = 64 * (i/2 + 8*(i%2))
+	}
+	return t
+}()
+
 // buildStrip transposes rows 16s..16s+15 of x into strip s of panel.
 func (m *Matrix) buildStrip(panel, x []float32, nRows, s int) {
 	in := m.In
 	dst := panel[s*16*in : (s+1)*16*in]
 	n := min(16, nRows-s*16)
+	if n == 16 && useAsm {
+		tab := &xtTab[0]
+		if m.Bits == 4 {
+			tab = &xtTab[1]
+		}
+		_ = x[(s*16+15)*in+in-1] // bounds of the 16 rows read
+		xtStrip(&dst[0], &x[s*16*in], in, in, &tab[0])
+		return
+	}
 	if n < 16 {
 		clear(dst)
 	}

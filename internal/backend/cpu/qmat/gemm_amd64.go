@@ -15,3 +15,6 @@ func dequant8(dst *float32, w *byte, sb *float32, groups, group int)
 
 //go:noescape
 func gemmScatter6(c, out *float32, ldo, rows int)
+
+//go:noescape
+func xtStrip(dst, x *float32, ldx, k int, tab *int)

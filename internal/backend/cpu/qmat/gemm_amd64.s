@@ -207,3 +207,106 @@ gs_row:
 	JNZ  gs_row
 gs_done:
 	RET
+
+// TRANSPOSE8 transposes the 8x8 block of floats in Y0..Y7 (row i in Yi)
+// into Y8..Y15 (column j in Y8+j), clobbering Y0..Y7: unpack pairs of
+// rows, shuffle pairs of pairs, then swap 128-bit halves.
+#define TRANSPOSE8 \
+	VUNPCKLPS Y1, Y0, Y8; \
+	VUNPCKHPS Y1, Y0, Y9; \
+	VUNPCKLPS Y3, Y2, Y10; \
+	VUNPCKHPS Y3, Y2, Y11; \
+	VUNPCKLPS Y5, Y4, Y12; \
+	VUNPCKHPS Y5, Y4, Y13; \
+	VUNPCKLPS Y7, Y6, Y14; \
+	VUNPCKHPS Y7, Y6, Y15; \
+	VSHUFPS $0x44, Y10, Y8, Y0; \
+	VSHUFPS $0xEE, Y10, Y8, Y1; \
+	VSHUFPS $0x44, Y11, Y9, Y2; \
+	VSHUFPS $0xEE, Y11, Y9, Y3; \
+	VSHUFPS $0x44, Y14, Y12, Y4; \
+	VSHUFPS $0xEE, Y14, Y12, Y5; \
+	VSHUFPS $0x44, Y15, Y13, Y6; \
+	VSHUFPS $0xEE, Y15, Y13, Y7; \
+	VPERM2F128 $0x20, Y4, Y0, Y8; \
+	VPERM2F128 $0x20, Y5, Y1, Y9; \
+	VPERM2F128 $0x20, Y6, Y2, Y10; \
+	VPERM2F128 $0x20, Y7, Y3, Y11; \
+	VPERM2F128 $0x31, Y4, Y0, Y12; \
+	VPERM2F128 $0x31, Y5, Y1, Y13; \
+	VPERM2F128 $0x31, Y6, Y2, Y14; \
+	VPERM2F128 $0x31, Y7, Y3, Y15
+
+// LOAD8 loads 8 floats of rows 0..7 at R8 (rows R9 bytes apart; R10 =
+// R8+3*R9, R11 = R8+6*R9) plus off into Y0..Y7.
+#define LOAD8(off) \
+	VMOVUPS off(R8), Y0; \
+	VMOVUPS off(R8)(R9*1), Y1; \
+	VMOVUPS off(R8)(R9*2), Y2; \
+	VMOVUPS off(R10), Y3; \
+	VMOVUPS off(R10)(R9*1), Y4; \
+	VMOVUPS off(R10)(R9*2), Y5; \
+	VMOVUPS off(R11), Y6; \
+	VMOVUPS off(R11)(R9*1), Y7
+
+// STORE8 stores Y8..Y15 (the values of 8 consecutive k for 8 rows) at
+// DI + tab[first+j] + lane, tab holding each k's byte offset in its
+// 16-k block of the strip.
+#define STORE8(first, lane) \
+	MOVQ (first+0)*8(BX), AX; VMOVUPS Y8, lane(DI)(AX*1); \
+	MOVQ (first+1)*8(BX), AX; VMOVUPS Y9, lane(DI)(AX*1); \
+	MOVQ (first+2)*8(BX), AX; VMOVUPS Y10, lane(DI)(AX*1); \
+	MOVQ (first+3)*8(BX), AX; VMOVUPS Y11, lane(DI)(AX*1); \
+	MOVQ (first+4)*8(BX), AX; VMOVUPS Y12, lane(DI)(AX*1); \
+	MOVQ (first+5)*8(BX), AX; VMOVUPS Y13, lane(DI)(AX*1); \
+	MOVQ (first+6)*8(BX), AX; VMOVUPS Y14, lane(DI)(AX*1); \
+	MOVQ (first+7)*8(BX), AX; VMOVUPS Y15, lane(DI)(AX*1)
+
+// func xtStrip(dst, x *float32, ldx, k int, tab *int)
+//
+// Transposes 16 rows of x (ldx floats apart) into one activation strip:
+// dst[pos(i)][r] = x[r][i] for i < k (a multiple of 16), where pos permutes
+// each 16 k by tab (byte offsets of the 16 destinations in the block:
+// identity, or evens then odds for 4-bit weights). Four 8x8 transposes per
+// 16 k.
+TEXT ·xtStrip(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ ldx+16(FP), R9
+	SHLQ $2, R9
+	MOVQ k+24(FP), CX
+	SHRQ $4, CX
+	MOVQ tab+32(FP), BX
+	LEAQ (R9)(R9*2), R12 // 3 rows
+	MOVQ R9, R13
+	SHLQ $3, R13 // 8 rows
+	TESTQ CX, CX
+	JZ   xt_done
+xt_block:
+	// Rows 0-7.
+	MOVQ SI, R8
+	LEAQ (R8)(R12*1), R10
+	LEAQ (R10)(R12*1), R11
+	LOAD8(0)
+	TRANSPOSE8
+	STORE8(0, 0)
+	LOAD8(32)
+	TRANSPOSE8
+	STORE8(8, 0)
+	// Rows 8-15.
+	LEAQ (SI)(R13*1), R8
+	LEAQ (R8)(R12*1), R10
+	LEAQ (R10)(R12*1), R11
+	LOAD8(0)
+	TRANSPOSE8
+	STORE8(0, 32)
+	LOAD8(32)
+	TRANSPOSE8
+	STORE8(8, 32)
+	ADDQ $64, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ  xt_block
+xt_done:
+	VZEROUPPER
+	RET
