@@ -43,7 +43,7 @@ type attnItem struct {
 
 type attnScratch struct {
 	qt, ot, st []float32
-	ml         [16]float32
+	ml         [24]float32 // running max, running sum, rescale factor
 	items      []attnItem
 	// offs[seqBase[i] + p - seqFirst[i]] is the float offset (row*kvw)
 	// of position p of sequence i in the layer's K and V, for the
@@ -154,6 +154,9 @@ func (b *Backend) attnItem(it attnItem, sc, shared *attnScratch, out, q *Tensor,
 	for l := range 8 {
 		sc.ml[l], sc.ml[8+l] = maskedScore, 0
 	}
+	// The output accumulator is [lane][dim] when the dim allows the
+	// faster value kernel, else [dim][lane].
+	rowMajor := hd%32 == 0
 	kvOff := it.kvh * hd
 	K, V := st.k[layer][kvOff:], st.v[layer][kvOff:]
 	offs, ob := shared.offs, shared.seqBase[it.seq]-shared.seqFirst[it.seq] // position c at offs[ob+c]
@@ -187,12 +190,22 @@ func (b *Backend) attnItem(it attnItem, sc, shared *attnScratch, out, q *Tensor,
 				}
 			}
 		}
-		attnSoftmax(&sct[0], n, &sc.ml[0], &ot[0], hd)
-		attnPV(&ot[0], hd, &V[0], &offs[ob+c0], n, &sct[0])
+		attnSoftmax(&sct[0], n, &sc.ml[0])
+		if rowMajor {
+			attnPVRows(&ot[0], hd, &V[0], &offs[ob+c0], n, &sct[0], &sc.ml[16])
+		} else {
+			attnPV(&ot[0], hd, &V[0], &offs[ob+c0], n, &sct[0], &sc.ml[16])
+		}
 	}
 	for l := range it.n {
 		o := out.Row(rows[l])[heads[l]*hd : (heads[l]+1)*hd]
 		inv := 1 / sc.ml[8+l]
+		if rowMajor {
+			for d, x := range ot[l*hd : (l+1)*hd] {
+				o[d] = x * inv
+			}
+			continue
+		}
 		for d := range o {
 			o[d] = ot[d*8+l] * inv
 		}

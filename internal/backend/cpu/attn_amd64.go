@@ -10,10 +10,13 @@ import "github.com/mlxcel/mlxcel/internal/backend/cpu/qmat"
 func attnScores(qt *float32, d int, kbase *float32, offs *int32, n int, st *float32, vbase *float32)
 
 //go:noescape
-func attnSoftmax(st *float32, n int, ml *float32, ot *float32, d int)
+func attnSoftmax(st *float32, n int, ml *float32)
 
 //go:noescape
-func attnPV(ot *float32, d int, vbase *float32, offs *int32, n int, pt *float32)
+func attnPV(ot *float32, d int, vbase *float32, offs *int32, n int, pt *float32, f *float32)
+
+//go:noescape
+func attnPVRows(o *float32, d int, vbase *float32, offs *int32, n int, pt *float32, f *float32)
 
 //go:noescape
 func siluMul(dst, gate, up *float32, n int)

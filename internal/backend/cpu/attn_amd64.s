@@ -228,22 +228,21 @@ sc_done:
 	VZEROUPPER
 	RET
 
-// func attnSoftmax(st *float32, n int, ml *float32, ot *float32, d int)
+// func attnSoftmax(st *float32, n int, ml *float32)
 //
 // One step of the online softmax over a chunk of n keys (n >= 1) for 8
-// rows: ml holds the running max m[8] and the running sum l[8]. With
-// m' = max(m, max_j st[j]): l and the output accumulator ot[d][8] are
-// rescaled by exp(m - m'), st[j] is replaced by p_j = exp(st[j] - m')
-// and l gains sum_j p_j.
+// rows: ml holds the running max m[8], the running sum l[8] and receives
+// the rescale factor f[8]. With m' = max(m, max_j st[j]): f = exp(m - m')
+// (the output accumulator must be multiplied by it, which attnPV does as
+// it loads it), l becomes l*f + sum_j p_j and st[j] is replaced by
+// p_j = exp(st[j] - m').
 //
-//	SI st cursor, CX count, R8 ml, R9 ot cursor, R10 d.
-//	Y0 m', Y1 factor then l, Y2 sum of p, Y12-Y15 EXP8.
-TEXT ·attnSoftmax(SB), NOSPLIT, $0-40
+//	SI st cursor, CX count, R8 ml. Y0 m', Y1 factor then l, Y2 sum of p,
+//	Y12-Y15 EXP8.
+TEXT ·attnSoftmax(SB), NOSPLIT, $0-24
 	MOVQ st+0(FP), SI
 	MOVQ n+8(FP), CX
 	MOVQ ml+16(FP), R8
-	MOVQ ot+24(FP), R9
-	MOVQ d+32(FP), R10
 
 	VMOVUPS (R8), Y0
 	MOVQ SI, AX
@@ -254,19 +253,13 @@ sm_max:
 	DECQ BX
 	JNZ  sm_max
 
-	// factor = exp(m - m'); m = m'.
+	// f = exp(m - m'); m = m'.
 	VMOVUPS (R8), Y15
 	VSUBPS Y0, Y15, Y15
 	EXP8
 	VMOVUPS Y0, (R8)
-	VMOVUPS Y15, Y1
-sm_scale:
-	VMULPS (R9), Y1, Y3
-	VMOVUPS Y3, (R9)
-	ADDQ $32, R9
-	DECQ R10
-	JNZ  sm_scale
-	VMULPS 32(R8), Y1, Y1
+	VMOVUPS Y15, 64(R8)
+	VMULPS 32(R8), Y15, Y1
 
 	VXORPS Y2, Y2, Y2
 sm_exp:
@@ -284,29 +277,32 @@ sm_exp:
 	VZEROUPPER
 	RET
 
-// func attnPV(ot *float32, d int, vbase *float32, offs *int32, n int, pt *float32)
+// func attnPV(ot *float32, d int, vbase *float32, offs *int32, n int, pt *float32, f *float32)
 //
-// ot[e][0:8] += sum_j pt[j][0:8] * V_j[e] for the n values V_j = vbase +
-// offs[j]; d must be a multiple of 8. The output is walked 8 dims at a
-// time, kept in eight accumulators (one FMA chain each) while all n
-// values pass.
+// ot[e][0:8] = f[0:8]*ot[e][0:8] + sum_j pt[j][0:8] * V_j[e] for the n
+// values V_j = vbase + offs[j]; d must be a multiple of 8. The output is
+// walked 8 dims at a time, kept in eight accumulators (one FMA chain
+// each) while all n values pass. Used when d is not a multiple of 32
+// (attnPVRows is faster).
 //
 //	DI ot cursor, R12 dims left, SI vbase + dim offset, BX offs, CX count,
 //	DX pt cursor. Y0-Y7 accumulators, Y8 p, Y9-Y15 broadcasts.
-TEXT ·attnPV(SB), NOSPLIT, $0-48
+TEXT ·attnPV(SB), NOSPLIT, $0-56
 	MOVQ ot+0(FP), DI
 	MOVQ d+8(FP), R12
 	MOVQ vbase+16(FP), SI
+	MOVQ f+48(FP), AX
+	VMOVUPS (AX), Y15
 
 pv_dims:
-	VMOVUPS 0(DI), Y0
-	VMOVUPS 32(DI), Y1
-	VMOVUPS 64(DI), Y2
-	VMOVUPS 96(DI), Y3
-	VMOVUPS 128(DI), Y4
-	VMOVUPS 160(DI), Y5
-	VMOVUPS 192(DI), Y6
-	VMOVUPS 224(DI), Y7
+	VMULPS 0(DI), Y15, Y0
+	VMULPS 32(DI), Y15, Y1
+	VMULPS 64(DI), Y15, Y2
+	VMULPS 96(DI), Y15, Y3
+	VMULPS 128(DI), Y15, Y4
+	VMULPS 160(DI), Y15, Y5
+	VMULPS 192(DI), Y15, Y6
+	VMULPS 224(DI), Y15, Y7
 	MOVQ offs+24(FP), BX
 	MOVQ n+32(FP), CX
 	MOVQ pt+40(FP), DX
@@ -325,11 +321,11 @@ pv_key:
 	VFMADD231PS Y8, Y12, Y3
 	VBROADCASTSS 16(R8), Y13
 	VBROADCASTSS 20(R8), Y14
-	VBROADCASTSS 24(R8), Y15
+	VBROADCASTSS 24(R8), Y12
 	VBROADCASTSS 28(R8), Y9
 	VFMADD231PS Y8, Y13, Y4
 	VFMADD231PS Y8, Y14, Y5
-	VFMADD231PS Y8, Y15, Y6
+	VFMADD231PS Y8, Y12, Y6
 	VFMADD231PS Y8, Y9, Y7
 	ADDQ $4, BX
 	ADDQ $32, DX
@@ -348,6 +344,89 @@ pv_key:
 	ADDQ $32, SI
 	SUBQ $8, R12
 	JNZ  pv_dims
+	VZEROUPPER
+	RET
+
+// func attnPVRows(o *float32, d int, vbase *float32, offs *int32, n int, pt *float32, f *float32)
+//
+// As attnPV with the output row-major, o[lane][e], for d a multiple of 32:
+// per value row, four vector loads (32 dims) feed eight FMAs for two
+// lanes, whose probabilities are broadcast: 2 broadcasts per 8 FMAs
+// instead of 8 (broadcasts take a shuffle slot, FMAs compete for), and
+// the accumulators still form eight independent chains. Passes: 4 lane
+// pairs x d/32 dim blocks.
+//
+//	DI o row of lane 2p, R13 row bytes (4d), R12 dims left in the pass
+//	set, SI vbase + dim offset, BX offs, CX count, DX pt + 4*2p cursor,
+//	R9 f + 4*2p, R10 lane pairs left. Y0-Y3 / Y4-Y7 accumulators of
+//	lanes 2p / 2p+1, Y8-Y11 values, Y12 / Y13 probabilities, Y14 / Y15
+//	factors.
+TEXT ·attnPVRows(SB), NOSPLIT, $0-56
+	MOVQ o+0(FP), DI
+	MOVQ d+8(FP), R13
+	SHLQ $2, R13
+	MOVQ f+48(FP), R9
+	MOVQ $4, R10
+pr_pair:
+	MOVQ vbase+16(FP), SI
+	MOVQ d+8(FP), R12
+	VBROADCASTSS (R9), Y14
+	VBROADCASTSS 4(R9), Y15
+pr_dims:
+	VMULPS 0(DI), Y14, Y0
+	VMULPS 32(DI), Y14, Y1
+	VMULPS 64(DI), Y14, Y2
+	VMULPS 96(DI), Y14, Y3
+	VMULPS 0(DI)(R13*1), Y15, Y4
+	VMULPS 32(DI)(R13*1), Y15, Y5
+	VMULPS 64(DI)(R13*1), Y15, Y6
+	VMULPS 96(DI)(R13*1), Y15, Y7
+	MOVQ offs+24(FP), BX
+	MOVQ n+32(FP), CX
+	MOVQ pt+40(FP), DX
+	MOVQ $4, AX
+	SUBQ R10, AX
+	LEAQ (DX)(AX*8), DX // pt + 4*2p
+
+pr_key:
+	MOVLQSX (BX), R8
+	LEAQ (SI)(R8*4), R8
+	VMOVUPS 0(R8), Y8
+	VMOVUPS 32(R8), Y9
+	VMOVUPS 64(R8), Y10
+	VMOVUPS 96(R8), Y11
+	VBROADCASTSS (DX), Y12
+	VBROADCASTSS 4(DX), Y13
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VFMADD231PS Y13, Y8, Y4
+	VFMADD231PS Y13, Y9, Y5
+	VFMADD231PS Y13, Y10, Y6
+	VFMADD231PS Y13, Y11, Y7
+	ADDQ $4, BX
+	ADDQ $32, DX
+	DECQ CX
+	JNZ  pr_key
+
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VMOVUPS Y4, 0(DI)(R13*1)
+	VMOVUPS Y5, 32(DI)(R13*1)
+	VMOVUPS Y6, 64(DI)(R13*1)
+	VMOVUPS Y7, 96(DI)(R13*1)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, R12
+	JNZ  pr_dims
+	// Next lane pair: DI is at the end of lane 2p's row; skip lane 2p+1's.
+	ADDQ R13, DI
+	ADDQ $8, R9
+	DECQ R10
+	JNZ  pr_pair
 	VZEROUPPER
 	RET
 

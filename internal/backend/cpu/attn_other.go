@@ -10,11 +10,15 @@ func attnScores(qt *float32, d int, kbase *float32, offs *int32, n int, st *floa
 	panic("cpu: no attention kernels")
 }
 
-func attnSoftmax(st *float32, n int, ml *float32, ot *float32, d int) {
+func attnSoftmax(st *float32, n int, ml *float32) {
 	panic("cpu: no attention kernels")
 }
 
-func attnPV(ot *float32, d int, vbase *float32, offs *int32, n int, pt *float32) {
+func attnPV(ot *float32, d int, vbase *float32, offs *int32, n int, pt *float32, f *float32) {
+	panic("cpu: no attention kernels")
+}
+
+func attnPVRows(o *float32, d int, vbase *float32, offs *int32, n int, pt *float32, f *float32) {
 	panic("cpu: no attention kernels")
 }
 
