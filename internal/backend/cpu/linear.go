@@ -125,7 +125,14 @@ func (b *Backend) qmul(m *qmat.Matrix, out, x []float32, rows, threads int) {
 		m.Mul(out, x, rows, 1)
 		return
 	}
-	blk := max(16, (m.Out/(threads*8)+15)&^15)
+	// One activation row streams a matrix once: below ~64 rows (28 KiB
+	// at Qwen's 896 inputs) a task costs more to hand out and to start
+	// its memory stream than it computes.
+	minBlk := 16
+	if rows == 1 {
+		minBlk = 64
+	}
+	blk := max(minBlk, (m.Out/(threads*8)+15)&^15)
 	nblk := (m.Out + blk - 1) / blk
 	p := m.PrepareWith(x, rows, b.workers().run)
 	b.workers().run(nblk, func(t int) { m.MulPrepared(p, out, t*blk, min((t+1)*blk, m.Out)) })
