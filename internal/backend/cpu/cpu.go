@@ -1,7 +1,10 @@
 // Package cpu is the pure-Go backend: the reference every other backend is
 // tested against, and a usable engine on machines without a GPU. Work is
-// split over goroutines (one per core by default); quantized weights stay
-// packed and are read by the kernels in qmat.
+// split over a pool of persistent goroutines (one per core by default,
+// pool.go); quantized weights stay packed and are read by the kernels in
+// qmat; attention and activations have their own AVX2 kernels
+// (attn_amd64.s). docs/cpu-backend.md describes the design and its
+// measurements.
 package cpu
 
 import (
