@@ -2,6 +2,7 @@ package cpu_test
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -57,13 +58,14 @@ func (b *timed) Argmax(t backend.Tensor) []int32 {
 	return b.Backend.Argmax(t)
 }
 
-// TestQwen05OpTimes logs the time per op of decode steps after a context
-// of QWEN_OPS_CTX tokens (default 512). Run with -v; skipped in -short.
+// TestQwen05OpTimes logs the time per op of decode steps after a
+// 512-token context. It is a measurement, not a check, and builds a 0.5B
+// model, so it only runs when asked:
 //
-//	go test ./internal/backend/cpu -run OpTimes -v
+//	QWEN_OPS=1 go test ./internal/backend/cpu -run OpTimes -v
 func TestQwen05OpTimes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a 0.5B model")
+	if os.Getenv("QWEN_OPS") == "" {
+		t.Skip("set QWEN_OPS=1 to measure")
 	}
 	cfg, err := weights.LoadConfig("../../../profiles/qwen2.5-0.5b-4bit")
 	if err != nil {
