@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"github.com/mlxcel/mlxcel/internal/backend/cpu/qmat"
 	"math"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
@@ -47,7 +48,7 @@ func (b *Backend) attentionRef(out, qt *Tensor, st *kvStore, layer int, p backen
 			scores = scores[:0]
 			maxS := float32(math.Inf(-1))
 			for _, row := range rows {
-				sc := dot(qv, K[row*kvw+kvOff:row*kvw+kvOff+p.HeadDim]) * p.Scale
+				sc := qmat.Dot(qv, K[row*kvw+kvOff:row*kvw+kvOff+p.HeadDim]) * p.Scale
 				if p.Softcap > 0 {
 					sc = p.Softcap * float32(math.Tanh(float64(sc/p.Softcap)))
 				}

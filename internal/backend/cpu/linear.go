@@ -109,7 +109,7 @@ func (b *Backend) linear(out, x []float32, rows int, w *weight, e int) {
 			xr := x[r*in : (r+1)*in]
 			or := out[r*outDim : (r+1)*outDim]
 			for o := lo; o < hi; o++ {
-				or[o] = dot(xr, wd[o*in:(o+1)*in])
+				or[o] = qmat.Dot(xr, wd[o*in:(o+1)*in])
 			}
 		}
 	})
@@ -137,21 +137,4 @@ func (b *Backend) qmul(m *qmat.Matrix, out, x []float32, rows, threads int) {
 	p := m.PrepareWith(x, rows, b.workers().run)
 	b.workers().run(nblk, func(t int) { m.MulPrepared(p, out, t*blk, min((t+1)*blk, m.Out)) })
 	p.Release()
-}
-
-// dot keeps four partial sums so the adds pipeline.
-func dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
 }

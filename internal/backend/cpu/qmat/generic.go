@@ -51,9 +51,9 @@ func decodeGroup(dst []float32, src []byte, bits int) {
 	}
 }
 
-// dot is a 4-way unrolled float32 dot product (independent partial sums
-// keep the adds pipelined).
-func dot(a, b []float32) float32 {
+// Dot is a 4-way unrolled float32 dot product (independent partial sums
+// keep the adds pipelined); the CPU backend's dense paths share it.
+func Dot(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
 	i := 0
@@ -117,7 +117,7 @@ func (m *Matrix) mulRangeGo(p *prep, out []float32, o0, o1 int) {
 			decodeGroup(q, row[g*gb:(g+1)*gb], m.Bits)
 			for r := range acc {
 				xg := p.x[r*m.In+g*m.Group:]
-				acc[r] += s*dot(q, xg[:m.Group]) + b*p.gsum[r*m.groups+g]
+				acc[r] += s*Dot(q, xg[:m.Group]) + b*p.gsum[r*m.groups+g]
 			}
 		}
 		for r, v := range acc {
