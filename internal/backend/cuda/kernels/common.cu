@@ -7,8 +7,35 @@ typedef unsigned long long u64;
 #define DEV __device__ __forceinline__
 #define NEG_INF __uint_as_float(0xff800000u)
 
+// Programmatic dependent launch (Hopper): the backend launches kernels
+// with the programmatic-serialization attribute, so a kernel's blocks may
+// start while the previous kernel is still running. Every kernel must call
+// grid_dep_wait() before it reads anything an earlier kernel wrote or
+// writes anything an earlier kernel reads; only constant data (weights)
+// may be touched before it. grid_dep_launch() lets the next kernel's
+// blocks be scheduled as soon as all of this kernel's blocks are running.
+// Both are no-ops when the kernel was launched without the attribute.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+DEV void grid_dep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+DEV void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+#else
+DEV void grid_dep_wait() {}
+DEV void grid_dep_launch() {}
+#endif
+// grid_dep_start is the usual prologue: let the next kernel launch, then
+// wait for the previous one.
+DEV void grid_dep_start() {
+    grid_dep_launch();
+    grid_dep_wait();
+}
+
 DEV float bf16lo(u32 v) { return __uint_as_float(v << 16); }
 DEV float bf16hi(u32 v) { return __uint_as_float(v & 0xffff0000u); }
+DEV u16 f16bits(float f) {
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
 DEV float f16f(u16 h) {
     float f;
     asm("{ .reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));

@@ -26,12 +26,6 @@
 #define FA_LB 8 // K and V float4 loads in flight per thread while a tile loads
 #define LOG2E 1.4426950408889634f
 
-DEV u16 f16bits(float f) {
-    u16 h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    return h;
-}
-
 DEV float2 f2(float a, float b) {
     float2 r;
     r.x = a, r.y = b;
