@@ -187,7 +187,8 @@ func runAttention(e *env) {
 	for _, c := range []struct {
 		heads, kvh, hd, bs, window int
 		softcap                    float32
-	}{{4, 2, 64, 4, 0, 0}, {8, 1, 128, 16, 0, 0}, {4, 4, 32, 8, 5, 0}, {6, 2, 256, 16, 0, 50}} {
+	}{{4, 2, 64, 4, 0, 0}, {8, 1, 128, 16, 0, 0}, {4, 4, 32, 8, 5, 0}, {6, 2, 256, 16, 0, 50},
+		{6, 2, 64, 8, 9, 0}, {8, 2, 128, 16, 0, 30}} {
 		p := backend.AttnParams{Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd))),
 			Window: c.window, Softcap: c.softcap}
 		spec := backend.KVSpec{NumBlocks: 64, BlockSize: c.bs, Layers: []backend.KVLayer{{KVHeads: 1, HeadDim: 8}, {KVHeads: c.kvh, HeadDim: c.hd}}}

@@ -23,7 +23,7 @@ var kernelFS embed.FS
 
 // kernelFiles is the order the sources are concatenated in: NVRTC has no
 // include path, so common.cu is prepended rather than #included.
-var kernelFiles = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu", "flash.cu"}
+var kernelFiles = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu", "flash.cu", "moe.cu"}
 
 func kernelSource() string {
 	var sb strings.Builder
@@ -88,6 +88,7 @@ type Backend struct {
 	// MLXCEL_CUDA_GEMM=tf32 (cuBLAS on f32 operands instead of bf16).
 	// MLXCEL_CUDA_MOEGROUP=0: MoE slot by slot instead of grouped.
 	useMMA, useFlash, useDecAttn, gemmBF16, moeGroup bool
+	pdl                                              bool // programmatic dependent launch (runPDL)
 
 	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
 	cntN   int    // counters zeroed so far
@@ -186,6 +187,8 @@ func New(dev int) (*Backend, error) {
 	b.useDecAttn = os.Getenv("MLXCEL_CUDA_DECATTN") != "0"
 	b.gemmBF16 = os.Getenv("MLXCEL_CUDA_GEMM") != "tf32"
 	b.moeGroup = os.Getenv("MLXCEL_CUDA_MOEGROUP") != "0"
+	// PDL needs Hopper (griddepcontrol) and cuLaunchKernelEx.
+	b.pdl = os.Getenv("MLXCEL_CUDA_PDL") != "0" && b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9
 	// MLXCEL_CUDA_GEMV1=85 (say) picks a one-row 4-bit GEMV variant, for
 	// measuring one through the model code.
 	if v := os.Getenv("MLXCEL_CUDA_GEMV1"); v != "" && slices.Contains(multiKernels, "qgemvm4_bf_v"+v) {
@@ -241,7 +244,7 @@ func kernelNames() []string {
 		names = append(names, fmt.Sprintf("qmma4_bf_%d", nt), fmt.Sprintf("qmma4_f32_%d", nt))
 	}
 	names = append(names, "qmma4_bf_1_d2", "qmma4_bf_1_d8", "qmma4_bf_2_d2", "qmma4_bf_2_d8")
-	return append(names, "flash_attn_64", "flash_attn_128")
+	return append(names, "flash_attn_64", "flash_attn_128", "attn_decode_64", "attn_decode_128")
 }
 
 func (b *Backend) fn(name string) uintptr {

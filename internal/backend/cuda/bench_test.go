@@ -196,8 +196,12 @@ func TestBench(t *testing.T) {
 	for _, s := range shapes {
 		lin("q4g64", 1, s, "q4g64")
 	}
+	quick := os.Getenv("MLXCEL_BENCH_QUICK") == "1" // the defaults only
 	// One-row variants: register caps (v85, v86) against the default.
 	for _, v := range []string{"85", "86"} {
+		if quick {
+			break
+		}
 		b.multiVariant = v
 		for _, s := range shapes {
 			lin("q4g64", 1, s, "q4g64-v"+v)
@@ -210,6 +214,9 @@ func TestBench(t *testing.T) {
 	// flight per warp; variants d2, d8) against the f32 kernels it replaces
 	// (MLXCEL_CUDA_MMA=0, measured in run 1: 83 us at 8 rows on 14336x4096).
 	for _, v := range []string{"", "d2", "d8"} {
+		if quick && v != "" {
+			break
+		}
 		b.mmaVariant = v
 		for _, rows := range []int{2, 8, 16, 32} {
 			if v != "" && rows == 32 {
@@ -348,16 +355,20 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		return b.Argmax(logits)
 	}
 	type cfg struct {
-		nseq              int
-		graphs, fuse, dec bool
+		nseq                   int
+		graphs, fuse, dec, pdl bool
 	}
-	for _, c := range []cfg{{1, true, true, true}, {1, true, true, false}, {1, false, true, true}, {8, true, true, true},
-		{16, true, true, true}, {32, true, true, true}} {
+	pdl := b.pdl
+	for _, c := range []cfg{{1, true, true, true, true}, {1, true, true, true, false}, {1, true, true, false, true},
+		{1, false, true, true, true}, {8, true, true, true, true}, {16, true, true, true, true}, {32, true, true, true, true}} {
 		nseq, graphs := c.nseq, c.graphs
 		{
 			b.SetGraphs(graphs)
 			b.mu.Lock()
-			b.fuse, b.useDecAttn = c.fuse, c.dec
+			b.fuse, b.useDecAttn, b.pdl = c.fuse, c.dec, c.pdl && pdl
+			unbind := b.bind()
+			b.graphs.clear(b) // graphs captured with the other launch mode
+			unbind()
 			b.mu.Unlock()
 			spec := backend.KVSpec{NumBlocks: nseq * (prompt + steps + bs) / bs, BlockSize: bs}
 			for range m.layers {
@@ -422,13 +433,16 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			if !c.dec {
 				cfg += "-nodecattn"
 			}
+			if !c.pdl || !pdl {
+				cfg += "-nopdl"
+			}
 			o.add("decode-llama8b-q4", cfg, nseq, fmt.Sprintf("ctx%d", prompt+steps), float64(dt.Microseconds())/float64(n),
 				tokps, 0, fmt.Sprintf("tok/s in GB_per_s column; last step device %.0fus; prefill %d tok %.1f ms/seq",
 					float64(gpu.Microseconds()), prompt, float64(prefill.Microseconds())/1e3/float64(nseq)))
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			if nseq == 1 && graphs && c.fuse {
+			if nseq == 1 && graphs && c.fuse && c.dec && c.pdl {
 				// One profiled step: where the device time of a decode step goes.
 				b.SetProfile(true)
 				batch := &backend.Batch{Tokens: toks[:1], Positions: []int32{int32(prompt + steps)}, LogitRows: []int{0},
@@ -449,8 +463,14 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	}
 	b.SetGraphs(true)
 	b.mu.Lock()
-	b.fuse, b.useDecAttn = true, true
+	b.fuse, b.useDecAttn, b.pdl = true, true, pdl
+	unbind := b.bind()
+	b.graphs.clear(b)
+	unbind()
 	b.mu.Unlock()
+	if os.Getenv("MLXCEL_BENCH_PREFILL") == "0" {
+		return
+	}
 	// Prefill of one long prompt in chunks of 2048 tokens: the flash
 	// kernel and bf16 cuBLAS (defaults) against the generic attention
 	// kernel and TF32 at 2048.

@@ -71,6 +71,7 @@ type drv struct {
 	streamBeginCapture, streamEndCapture, graphInstantiate, graphLaunch, graphExecDestroy uintptr
 	graphDestroy, graphGetNodes, eventCreate, eventRecord, eventSynchronize, eventElapsed uintptr
 	eventDestroy, getErrorName, getErrorString                                            uintptr
+	launchKernelEx                                                                        uintptr // optional (CUDA 11.8+)
 	libPath                                                                               string
 }
 
@@ -103,6 +104,9 @@ func loadDriver() (*drv, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if p, err := purego.Dlsym(h, "cuLaunchKernelEx"); err == nil {
+		d.launchKernelEx = p
 	}
 	return d, nil
 }

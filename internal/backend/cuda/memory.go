@@ -289,7 +289,8 @@ func (b *Backend) wt(x backend.Weight) *weight {
 	return w
 }
 
-// kvStore holds each layer's K and V caches, [block][kvHead][slot][dim] f32.
+// kvStore holds each layer's K and V caches, [block][kvHead][slot][dim] f16
+// (kernels/attention.cu says why).
 type kvStore struct {
 	spec backend.KVSpec
 	k, v []uintptr
@@ -309,7 +310,7 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 		if l.HeadDim > 512 {
 			return nil, fmt.Errorf("cuda: layer %d head dim %d is over 512", i, l.HeadDim)
 		}
-		n := spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim * 4
+		n := spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim * 2
 		k, err := b.allocPersistent(n)
 		if err != nil {
 			return nil, fmt.Errorf("cuda: KV store layer %d: %v", i, err)

@@ -466,53 +466,63 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	}
 	bs := st.spec.BlockSize
 	kvw := p.KVHeads * p.HeadDim
-	// Decode steps: the attention kernel stores this step's K/V itself.
-	dec := b.useDecAttn && b.step.decode && kt.cols == vt.cols && kt.cols == kvw
-	if !dec {
-		b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
-			p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.KVHeads).i(p.HeadDim)
+	dense := qt.cols == p.Heads*p.HeadDim && o.cols == p.Heads*p.HeadDim
+	// Decode steps of head dims 64/128: attn_decode serves a kv head's
+	// whole query group and stores this step's K/V itself.
+	dec := b.useDecAttn && b.step.decode && kt.cols == vt.cols && kt.cols == kvw && dense &&
+		(p.HeadDim == 64 || p.HeadDim == 128) && p.Heads/p.KVHeads <= 8
+	if dec {
+		// Splits fill the device about twice; fixed by the step's shape,
+		// not the context length, so the launch (and its graph) repeats.
+		splits := 1
+		if work := T * p.KVHeads; work < 2*b.SMs {
+			splits = min(64, (2*b.SMs+work-1)/work)
+		}
+		var part, cnt uintptr
+		if splits > 1 {
+			var err error
+			if part, err = b.arenaAlloc(T * p.Heads * splits * (p.HeadDim + 2) * 4); err != nil {
+				b.fail(err)
+				return
+			}
+			if cnt = b.counters(T * p.KVHeads); cnt == 0 {
+				return
+			}
+		}
+		b.newLaunch(fmt.Sprintf("attn_decode_%d", p.HeadDim), p.KVHeads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
+			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
+			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(kvw).p(cnt)
+		return
 	}
-	// Prefill chunks: tensor-core flash attention over 64-row query tiles.
-	if b.useFlash && !dec && b.step.maxLen >= 16 && b.step.consecutive && (p.HeadDim == 64 || p.HeadDim == 128) &&
-		qt.cols == p.Heads*p.HeadDim && o.cols == p.Heads*p.HeadDim {
+	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
+		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.KVHeads).i(p.HeadDim)
+	// Prefill chunks: tensor-core flash attention over query tiles.
+	if b.useFlash && !b.step.decode && b.step.maxLen >= 16 && b.step.consecutive && (p.HeadDim == 64 || p.HeadDim == 128) && dense {
 		b.newLaunch(fmt.Sprintf("flash_attn_%d", p.HeadDim), b.step.ntiles, p.Heads, 1, 128).p(o.ptr).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
 			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(b.step.tiles).i(qt.cols).i(o.cols)
 		return
 	}
-	// Split each (token, head) over enough blocks to fill the device about
-	// twice; the count depends only on the step's shape, not on how long
-	// the contexts are, so the launch (and its graph) repeats.
-	// (Bounding it by the context length, so short contexts skip the
-	// combine pass, measured slower: 2 splits at 192 keys left most SMs
-	// idle, 25 us against 15 us with 9 splits and the combine.)
+	// The generic kernel, split as above; the last split block of each
+	// (token, head) merges.
 	splits := 1
 	if work := T * p.Heads; work < 2*b.SMs {
 		splits = min(32, (2*b.SMs+work-1)/work)
 	}
-	var part uintptr
+	var part, cnt uintptr
 	if splits > 1 {
 		var err error
 		if part, err = b.arenaAlloc(T * p.Heads * splits * (p.HeadDim + 2) * 4); err != nil {
 			b.fail(err)
 			return
 		}
-	}
-	var kin, vin, cnt uintptr
-	if dec {
-		kin, vin = kt.ptr, vt.ptr
-		if splits > 1 {
-			if cnt = b.counters(T * p.Heads); cnt == 0 {
-				return
-			}
+		if cnt = b.counters(T * p.Heads); cnt == 0 {
+			return
 		}
 	}
 	b.newLaunch("attention", p.Heads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).p(st.k[layer]).p(st.v[layer]).
 		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.Heads).i(p.KVHeads).i(p.HeadDim).
-		f(p.Scale).i(p.Window).f(p.Softcap).p(kin).p(vin).i(kvw).p(cnt)
-	if splits > 1 && cnt == 0 {
-		b.newLaunch("attn_combine", p.Heads, T, 1, min(256, roundUp(p.HeadDim, 32))).p(o.ptr).p(part).i(p.Heads).i(p.HeadDim).i(splits)
-	}
+		f(p.Scale).i(p.Window).f(p.Softcap).p(cnt)
 }
 
 // counters returns n zeroed split counters for the decode attention
@@ -634,6 +644,10 @@ func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Ex
 		panic(fmt.Sprintf("cuda: MoE shapes: x %dx%d router %v gate %v down %v top-%d", T, hidden, rw.shape, gw.shape, dw.shape, p.TopK))
 	}
 	if T == 0 {
+		return
+	}
+	if b.moeGEMMApplies(s, gw, uw, dw, E, p.TopK) { // many tokens: grouped expert GEMM (ops_moe.go)
+		b.moeGEMM(d, s, rw, gw, uw, dw, p)
 		return
 	}
 	alloc := func(n int) uintptr {

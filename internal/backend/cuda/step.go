@@ -134,6 +134,8 @@ type recorder struct {
 	ls     []launch
 	params [24]unsafe.Pointer
 	gemm   bool
+	cfg    launchConfig // runPDL's arguments: not on the goroutine stack,
+	attr   launchAttr   // which may move while C reads them
 }
 
 func (b *Backend) newLaunch(name string, gx, gy, gz, block int) *launch {
@@ -172,9 +174,53 @@ func (b *Backend) run(l *launch) error {
 	for i := uint32(0); i < l.n; i++ {
 		b.rec.params[i] = unsafe.Pointer(&l.args[i])
 	}
+	if b.pdl {
+		return b.runPDL(l)
+	}
 	r, _, _ := purego.SyscallN(b.d.launchKernel, l.fn, uintptr(l.gx), uintptr(l.gy), uintptr(l.gz),
 		uintptr(l.block), 1, 1, uintptr(l.smem), b.strm, uintptr(unsafe.Pointer(&b.rec.params[0])), 0)
 	return b.d.check("cuLaunchKernel", r)
+}
+
+// launchConfig and launchAttr mirror CUlaunchConfig and CUlaunchAttribute
+// (cuda.h): the attribute is a 4-byte id padded to 8, then a 64-byte union.
+type launchConfig struct {
+	gx, gy, gz, bx, by, bz, smem uint32
+	_                            uint32
+	stream                       uintptr
+	attrs                        *launchAttr
+	nattrs                       uint32
+	_                            uint32
+}
+
+type launchAttr struct {
+	id    uint32
+	_     uint32
+	value [64]byte
+}
+
+// attrProgrammaticSerialization is CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION.
+const attrProgrammaticSerialization = 6
+
+// runPDL launches l with programmatic dependent launch (Hopper): its
+// blocks may be scheduled once every block of the previous kernel has
+// started (each kernel calls griddepcontrol.launch_dependents early), and
+// they wait in griddepcontrol.wait for that kernel's results. A decode
+// step is ~300 short kernels; this hides each one's launch and ramp-up
+// behind its predecessor's tail, and lets a GEMV start streaming its
+// weights (which no kernel writes) before its input is ready. Every
+// kernel calls grid_dep_wait before touching data another kernel wrote
+// (kernels/common.cu; TestKernelsWaitForPredecessors checks the sources).
+func (b *Backend) runPDL(l *launch) error {
+	attr := &b.rec.attr
+	*attr = launchAttr{id: attrProgrammaticSerialization}
+	attr.value[0] = 1
+	cfg := &b.rec.cfg
+	*cfg = launchConfig{gx: l.gx, gy: l.gy, gz: l.gz, bx: l.block, by: 1, bz: 1, smem: l.smem, stream: b.strm,
+		attrs: attr, nattrs: 1}
+	r, _, _ := purego.SyscallN(b.d.launchKernelEx, uintptr(unsafe.Pointer(cfg)), l.fn,
+		uintptr(unsafe.Pointer(&b.rec.params[0])), 0)
+	return b.d.check("cuLaunchKernelEx", r)
 }
 
 // flush runs what was recorded: by replaying a captured graph when this

@@ -1,59 +1,101 @@
 // Paged attention. The cache of one layer is laid out
-// [block][kvHead][slot][headDim] (f32), so the rows of one head inside a
-// block are contiguous. A step's token positions, token->sequence map and
-// block tables come from the step buffers.
+// [block][kvHead][slot][headDim] in IEEE f16 (as llama.cpp and vLLM keep
+// it): half the bytes of f32 for decode's KV reads and prefill's tile
+// loads, 11 significant bits, and K/V of post-norm activations stay far
+// inside f16's range. The rows of one head inside a block are contiguous.
+// A step's token positions, token->sequence map and block tables come
+// from the step buffers.
 
-// kv_store writes this step's k and v rows into their slots. One block per
-// token.
-extern "C" __global__ void kv_store(float* Kc, float* Vc, const float* k, const float* v, const int* pos,
+// kv_store writes this step's k and v rows (f32) into their slots as f16.
+// One block per token.
+extern "C" __global__ void kv_store(u16* Kc, u16* Vc, const float* k, const float* v, const int* pos,
                                     const int* tok2seq, const int* btab, int btStride, int bs, int kvh, int hd) {
+    grid_dep_start();
     int t = blockIdx.x, p = pos[t];
     long long blk = btab[(long long)tok2seq[t] * btStride + p / bs];
     int w = kvh * hd;
     for (int i = threadIdx.x; i < w; i += blockDim.x) {
         int h = i / hd, d = i - h * hd;
         long long dst = ((blk * kvh + h) * bs + p % bs) * hd + d;
-        Kc[dst] = k[(long long)t * w + i];
-        Vc[dst] = v[(long long)t * w + i];
+        Kc[dst] = f16bits(k[(long long)t * w + i]);
+        Vc[dst] = f16bits(v[(long long)t * w + i]);
     }
+}
+
+// f16x4 widens 4 f16 values (8 bytes, 8-byte aligned) to floats.
+DEV float4 f16x4(const u16* p) {
+    uint2 u = *reinterpret_cast<const uint2*>(p);
+    return f4(f16f((u16)(u.x & 0xffffu)), f16f((u16)(u.x >> 16)), f16f((u16)(u.y & 0xffffu)), f16f((u16)(u.y >> 16)));
 }
 
 #define ATT_THREADS 128
 #define ATT_MAXD 512 // largest head dim: 4 output dims per thread
 
-// attention: grid (heads, tokens, splits), ATT_THREADS threads. Each block
-// covers one split of one (token, head)'s causal range [first, pos]: the
-// score phase gives one key per thread (the dot product over the head dim
-// in registers), an online softmax runs over chunks of ATT_THREADS keys, and
-// the PV phase gives each thread up to 4 output dims with the chunk's
-// probabilities in shared memory. The split count is fixed by the launch
-// (not by the context length), so decode steps keep one graph as the
-// context grows: each split takes ceil(n/splits) of the n keys.
-//
-// With splits > 1 the block writes (max, sum, unnormalised o) to part;
-// attn_combine merges them.
-//
-// Decode steps (every sequence one token) pass kin/vin: the step's own key
-// and value (position p) are read from those rows instead of the cache, and
-// the first block of each kv head's group (h % G == 0, split 0) writes them
-// into the cache, so no separate kv_store launch runs and no block of this
-// launch reads a slot that is being written. With cnt set (a zeroed counter
-// per (token, head)), the last split block to finish merges the splits
-// itself and resets its counter, so no attn_combine launch runs either: two
-// launches fewer per layer and decode step.
 DEV float ldcg(const float* p) {
     float v;
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
     return v;
 }
 
+// merge_splits combines the S partial results (max, sum, unnormalised o)
+// of one (token, head) in part into out (hd floats), with the threads
+// [tid0, tid0+nthr) of the block. Partials were written by other blocks
+// of this launch: ld.cg reads them past L1.
+DEV void merge_splits(float* out, const float* pb, int S, int hd, int tid0, int nthr) {
+    float M = NEG_INF;
+    for (int s = 0; s < S; s++) M = fmaxf(M, ldcg(pb + s * (hd + 2)));
+    float L = 0.f;
+    for (int s = 0; s < S; s++) {
+        float ms = ldcg(pb + s * (hd + 2));
+        if (ms > NEG_INF) L += ldcg(pb + s * (hd + 2) + 1) * expf(ms - M);
+    }
+    float inv = L > 0.f ? 1.f / L : 0.f;
+    for (int d = tid0; d < hd; d += nthr) {
+        float acc = 0.f;
+        for (int s = 0; s < S; s++) {
+            float ms = ldcg(pb + s * (hd + 2));
+            if (ms > NEG_INF) acc += ldcg(pb + s * (hd + 2) + 2 + d) * expf(ms - M);
+        }
+        out[d] = acc * inv;
+    }
+}
+
+// last_block takes a ticket on counter c after this block's partials are
+// published; true in the last block to finish, which resets the counter
+// for the next launch (graph replays).
+DEV bool last_block(int* c, int S) {
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(c, 1) == S - 1;
+    __syncthreads();
+    if (!last) return false;
+    __threadfence();
+    if (threadIdx.x == 0) *c = 0;
+    return true;
+}
+
+// attention (generic): grid (heads, tokens, splits), ATT_THREADS threads,
+// any head dim up to 512, reading only the cache (kv_store ran first).
+// Each block covers one split of one (token, head)'s causal range
+// [first, pos]: the score phase gives one key per thread (the dot product
+// over the head dim in registers), an online softmax runs over chunks of
+// ATT_THREADS keys, and the PV phase gives each thread up to 4 output dims
+// with the chunk's probabilities in shared memory. The split count is
+// fixed by the launch (not by the context length), so decode steps keep
+// one graph as the context grows: each split takes ceil(n/splits) of the
+// n keys. With splits > 1 the block writes (max, sum, unnormalised o) to
+// part, and the last split block of each (token, head) merges them (cnt:
+// zeroed counters, one per (token, head)). Decode steps of head dims 64
+// and 128 use attn_decode below instead.
 extern "C" __global__ void __launch_bounds__(ATT_THREADS)
-attention(float* out, float* part, const float* q, float* Kc, float* Vc, const int* pos,
+attention(float* out, float* part, const float* q, const u16* Kc, const u16* Vc, const int* pos,
           const int* tok2seq, const int* btab, int btStride, int bs, int heads, int kvh, int hd, float scale,
-          int window, float softcap, const float* kin, const float* vin, int ldk, int* cnt) {
+          int window, float softcap, int* cnt) {
+    grid_dep_start();
     __shared__ float qs[ATT_MAXD];
     __shared__ float ps[ATT_THREADS];
-    __shared__ const float* vrow[ATT_THREADS];
+    __shared__ long long voff[ATT_THREADS];
     __shared__ float red[32];
     const int h = blockIdx.x, t = blockIdx.y, split = blockIdx.z, S = gridDim.z, tid = threadIdx.x;
     const int p = pos[t];
@@ -64,16 +106,6 @@ attention(float* out, float* part, const float* q, float* Kc, float* Vc, const i
     const int kh = h / (heads / kvh);
     const int* bt = btab + (long long)tok2seq[t] * btStride;
     for (int d = tid; d < hd; d += ATT_THREADS) qs[d] = q[((long long)t * heads + h) * hd + d];
-    const float *kself = nullptr, *vself = nullptr;
-    if (kin) {
-        kself = kin + (long long)t * ldk + kh * hd;
-        vself = vin + (long long)t * ldk + kh * hd;
-        if (split == 0 && h % (heads / kvh) == 0) {
-            long long blk = bt[p / bs];
-            long long dst = ((blk * kvh + kh) * bs + p % bs) * hd;
-            for (int d = tid; d < hd; d += ATT_THREADS) Kc[dst + d] = kself[d], Vc[dst + d] = vself[d];
-        }
-    }
     __syncthreads();
 
     float m = NEG_INF, l = 0.f, o[4] = {0.f, 0.f, 0.f, 0.f};
@@ -86,23 +118,20 @@ attention(float* out, float* part, const float* q, float* Kc, float* Vc, const i
         if (j < j1) {
             long long blk = bt[j / bs];
             long long off = ((blk * kvh + kh) * bs + j % bs) * hd;
-            const bool self = kself && j == p;
-            vrow[tid] = self ? vself : Vc + off;
-            const float* kp = self ? kself : Kc + off;
+            voff[tid] = off;
+            const u16* kp = Kc + off;
             float dot = 0.f;
             if (vec) {
-                // Unrolled so several 16-byte loads of the key row are in
-                // flight (v1 waited on each: ~24 us per decode call).
 #pragma unroll 8
                 for (int d = 0; d < hd; d += 4) {
-                    float4 kv = *reinterpret_cast<const float4*>(kp + d);
+                    float4 kv = f16x4(kp + d);
                     dot = fmaf(qs[d], kv.x, dot);
                     dot = fmaf(qs[d + 1], kv.y, dot);
                     dot = fmaf(qs[d + 2], kv.z, dot);
                     dot = fmaf(qs[d + 3], kv.w, dot);
                 }
             } else {
-                for (int d = 0; d < hd; d++) dot = fmaf(qs[d], kp[d], dot);
+                for (int d = 0; d < hd; d++) dot = fmaf(qs[d], f16f(kp[d]), dot);
             }
             s = dot * scale;
             if (softcap > 0.f) s = softcap * tanhf(s / softcap);
@@ -111,16 +140,16 @@ attention(float* out, float* part, const float* q, float* Kc, float* Vc, const i
         float corr = m == NEG_INF ? 0.f : expf(m - mnew); // nothing to rescale on the first chunk
         float pj = j < j1 ? expf(s - mnew) : 0.f;
         ps[tid] = pj;
-        l = l * corr + block_sum(pj, red); // block_sum's barriers also publish ps and vrow
+        l = l * corr + block_sum(pj, red); // block_sum's barriers also publish ps and voff
         int nk = min(ATT_THREADS, j1 - c);
         if (vec) {
-            // PV with float4 columns: G groups of dq threads, group g
-            // taking keys g, g+G, ... of the chunk (4 dims a thread).
+            // PV by 4-dim columns: G groups of dq threads, group g taking
+            // keys g, g+G, ... of the chunk.
             if (g < G) {
                 float4 acc = f4(o4.x * corr, o4.y * corr, o4.z * corr, o4.w * corr);
 #pragma unroll 4
                 for (int i = g; i < nk; i += G) {
-                    float4 vv = *reinterpret_cast<const float4*>(vrow[i] + 4 * li);
+                    float4 vv = f16x4(Vc + voff[i] + 4 * li);
                     float pi = ps[i];
                     acc.x = fmaf(pi, vv.x, acc.x); acc.y = fmaf(pi, vv.y, acc.y);
                     acc.z = fmaf(pi, vv.z, acc.z); acc.w = fmaf(pi, vv.w, acc.w);
@@ -134,13 +163,13 @@ attention(float* out, float* part, const float* q, float* Kc, float* Vc, const i
                 if (d < hd) {
                     float acc = o[k] * corr;
 #pragma unroll 8
-                    for (int i = 0; i < nk; i++) acc = fmaf(ps[i], vrow[i][d], acc);
+                    for (int i = 0; i < nk; i++) acc = fmaf(ps[i], f16f(Vc[voff[i] + d]), acc);
                     o[k] = acc;
                 }
             }
         }
         m = mnew;
-        __syncthreads(); // ps and vrow are rewritten by the next chunk
+        __syncthreads(); // ps and voff are rewritten by the next chunk
     }
     if (vec) {
         // Sum the G groups' partial outputs into o[] (thread d holds dims
@@ -162,70 +191,176 @@ attention(float* out, float* part, const float* q, float* Kc, float* Vc, const i
             }
         }
     }
+    float* orow = out + ((long long)t * heads + h) * hd;
     if (S == 1) {
         float inv = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             int d = tid + k * ATT_THREADS;
-            if (d < hd) out[((long long)t * heads + h) * hd + d] = o[k] * inv;
+            if (d < hd) orow[d] = o[k] * inv;
         }
         return;
     }
-    float* pp = part + (((long long)t * heads + h) * S + split) * (hd + 2);
+    float* pb = part + ((long long)t * heads + h) * S * (hd + 2);
+    float* pp = pb + split * (hd + 2);
     if (tid == 0) { pp[0] = m; pp[1] = l; }
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         int d = tid + k * ATT_THREADS;
         if (d < hd) pp[2 + d] = o[k];
     }
-    if (!cnt) return;
-    // Last block of this (token, head) merges: the partials are published
-    // (fence) before the ticket, and read back past L1 (ld.cg).
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) last = atomicAdd(cnt + (long long)t * heads + h, 1) == S - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    if (tid == 0) cnt[(long long)t * heads + h] = 0; // ready for the next launch (graph replays)
-    const float* pb = part + ((long long)t * heads + h) * S * (hd + 2);
-    float M = NEG_INF;
-    for (int s = 0; s < S; s++) M = fmaxf(M, ldcg(pb + s * (hd + 2)));
-    float L = 0.f;
-    for (int s = 0; s < S; s++) {
-        float ms = ldcg(pb + s * (hd + 2));
-        if (ms > NEG_INF) L += ldcg(pb + s * (hd + 2) + 1) * expf(ms - M);
-    }
-    float inv = L > 0.f ? 1.f / L : 0.f;
-    for (int d = tid; d < hd; d += ATT_THREADS) {
-        float acc = 0.f;
-        for (int s = 0; s < S; s++) {
-            float ms = ldcg(pb + s * (hd + 2));
-            if (ms > NEG_INF) acc += ldcg(pb + s * (hd + 2) + 2 + d) * expf(ms - M);
-        }
-        out[((long long)t * heads + h) * hd + d] = acc * inv;
-    }
+    if (last_block(cnt + (long long)t * heads + h, S)) merge_splits(orow, pb, S, hd, tid, ATT_THREADS);
 }
 
-// attn_combine merges the splits of one (token, head): grid (heads, tokens).
-extern "C" __global__ void attn_combine(float* out, const float* part, int heads, int hd, int S) {
-    const int h = blockIdx.x, t = blockIdx.y;
-    const float* pp = part + ((long long)t * heads + h) * S * (hd + 2);
-    float M = NEG_INF;
-    for (int s = 0; s < S; s++) M = fmaxf(M, pp[s * (hd + 2)]);
-    float L = 0.f;
-    for (int s = 0; s < S; s++) {
-        float ms = pp[s * (hd + 2)];
-        if (ms > NEG_INF) L += pp[s * (hd + 2) + 1] * expf(ms - M);
+// attn_decode: decode steps (one query token per sequence) for head dims
+// 64 and 128 with up to 8 query heads per kv head. Grid (kvHeads, tokens,
+// splits), 4 warps. One block serves all G query heads of its kv head, so
+// each K/V row is read once for the group (GQA), and a warp takes whole
+// keys: lane l holds dims [l*HD/32, (l+1)*HD/32) of each row, the G dot
+// products are warp reductions, and the online softmax state sits in
+// registers, so the key loop has no block barriers (the generic kernel's
+// per-chunk block reductions made a decode call ~15-20 us at 200 keys).
+// DU keys per warp iteration keep 2*DU row loads in flight. The step's own
+// key and value are read from k/v rows (kin, vin: f32, row stride ldk),
+// and warp 0 of split 0 stores them into the cache, so no kv_store launch
+// runs and nothing in the launch reads a slot being written. The 4 warps
+// merge through shared memory; with splits, the last block of each (token,
+// kv head) merges the splits (cnt: zeroed counters, one per (token, kv
+// head), left zero again).
+#define AD_G 8  // most query heads per kv head
+#define AD_DU 4 // keys per warp iteration
+template <int HD>
+DEV void attn_decode_impl(float* out, float* part, const float* q, u16* Kc, u16* Vc, const int* pos,
+                          const int* tok2seq, const int* btab, int btStride, int bs, int heads, int kvh, float scale,
+                          int window, float softcap, const float* kin, const float* vin, int ldk, int* cnt) {
+    constexpr int VPL = HD / 32; // dims per lane: 2 or 4
+    __shared__ float wm[4][AD_G], wl[4][AD_G];
+    __shared__ float wo[4][AD_G][HD];
+    const int kh = blockIdx.x, t = blockIdx.y, split = blockIdx.z, S = gridDim.z;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int G = heads / kvh;
+    const int p = pos[t];
+    const int first = window > 0 ? max(0, p - window + 1) : 0;
+    const int n = p - first + 1;
+    const int per = (n + S - 1) / S;
+    const int j0 = first + split * per, j1 = min(j0 + per, p + 1);
+    const int* bt = btab + (long long)tok2seq[t] * btStride;
+    const float* kself = kin + (long long)t * ldk + kh * HD + lane * VPL;
+    const float* vself = vin + (long long)t * ldk + kh * HD + lane * VPL;
+    if (split == 0 && warp == 0) {
+        long long dst = ((bt[p / bs] * (long long)kvh + kh) * bs + p % bs) * HD + lane * VPL;
+#pragma unroll
+        for (int i = 0; i < VPL; i++) Kc[dst + i] = f16bits(kself[i]), Vc[dst + i] = f16bits(vself[i]);
     }
-    float inv = L > 0.f ? 1.f / L : 0.f;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.f;
-        for (int s = 0; s < S; s++) {
-            float ms = pp[s * (hd + 2)];
-            if (ms > NEG_INF) acc += pp[s * (hd + 2) + 2 + d] * expf(ms - M);
+    float qv[AD_G][VPL];
+#pragma unroll
+    for (int g = 0; g < AD_G; g++)
+#pragma unroll
+        for (int i = 0; i < VPL; i++)
+            qv[g][i] = g < G ? q[((long long)t * heads + kh * G + g) * HD + lane * VPL + i] * scale : 0.f;
+    float m[AD_G], l[AD_G], acc[AD_G][VPL];
+#pragma unroll
+    for (int g = 0; g < AD_G; g++) {
+        m[g] = NEG_INF, l[g] = 0.f;
+#pragma unroll
+        for (int i = 0; i < VPL; i++) acc[g][i] = 0.f;
+    }
+    for (int c = j0 + warp * AD_DU; c < j1; c += 4 * AD_DU) {
+        float kr[AD_DU][VPL], vr[AD_DU][VPL];
+#pragma unroll
+        for (int u = 0; u < AD_DU; u++) {
+            const int j = c + u;
+            if (j < j1 && j != p) {
+                long long off = ((bt[j / bs] * (long long)kvh + kh) * bs + j % bs) * HD + lane * VPL;
+                if (VPL == 4) {
+                    float4 a = f16x4(Kc + off), b = f16x4(Vc + off);
+                    kr[u][0] = a.x, kr[u][1] = a.y, kr[u][2] = a.z, kr[u][3] = a.w;
+                    vr[u][0] = b.x, vr[u][1] = b.y, vr[u][2] = b.z, vr[u][3] = b.w;
+                } else {
+                    u32 a = *reinterpret_cast<const u32*>(Kc + off), b = *reinterpret_cast<const u32*>(Vc + off);
+                    kr[u][0] = f16f((u16)(a & 0xffffu)), kr[u][1] = f16f((u16)(a >> 16));
+                    vr[u][0] = f16f((u16)(b & 0xffffu)), vr[u][1] = f16f((u16)(b >> 16));
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < VPL; i++) {
+                    kr[u][i] = j == p ? kself[i] : 0.f;
+                    vr[u][i] = j == p ? vself[i] : 0.f;
+                }
+            }
         }
-        out[((long long)t * heads + h) * hd + d] = acc * inv;
+#pragma unroll
+        for (int g = 0; g < AD_G; g++) {
+            if (g >= G) break;
+            float s[AD_DU];
+#pragma unroll
+            for (int u = 0; u < AD_DU; u++) {
+                float d = 0.f;
+#pragma unroll
+                for (int i = 0; i < VPL; i++) d = fmaf(qv[g][i], kr[u][i], d);
+                s[u] = warp_sum(d);
+                if (softcap > 0.f) s[u] = softcap * tanhf(s[u] / softcap);
+                if (c + u >= j1) s[u] = NEG_INF;
+            }
+            float mn = m[g];
+#pragma unroll
+            for (int u = 0; u < AD_DU; u++) mn = fmaxf(mn, s[u]);
+            const float corr = m[g] == NEG_INF ? 0.f : expf(m[g] - mn);
+            l[g] *= corr;
+#pragma unroll
+            for (int i = 0; i < VPL; i++) acc[g][i] *= corr;
+#pragma unroll
+            for (int u = 0; u < AD_DU; u++) {
+                const float pu = s[u] == NEG_INF ? 0.f : expf(s[u] - mn);
+                l[g] += pu;
+#pragma unroll
+                for (int i = 0; i < VPL; i++) acc[g][i] = fmaf(pu, vr[u][i], acc[g][i]);
+            }
+            m[g] = mn;
+        }
     }
+    // Merge the 4 warps.
+#pragma unroll
+    for (int g = 0; g < AD_G; g++) {
+        if (g >= G) break;
+        if (lane == 0) wm[warp][g] = m[g], wl[warp][g] = l[g];
+#pragma unroll
+        for (int i = 0; i < VPL; i++) wo[warp][g][lane * VPL + i] = acc[g][i];
+    }
+    __syncthreads();
+    float* pb0 = part + ((long long)t * heads + kh * G) * S * (HD + 2);
+    for (int e = threadIdx.x; e < G * HD; e += 128) {
+        const int g = e / HD, d = e - g * HD;
+        float M = NEG_INF;
+#pragma unroll
+        for (int w = 0; w < 4; w++) M = fmaxf(M, wm[w][g]);
+        float L = 0.f, o = 0.f;
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            const float f = wm[w][g] == NEG_INF ? 0.f : expf(wm[w][g] - M);
+            L += wl[w][g] * f;
+            o += wo[w][g][d] * f;
+        }
+        if (S == 1) {
+            out[((long long)t * heads + kh * G + g) * HD + d] = L > 0.f ? o / L : 0.f;
+        } else {
+            float* pp = pb0 + ((long long)g * S + split) * (HD + 2);
+            if (d == 0) pp[0] = M, pp[1] = L;
+            pp[2 + d] = o;
+        }
+    }
+    if (S == 1 || !last_block(cnt + (long long)t * kvh + kh, S)) return;
+    // Last split block: merge each of the G heads, one warp per head.
+    for (int g = warp; g < G; g += 4)
+        merge_splits(out + ((long long)t * heads + kh * G + g) * HD, pb0 + (long long)g * S * (HD + 2), S, HD, lane, 32);
 }
+#define ATTN_DECODE(HD)                                                                                              \
+    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD(                                              \
+        float* out, float* part, const float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,                \
+        const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window, float softcap,           \
+        const float* kin, const float* vin, int ldk, int* cnt) {                                                      \
+        grid_dep_start();                                                                                             \
+        attn_decode_impl<HD>(out, part, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window,     \
+                             softcap, kin, vin, ldk, cnt);                                                            \
+    }
+ATTN_DECODE(64) ATTN_DECODE(128)

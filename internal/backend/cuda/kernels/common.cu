@@ -22,6 +22,8 @@ DEV void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;" ::
 DEV void grid_dep_wait() {}
 DEV void grid_dep_launch() {}
 #endif
+// prefetch_l2 asks for the line holding p to be brought into L2.
+DEV void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 // grid_dep_start is the usual prologue: let the next kernel launch, then
 // wait for the previous one.
 DEV void grid_dep_start() {

@@ -116,6 +116,8 @@ DEV void finish(float (&acc)[NR][MR], float* y, const float* bias, int row0, int
 template <int BITS, class SB, int MR, int NR>
 DEV void qgemv_impl(GEMV_PARAMS) {
     constexpr int EPW = 32 / BITS, EPC = 4 * EPW; // elements per word, per 16-byte chunk
+    grid_dep_launch();
+    if (eidx) grid_dep_wait(); // the expert ids come from the routing kernel
     rebase(y, x, w, sb, M, MR, ldy, ldx, eidx, topk, eslot, wstride, sbstride);
     const int nc = K / EPC, ng = K >> gshift;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -128,6 +130,13 @@ DEV void qgemv_impl(GEMV_PARAMS) {
         wr[r] = reinterpret_cast<const uint4*>(w + (long long)rr * (K / EPW));
         sr[r] = sb + (long long)rr * ng * (sizeof(typename SB::raw) / 4);
     }
+    // Weights do not depend on the previous kernel: start pulling this
+    // lane's chunks into L2 while that kernel finishes (PDL), then wait
+    // for x.
+    for (int c = warp * 32 + lane; c < nc; c += 32 * QW)
+#pragma unroll
+        for (int r = 0; r < NR; r++) prefetch_l2(wr[r] + c);
+    grid_dep_wait();
     float acc[NR][MR];
 #pragma unroll
     for (int r = 0; r < NR; r++)
@@ -215,6 +224,7 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
     constexpr int EPW = 32 / BITS, EPC = 4 * EPW;
     const int nc = K / EPC, ng = K >> gshift, nw = K / EPW;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    grid_dep_launch();
     int bx = blockIdx.x;
     const u32 *wa = w0, *sa = sb0, *wb = w1, *sbb = sb1;
     int Na = N0, row0, half = 0;
@@ -253,6 +263,9 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
 #pragma unroll
         for (int r = 0; r < NR; r++) sv[r] = SB::load(sr[r], (c * EPC) >> gshift);
     }
+    // The first chunk's weights are in flight; x comes from the previous
+    // kernel (PDL: this block may have started before it finished).
+    grid_dep_wait();
     for (; c < nc; c += 32 * QW) {
         const int cn = c + 32 * QW;
         uint4 pw[NR];
@@ -444,6 +457,7 @@ DEV void qgemv_rows_impl(GEMV_PARAMS) {
     }
 #define QGEMVR(BITS, SBN, SBT, MR, J)                                                         \
     extern "C" __global__ void __launch_bounds__(128) qgemv##BITS##_##SBN##_##MR(GEMV_PARAMS) {  \
+        grid_dep_start();                                                                     \
         qgemv_rows_impl<BITS, SBT, MR, 4, J>(GEMV_ARGS);                                      \
     }
 QGEMV1(4, bf, SBbf) QGEMV1(4, f32, SBf32) QGEMV1(8, bf, SBbf) QGEMV1(8, f32, SBf32)
@@ -479,8 +493,8 @@ DEV void qgemv_gen(GEMV_PARAMS, int bits) {
         if (lane == 0 && m < M) y[(long long)m * ldy + row] = v + (bias ? bias[row] : 0.f);
     }
 }
-extern "C" __global__ void __launch_bounds__(128) qgemvgen_bf(GEMV_PARAMS, int bits) { qgemv_gen<SBbf>(GEMV_ARGS, bits); }
-extern "C" __global__ void __launch_bounds__(128) qgemvgen_f32(GEMV_PARAMS, int bits) { qgemv_gen<SBf32>(GEMV_ARGS, bits); }
+extern "C" __global__ void __launch_bounds__(128) qgemvgen_bf(GEMV_PARAMS, int bits) { grid_dep_start(); qgemv_gen<SBbf>(GEMV_ARGS, bits); }
+extern "C" __global__ void __launch_bounds__(128) qgemvgen_f32(GEMV_PARAMS, int bits) { grid_dep_start(); qgemv_gen<SBf32>(GEMV_ARGS, bits); }
 
 // Dense weights (f32, bf16, f16). The fast form reads 16 bytes per lane;
 // dgemvs is the element-wise fallback for rows that are not 16-byte
@@ -552,6 +566,7 @@ DEV void dgemv_impl(GEMV_PARAMS) {
 }
 #define DGEMV(TN, TT, MR, J)                                                                \
     extern "C" __global__ void __launch_bounds__(256) dgemv_##TN##_##MR(GEMV_PARAMS) {       \
+        grid_dep_start();                                                                   \
         dgemv_impl<TT, MR, 4, J>(GEMV_ARGS);                                                \
     }
 DGEMV(f32, F32, 1, 2) DGEMV(f32, F32, 2, 2) DGEMV(f32, F32, 4, 1) DGEMV(f32, F32, 8, 1)
@@ -580,9 +595,9 @@ DEV void dgemv_s(GEMV_PARAMS) {
         if (lane == 0 && m < M) y[(long long)m * ldy + row] = v + (bias ? bias[row] : 0.f);
     }
 }
-extern "C" __global__ void __launch_bounds__(128) dgemvs_f32(GEMV_PARAMS) { dgemv_s<F32>(GEMV_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) dgemvs_bf16(GEMV_PARAMS) { dgemv_s<BF16>(GEMV_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) dgemvs_f16(GEMV_PARAMS) { dgemv_s<F16>(GEMV_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) dgemvs_f32(GEMV_PARAMS) { grid_dep_start(); dgemv_s<F32>(GEMV_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) dgemvs_bf16(GEMV_PARAMS) { grid_dep_start(); dgemv_s<BF16>(GEMV_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) dgemvs_f16(GEMV_PARAMS) { grid_dep_start(); dgemv_s<F16>(GEMV_ARGS); }
 
 // Weight conversion for the cuBLAS path (many rows): dequantize a whole
 // matrix (or one expert) to f32 so the product runs in TF32 on f32
@@ -599,10 +614,10 @@ DEV void dequant_f32(float* __restrict__ out, const u32* __restrict__ w, const u
         out[i] = s * (float)qval(w + r * nw, e, bits) + b;
     }
 }
-extern "C" __global__ void dequant_f32_bf(float* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) {
+extern "C" __global__ void dequant_f32_bf(float* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) { grid_dep_start();
     dequant_f32<SBbf>(out, w, sb, N, K, bits, gshift);
 }
-extern "C" __global__ void dequant_f32_f32(float* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) {
+extern "C" __global__ void dequant_f32_f32(float* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) { grid_dep_start();
     dequant_f32<SBf32>(out, w, sb, N, K, bits, gshift);
 }
 template <class T>
@@ -610,10 +625,10 @@ DEV void widen(float* __restrict__ out, const typename T::T* __restrict__ in, lo
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         out[i] = T::at(in, i);
 }
-extern "C" __global__ void bf16_to_f32(float* out, const u16* in, long long n) { widen<BF16>(out, in, n); }
-extern "C" __global__ void f16_to_f32(float* out, const u16* in, long long n) { widen<F16>(out, in, n); }
+extern "C" __global__ void bf16_to_f32(float* out, const u16* in, long long n) { grid_dep_start(); widen<BF16>(out, in, n); }
+extern "C" __global__ void f16_to_f32(float* out, const u16* in, long long n) { grid_dep_start(); widen<F16>(out, in, n); }
 // add_bias adds bias[n] to every row of y[m, n] (the cuBLAS path).
-extern "C" __global__ void add_bias(float* y, const float* bias, int M, int N) {
+extern "C" __global__ void add_bias(float* y, const float* bias, int M, int N) { grid_dep_start();
     long long n = (long long)M * N;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         y[i] += bias[i % N];

@@ -6,7 +6,7 @@
 #define GRID_STRIDE(i, n) \
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
 
-extern "C" __global__ void fill_f32(float* p, float v, long long n) { GRID_STRIDE(i, n) p[i] = v; }
+extern "C" __global__ void fill_f32(float* p, float v, long long n) { grid_dep_start(); GRID_STRIDE(i, n) p[i] = v; }
 
 // Embedding rows: dst[r] = table[tokens[r]], one block per row.
 template <class T>
@@ -14,9 +14,9 @@ DEV void embed_dense(float* dst, const typename T::T* table, const int* tokens, 
     long long id = tokens[blockIdx.x];
     for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[(long long)blockIdx.x * cols + c] = T::at(table, id * cols + c);
 }
-extern "C" __global__ void embed_f32(float* d, const float* t, const int* tok, int cols) { embed_dense<F32>(d, t, tok, cols); }
-extern "C" __global__ void embed_bf16(float* d, const u16* t, const int* tok, int cols) { embed_dense<BF16>(d, t, tok, cols); }
-extern "C" __global__ void embed_f16(float* d, const u16* t, const int* tok, int cols) { embed_dense<F16>(d, t, tok, cols); }
+extern "C" __global__ void embed_f32(float* d, const float* t, const int* tok, int cols) { grid_dep_start(); embed_dense<F32>(d, t, tok, cols); }
+extern "C" __global__ void embed_bf16(float* d, const u16* t, const int* tok, int cols) { grid_dep_start(); embed_dense<BF16>(d, t, tok, cols); }
+extern "C" __global__ void embed_f16(float* d, const u16* t, const int* tok, int cols) { grid_dep_start(); embed_dense<F16>(d, t, tok, cols); }
 
 template <class SB>
 DEV void embed_q(float* dst, const u32* w, const u32* sb, const int* tokens, int cols, int bits, int gshift) {
@@ -29,16 +29,16 @@ DEV void embed_q(float* dst, const u32* w, const u32* sb, const int* tokens, int
         dst[(long long)blockIdx.x * cols + c] = s * (float)qval(row, c, bits) + b;
     }
 }
-extern "C" __global__ void embedq_bf(float* d, const u32* w, const u32* sb, const int* tok, int cols, int bits, int gs) {
+extern "C" __global__ void embedq_bf(float* d, const u32* w, const u32* sb, const int* tok, int cols, int bits, int gs) { grid_dep_start();
     embed_q<SBbf>(d, w, sb, tok, cols, bits, gs);
 }
-extern "C" __global__ void embedq_f32(float* d, const u32* w, const u32* sb, const int* tok, int cols, int bits, int gs) {
+extern "C" __global__ void embedq_f32(float* d, const u32* w, const u32* sb, const int* tok, int cols, int bits, int gs) { grid_dep_start();
     embed_q<SBf32>(d, w, sb, tok, cols, bits, gs);
 }
 
 // RMSNorm, one block per row. dst may alias x: each thread reads its
 // elements before the reduction and writes the same ones after it.
-extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int cols, float eps) {
+extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int cols, float eps) { grid_dep_start();
     __shared__ float red[32];
     const float* xr = x + (long long)blockIdx.x * cols;
     float* dr = dst + (long long)blockIdx.x * cols;
@@ -54,7 +54,7 @@ extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, i
 // records it in place of an Add followed by such an RMSNorm; both outputs
 // are written. One block per row.
 extern "C" __global__ void add_rmsnorm(float* sum, const float* a, const float* b, float* dst, const float* w, int cols,
-                                       float eps) {
+                                       float eps) { grid_dep_start();
     __shared__ float red[32];
     long long o = (long long)blockIdx.x * cols;
     float ss = 0.f;
@@ -75,7 +75,7 @@ extern "C" __global__ void add_rmsnorm(float* sum, const float* a, const float* 
 // (rows, heads). The angle is taken in double: at position 1e5 a float
 // angle is off by ~1e-2 rad.
 extern "C" __global__ void rope(float* x, const int* pos, const float* invf, int heads, int headDim, int half, float scale,
-                                int ld) {
+                                int ld) { grid_dep_start();
     float* v = x + (long long)blockIdx.x * ld + blockIdx.y * headDim;
     double p = (double)pos[blockIdx.x];
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
@@ -91,7 +91,7 @@ extern "C" __global__ void rope(float* x, const int* pos, const float* invf, int
 // rope2 rotates two tensors at the same positions (a layer's q and k) in
 // one launch: grid (rows, heads1 + heads2).
 extern "C" __global__ void rope2(float* x1, int heads1, int ld1, float* x2, int ld2, const int* pos, const float* invf,
-                                 int headDim, int half, float scale) {
+                                 int headDim, int half, float scale) { grid_dep_start();
     int h = blockIdx.y;
     float* v = h < heads1 ? x1 + (long long)blockIdx.x * ld1 + h * headDim
                           : x2 + (long long)blockIdx.x * ld2 + (h - heads1) * headDim;
@@ -106,28 +106,28 @@ extern "C" __global__ void rope2(float* x1, int heads1, int ld1, float* x2, int 
     }
 }
 
-extern "C" __global__ void gated_silu(float* d, const float* g, const float* u, long long n) {
+extern "C" __global__ void gated_silu(float* d, const float* g, const float* u, long long n) { grid_dep_start();
     GRID_STRIDE(i, n) { float x = g[i]; d[i] = x / (1.f + expf(-x)) * u[i]; }
 }
-extern "C" __global__ void gated_gelu(float* d, const float* g, const float* u, long long n) {
+extern "C" __global__ void gated_gelu(float* d, const float* g, const float* u, long long n) { grid_dep_start();
     GRID_STRIDE(i, n) {
         float x = g[i];
         d[i] = 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
     }
 }
-extern "C" __global__ void add_f32(float* d, const float* a, const float* b, long long n) { GRID_STRIDE(i, n) d[i] = a[i] + b[i]; }
-extern "C" __global__ void scale_f32(float* x, float s, long long n) { GRID_STRIDE(i, n) x[i] *= s; }
-extern "C" __global__ void softcap_f32(float* x, float c, long long n) { GRID_STRIDE(i, n) x[i] = c * tanhf(x[i] / c); }
+extern "C" __global__ void add_f32(float* d, const float* a, const float* b, long long n) { grid_dep_start(); GRID_STRIDE(i, n) d[i] = a[i] + b[i]; }
+extern "C" __global__ void scale_f32(float* x, float s, long long n) { grid_dep_start(); GRID_STRIDE(i, n) x[i] *= s; }
+extern "C" __global__ void softcap_f32(float* x, float c, long long n) { grid_dep_start(); GRID_STRIDE(i, n) x[i] = c * tanhf(x[i] / c); }
 
 // gather_rows copies src rows rows[i] to dst row i (one block per row).
-extern "C" __global__ void gather_rows(float* dst, const float* src, const int* rows, int cols) {
+extern "C" __global__ void gather_rows(float* dst, const float* src, const int* rows, int cols) { grid_dep_start();
     const float* s = src + (long long)rows[blockIdx.x] * cols;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[(long long)blockIdx.x * cols + c] = s[c];
 }
 
 // argmax_rows: the first index of the largest value of each row (NaN never
 // wins, matching a `v > best` scan). One block per row.
-extern "C" __global__ void argmax_rows(int* out, const float* x, int cols) {
+extern "C" __global__ void argmax_rows(int* out, const float* x, int cols) { grid_dep_start();
     __shared__ float bv[32];
     __shared__ int bi[32];
     const float* xr = x + (long long)blockIdx.x * cols;
@@ -163,7 +163,7 @@ extern "C" __global__ void argmax_rows(int* out, const float* x, int cols) {
 // moe_route: softmax over each token's router logits, top-k (ties to the
 // lower expert id), optional renormalisation; one thread per token. Done in
 // double like the CPU reference, so the chosen experts agree.
-extern "C" __global__ void moe_route(const float* logits, int T, int E, int topk, int renorm, int* idx, float* wts) {
+extern "C" __global__ void moe_route(const float* logits, int T, int E, int topk, int renorm, int* idx, float* wts) { grid_dep_start();
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= T) return;
     const float* l = logits + (long long)t * E;
@@ -204,7 +204,7 @@ DEV double dshfl_xor(double v, int o) {
     asm("mov.b64 %0, {%1,%2};" : "=d"(r) : "r"(lo), "r"(hi));
     return r;
 }
-extern "C" __global__ void moe_route_w(const float* logits, int T, int E, int topk, int renorm, int* idx, float* wts) {
+extern "C" __global__ void moe_route_w(const float* logits, int T, int E, int topk, int renorm, int* idx, float* wts) { grid_dep_start();
     const int t = blockIdx.x, lane = threadIdx.x;
     const float* l = logits + (long long)t * E;
     float mf = NEG_INF;
@@ -243,7 +243,7 @@ extern "C" __global__ void moe_route_w(const float* logits, int T, int E, int to
 
 // moe_sum: dst[t] = sum over slots of wts[t, slot] * y[slot][t] (the
 // grouped path's slots in one pass), one block per token row.
-extern "C" __global__ void moe_sum(float* dst, const float* y, const float* wts, int T, int topk, int cols) {
+extern "C" __global__ void moe_sum(float* dst, const float* y, const float* wts, int T, int topk, int cols) { grid_dep_start();
     const int t = blockIdx.x;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
         float acc = 0.f;
@@ -253,7 +253,7 @@ extern "C" __global__ void moe_sum(float* dst, const float* y, const float* wts,
 }
 
 // moe_accum: dst (+)= wts[t, slot] * y, one block per token row.
-extern "C" __global__ void moe_accum(float* dst, const float* y, const float* wts, int topk, int slot, int cols, int first) {
+extern "C" __global__ void moe_accum(float* dst, const float* y, const float* wts, int topk, int slot, int cols, int first) { grid_dep_start();
     float wgt = wts[blockIdx.x * topk + slot];
     long long o = (long long)blockIdx.x * cols;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[o + c] = (first ? 0.f : dst[o + c]) + wgt * y[o + c];
@@ -261,4 +261,4 @@ extern "C" __global__ void moe_accum(float* dst, const float* y, const float* wt
 
 // copy_f32x4 is the bandwidth yardstick the GEMV kernels are compared with
 // in the benchmarks: a plain 16-byte-per-thread copy.
-extern "C" __global__ void copy_f32x4(float4* dst, const float4* src, long long n) { GRID_STRIDE(i, n) dst[i] = src[i]; }
+extern "C" __global__ void copy_f32x4(float4* dst, const float4* src, long long n) { grid_dep_start(); GRID_STRIDE(i, n) dst[i] = src[i]; }

@@ -194,6 +194,7 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
 }
 #define QMMA(NAME, SBT, NT, D)                                                                                     \
     extern "C" __global__ void __launch_bounds__(32 * QMMA_W) NAME(GEMV_PARAMS) {                                  \
+        grid_dep_start();                                                                                          \
         qmma4_impl<SBT, NT, D>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);                                      \
     }
 // Defaults: 4 slabs in flight (2 with 32 rows, for registers); _d2/_d8
@@ -214,7 +215,7 @@ DEV u16 bf16rn(float f) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return (u16)(u >> 16);
 }
-extern "C" __global__ void f32_to_bf16(u16* out, const float* in, long long n) {
+extern "C" __global__ void f32_to_bf16(u16* out, const float* in, long long n) { grid_dep_start();
     GRID_STRIDE(i, n) out[i] = bf16rn(in[i]);
 }
 // dequant_bf16: 4 and 8 bits, 8 elements (one 4-bit word or two 8-bit
@@ -257,9 +258,9 @@ DEV void dequant_bf16(u16* __restrict__ out, const u32* __restrict__ w, const u3
         out[i] = bf16rn(s * (float)qval(w + r * nw, e, bits) + b);
     }
 }
-extern "C" __global__ void dequant_bf16_bf(u16* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) {
+extern "C" __global__ void dequant_bf16_bf(u16* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) { grid_dep_start();
     dequant_bf16<SBbf>(out, w, sb, N, K, bits, gshift);
 }
-extern "C" __global__ void dequant_bf16_f32(u16* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) {
+extern "C" __global__ void dequant_bf16_f32(u16* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) { grid_dep_start();
     dequant_bf16<SBf32>(out, w, sb, N, K, bits, gshift);
 }
