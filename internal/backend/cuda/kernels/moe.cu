@@ -1,0 +1,150 @@
+// Grouped expert GEMM for MoE steps with many tokens (prefill).
+//
+// The per-token path (gemv.cu, eidx) reads each chosen expert's weights
+// once per token: a 512-token prompt of a 128-expert, top-8 model reads
+// every expert ~32 times per layer. Here the (token, slot) pairs are
+// sorted by expert on the device, each expert's run padded to a multiple
+// of MOE_TILE rows (as vLLM's moe_align_block_size), and one tensor-core
+// block takes a tile of MOE_TILE rows of one expert: the weights are read
+// once per tile instead of once per row.
+//
+// Pipeline (no host sync, so a step stays capturable in a graph):
+//   moe_align      counts, padded offsets, sorted pairs, tile -> expert
+//   moe_gather     x rows into expert order (padding rows zero)
+//   moe_qmma4_*    gate and up (grid.z) on the tensor cores, 4-bit weights
+//                  dequantized on the fly by qmma4_impl (mma.cu)
+//   moe_act        act(gate) * up over the real tiles only
+//   moe_qmma4_*    down
+//   moe_unsort_sum dst[t] = sum_k wts[t,k] * y[row of (t,k)], fixed k order
+//
+// Rows of a tile are independent columns of the mma (the activation scale
+// is per row and slab), so a row's result does not depend on which other
+// rows share its tile: the atomics that order the rows inside an expert's
+// run change nothing in the output.
+
+#define MOE_TILE 32    // rows per tile: qmma4_impl with NT = 4 column tiles of 8
+#define MOE_MAXE 1024  // experts the align kernel's shared counters hold
+
+// moe_align: one block. idx holds P = T*topk expert ids (pair i = t*topk +
+// slot). Writes sorted[row] = pair or -1 (padding) for rows below
+// ntiles*MOE_TILE, inv[pair] = its row, tileE[tile] = expert, *ntiles.
+extern "C" __global__ void __launch_bounds__(1024) moe_align(const int* idx, int P, int E, int* sorted, int* inv, int* tileE,
+                                                             int* ntiles) {
+    __shared__ int cnt[MOE_MAXE], off[MOE_MAXE + 1];
+    const int tid = threadIdx.x, lane = tid & 31;
+    for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0;
+    grid_dep_start();
+    __syncthreads();
+    for (int i = tid; i < P; i += blockDim.x) atomicAdd(&cnt[idx[i]], 1);
+    __syncthreads();
+    // Exclusive scan of the padded counts by warp 0, 32 experts a round.
+    if (tid < 32) {
+        int run = 0;
+        for (int base = 0; base < E; base += 32) {
+            const int e = base + lane;
+            const int c = e < E ? (cnt[e] + MOE_TILE - 1) / MOE_TILE * MOE_TILE : 0;
+            int s = c;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                int v = __shfl_up_sync(0xffffffffu, s, o);
+                if (lane >= o) s += v;
+            }
+            if (e < E) off[e] = run + s - c;
+            run += __shfl_sync(0xffffffffu, s, 31);
+        }
+        if (lane == 0) {
+            off[E] = run;
+            *ntiles = run / MOE_TILE;
+        }
+    }
+    __syncthreads();
+    for (int e = tid; e < E; e += blockDim.x) {
+        for (int r = off[e]; r < off[e + 1]; r += MOE_TILE) tileE[r / MOE_TILE] = e;
+        for (int r = off[e] + cnt[e]; r < off[e + 1]; r++) sorted[r] = -1;
+    }
+    __syncthreads();
+    for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0; // now the fill counters
+    __syncthreads();
+    for (int i = tid; i < P; i += blockDim.x) {
+        const int e = idx[i];
+        const int r = off[e] + atomicAdd(&cnt[e], 1);
+        sorted[r] = i;
+        inv[i] = r;
+    }
+}
+
+// moe_gather: xs[row] = x[token of sorted[row]] (zeros for padding), one
+// block per tile; blocks past the real tile count exit at once.
+extern "C" __global__ void moe_gather(float* xs, const float* x, const int* sorted, const int* ntiles, int topk, int K) {
+    grid_dep_start();
+    if ((int)blockIdx.x >= *ntiles) return;
+    const int K4 = K >> 2;
+    for (int r = 0; r < MOE_TILE; r++) {
+        const long long row = (long long)blockIdx.x * MOE_TILE + r;
+        const int p = sorted[row];
+        float4* d = reinterpret_cast<float4*>(xs + row * K);
+        if (p < 0) {
+            for (int c = threadIdx.x; c < K4; c += blockDim.x) d[c] = f4(0.f, 0.f, 0.f, 0.f);
+        } else {
+            const float4* s = reinterpret_cast<const float4*>(x + (long long)(p / topk) * K);
+            for (int c = threadIdx.x; c < K4; c += blockDim.x) d[c] = s[c];
+        }
+    }
+}
+
+// moe_qmma4: y[tile rows, N] = xs[tile rows, K] @ W_e^T for the tile's
+// expert e (blockIdx.y = tile, blockIdx.x = 32 output rows). blockIdx.z
+// picks the matrix: 0 (w0, y0), 1 (w1, y1), so gate and up share a launch.
+// Requirements as qmma4_impl: 4 bits, group >= 64, K % 64 == 0. The
+// kernels call grid_dep_start first: ntiles and tileE come from moe_align.
+template <class SB>
+DEV void moe_qmma4(float* y0, float* y1, const float* xs, const u32* w0, const u32* sb0, const u32* w1, const u32* sb1,
+                   const int* tileE, const int* ntiles, int N, int K, int gshift, long long wstride, long long sbstride) {
+    const int tile = blockIdx.y;
+    if (tile >= *ntiles) return; // block-uniform: qmma4_impl's barriers see every thread
+    const long long e = tileE[tile];
+    float* y = blockIdx.z ? y1 : y0;
+    const u32* w = blockIdx.z ? w1 : w0;
+    const u32* sb = blockIdx.z ? sb1 : sb0;
+    const long long r0 = (long long)tile * MOE_TILE;
+    qmma4_impl<SB, MOE_TILE / 8, 2>(y + r0 * N, xs + r0 * K, w + e * wstride, sb + e * sbstride, nullptr, N, K, MOE_TILE,
+                                    gshift, N, K);
+}
+#define MOE_QMMA_PARAMS                                                                                              \
+    float *y0, float *y1, const float *xs, const u32 *w0, const u32 *sb0, const u32 *w1, const u32 *sb1,              \
+        const int *tileE, const int *ntiles, int N, int K, int gshift, long long wstride, long long sbstride
+#define MOE_QMMA_ARGS y0, y1, xs, w0, sb0, w1, sb1, tileE, ntiles, N, K, gshift, wstride, sbstride
+extern "C" __global__ void __launch_bounds__(256) moe_qmma4_bf(MOE_QMMA_PARAMS) {
+    grid_dep_start();
+    moe_qmma4<SBbf>(MOE_QMMA_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256) moe_qmma4_f32(MOE_QMMA_PARAMS) {
+    grid_dep_start();
+    moe_qmma4<SBf32>(MOE_QMMA_ARGS);
+}
+
+// moe_act: g = act(g) * u over the real tiles' rows (act 1: SiLU, 2: GELU
+// tanh, the formulas of gated_silu and gated_gelu), one block per tile.
+extern "C" __global__ void moe_act(float* g, const float* u, const int* ntiles, int N, int act) {
+    grid_dep_start();
+    if ((int)blockIdx.x >= *ntiles) return;
+    const long long o = (long long)blockIdx.x * MOE_TILE * N;
+    for (int i = threadIdx.x; i < MOE_TILE * N; i += blockDim.x) {
+        const float x = g[o + i];
+        const float a = act == 2 ? 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)))
+                                 : x / (1.f + expf(-x));
+        g[o + i] = a * u[o + i];
+    }
+}
+
+// moe_unsort_sum: dst[t] = sum over slots k (in order) of wts[t,k] * y[inv[t*topk+k]],
+// one block per token.
+extern "C" __global__ void moe_unsort_sum(float* dst, const float* y, const float* wts, const int* inv, int topk, int cols) {
+    grid_dep_start();
+    const int t = blockIdx.x;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        float acc = 0.f;
+        for (int k = 0; k < topk; k++) acc = fmaf(wts[t * topk + k], y[(long long)inv[t * topk + k] * cols + c], acc);
+        dst[(long long)t * cols + c] = acc;
+    }
+}

@@ -1,0 +1,126 @@
+//go:build linux
+
+package cuda
+
+import (
+	"os"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+)
+
+// Grouped expert GEMM for MoE steps with many tokens (kernels/moe.cu).
+// The per-token path in MoE reads each chosen expert's weights once per
+// token; a prefill chunk of hundreds of tokens then re-reads every expert
+// tens of times per layer. Here the (token, slot) pairs are sorted by
+// expert on the device and each expert's weights are read once per tile
+// of moeTile rows, on the tensor cores (qmma4_impl, 4-bit weights).
+
+// moeGEMMRows is the token count from which MoE takes the grouped path.
+// Below it a step's pairs spread too thinly over the experts for tiles to
+// share weight reads (a decode step: 1 row per expert), and the per-token
+// GEMVs, which need no sorting pass, win. Not measured: 32 is where Linear
+// also leaves the GEMV kernels (gemmRows), and with top-8 of 128 experts it
+// is 2 rows per expert on average.
+const moeGEMMRows = 32
+
+const (
+	moeTile = 32   // MOE_TILE in moe.cu: rows per tile
+	moeMaxE = 1024 // MOE_MAXE: experts moe_align can count
+)
+
+// moeGEMMOn: MLXCEL_CUDA_MOEGEMM=0 keeps every step on the per-token path
+// (for comparison).
+var moeGEMMOn = os.Getenv("MLXCEL_CUDA_MOEGEMM") != "0"
+
+// moeGEMMApplies reports whether the grouped path can run this MoE call:
+// enough tokens, 4-bit experts with groups of 64 or more (the qmma4
+// layout), gate and up quantized alike (one launch runs both), widths that
+// are multiples of 64, and sizes within the kernels' grids.
+func (b *Backend) moeGEMMApplies(s *Tensor, gw, uw, dw *weight, E, topk int) bool {
+	T, hidden, inter := s.rows, s.cols, gw.out
+	if !moeGEMMOn || T < moeGEMMRows || E > moeMaxE || hidden%64 != 0 || inter%64 != 0 || s.ptr%16 != 0 {
+		return false
+	}
+	for _, w := range []*weight{gw, uw, dw} {
+		if !w.quant || w.bits != 4 || w.gshft < 6 || w.experts != E {
+			return false
+		}
+	}
+	if uw.out != inter || uw.in != hidden || uw.group != gw.group || uw.sbF32 != gw.sbF32 {
+		return false
+	}
+	return moeMaxTiles(T*topk, E) <= 65535 // grid.y
+}
+
+// moeMaxTiles bounds the tiles of P pairs over E experts: each expert's
+// run is padded to a multiple of moeTile, at most moeTile-1 rows more
+// than its count, and every tile holds at least one real pair.
+func moeMaxTiles(P, E int) int {
+	return min(P, (P+E*(moeTile-1))/moeTile)
+}
+
+// moeGEMM runs the whole MoE op on the grouped path: router GEMV, routing
+// (as MoE does), then moe.cu's pipeline. Scratch is sized for the worst
+// case from the step arena, so nothing waits for the device.
+func (b *Backend) moeGEMM(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams) {
+	T, hidden, E, inter, topk := s.rows, s.cols, rw.out, gw.out, p.TopK
+	P := T * topk
+	tiles := moeMaxTiles(P, E)
+	rows := tiles * moeTile
+	alloc := func(n int) uintptr {
+		ptr, err := b.arenaAllocAny(n)
+		if err != nil {
+			b.fail(err)
+		}
+		return ptr
+	}
+	logits, idx, wts := alloc(T*E*4), alloc(P*4), alloc(P*4)
+	sorted, inv, tileE, ntiles := alloc(rows*4), alloc(P*4), alloc(tiles*4), alloc(4)
+	// xs holds the gathered rows, then (once gate and up have read it)
+	// down's output rows; g takes act(gate)*up in place.
+	xs, g, u := alloc(rows*hidden*4), alloc(rows*inter*4), alloc(rows*inter*4)
+	if b.err != nil {
+		return
+	}
+	// Router and routing as in MoE: f32 logits off the tensor cores, so
+	// the top-k choice agrees with the reference. One GEMV launch covers
+	// all rows (grid.y).
+	mma := b.useMMA
+	b.useMMA = false
+	b.gemv(logits, s.ptr, rw, 0, T, E, hidden, 0, 0, 0)
+	b.useMMA = mma
+	renorm := 0
+	if p.Renorm {
+		renorm = 1
+	}
+	b.newLaunch("moe_route_w", T, 1, 1, 32).p(logits).i(T).i(E).i(topk).i(renorm).p(idx).p(wts)
+
+	b.newLaunch("moe_align", 1, 1, 1, 1024).p(idx).i(P).i(E).p(sorted).p(inv).p(tileE).p(ntiles)
+	b.newLaunch("moe_gather", tiles, 1, 1, min(256, roundUp(hidden/4, 32))).p(xs).p(s.ptr).p(sorted).p(ntiles).i(topk).i(hidden)
+	b.moeQMMA(g, u, xs, gw, uw, tileE, ntiles, tiles)
+	act := actSiLU
+	if p.Act == backend.GELUTanh {
+		act = actGELU
+	}
+	b.newLaunch("moe_act", tiles, 1, 1, 256).p(g).p(u).p(ntiles).i(inter).i(act)
+	b.moeQMMA(xs, 0, g, dw, nil, tileE, ntiles, tiles)
+	b.newLaunch("moe_unsort_sum", T, 1, 1, min(256, roundUp(hidden, 32))).p(d.ptr).p(xs).p(wts).p(inv).i(topk).i(hidden)
+}
+
+// moeQMMA records y0 = x @ w0^T (and y1 = x @ w1^T when w1 is set, same
+// shape and quantization) per tile, with the tile's expert.
+func (b *Backend) moeQMMA(y0, y1, x uintptr, w0, w1 *weight, tileE, ntiles uintptr, tiles int) {
+	N, K := w0.out, w0.in
+	wstride := N * w0.wordsPerRow()
+	sbstride := N * (K >> w0.gshft)
+	if w0.sbF32 {
+		sbstride *= 2 // float2 per group, counted in u32
+	}
+	gz := 1
+	var w1w, w1sb uintptr
+	if w1 != nil {
+		gz, w1w, w1sb = 2, w1.w, w1.sb
+	}
+	b.newLaunch("moe_qmma4_"+w0.sbName(), (N+31)/32, tiles, gz, 256).p(y0).p(y1).p(x).p(w0.w).p(w0.sb).p(w1w).p(w1sb).
+		p(tileE).p(ntiles).i(N).i(K).i(w0.gshft).i64(wstride).i64(sbstride)
+}
