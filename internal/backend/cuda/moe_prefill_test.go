@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+	"time"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/quant"
@@ -135,6 +136,96 @@ func TestMoEPrefill(t *testing.T) {
 				t.Errorf("per-token path: normalised error %.3g, want f32-close (1e-4)", rel)
 			}
 		})
+	}
+}
+
+// TestBenchMoEPrefill times one MoE layer of Qwen3-30B-A3B's shape (128
+// experts, top-8, hidden 2048, expert width 768, 4-bit g64, bf16 scales;
+// random weights) on the grouped path and the per-token path, and checks
+// that the two agree (1e-2 normalised). MLXCEL_CUDA_BENCH=1 enables it.
+func TestBenchMoEPrefill(t *testing.T) {
+	o := benchEnabled(t)
+	b := newOrSkip(t)
+	defer b.Close()
+	defer o.print()
+	defer func(on bool) { moeGEMMOn = on }(moeGEMMOn)
+	const E, topk, hidden, inter = 128, 8, 2048, 768
+	upload := func(h *tensor.Host) backend.Weight {
+		w, err := b.UploadWeight(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	qw := func(name string, out, in int, seed uint64) backend.Weight {
+		sc, bi := make([]float32, E*out*in/64), make([]float32, E*out*in/64)
+		for i := range sc {
+			sc[i] = 0.004 + 0.004*float32(i%7)/7
+			bi[i] = -8 * sc[i]
+		}
+		return upload(&tensor.Host{Name: name, Shape: []int{E, out, in}, Data: rnd(E*out*in/2, seed),
+			Quant: &tensor.Quant{Bits: 4, GroupSize: 64, Scales: half(sc, tensor.BF16), Biases: half(bi, tensor.BF16), ScaleDType: tensor.BF16}})
+	}
+	rng := rand.New(rand.NewSource(1))
+	randn := func(n int, s float64) []float32 {
+		x := make([]float32, n)
+		for j := range x {
+			x[j] = float32(rng.NormFloat64() * s)
+		}
+		return x
+	}
+	ex := backend.Experts{Gate: qw("gate", inter, hidden, 1), Up: qw("up", inter, hidden, 2), Down: qw("down", hidden, inter, 3)}
+	router := upload(bf16Host("router", []int{E, hidden}, randn(E*hidden, 0.02)))
+	wbytes := 3.0 * E * inter * hidden * (0.5 + 4.0/64)
+	p := backend.MoEParams{TopK: topk, Renorm: true, Act: backend.SiLU}
+	for _, T := range []int{32, 64, 128, 512, 2048} {
+		xt := upload(&tensor.Host{Name: "x", Shape: []int{T, hidden}, DType: tensor.F32, Data: f32le(randn(T*hidden, 1))})
+		batch := &backend.Batch{Tokens: make([]int32, T), Positions: make([]int32, T),
+			Seqs: []backend.SeqSlice{{Start: 0, Len: T, Blocks: []int32{0}}}}
+		for j := range T {
+			batch.Tokens[j], batch.Positions[j] = int32(j), int32(j)
+		}
+		var outs [2][]float32
+		for k, grouped := range []bool{true, false} {
+			moeGEMMOn = grouped
+			reps := 5
+			if !grouped {
+				reps = 2
+			}
+			if err := b.BeginStep(batch); err != nil {
+				t.Fatal(err)
+			}
+			x, out := b.NewTensor(T, hidden), b.NewTensor(T, hidden)
+			b.Embed(x, xt)
+			b.MoE(out, x, router, ex, p) // warm-up
+			if err := b.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Now()
+			for range reps {
+				b.MoE(out, x, router, ex, p)
+			}
+			if err := b.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			us := float64(time.Since(t0).Microseconds()) / float64(reps)
+			outs[k] = make([]float32, T*hidden)
+			b.ReadRows(out, outs[k])
+			cfg := map[bool]string{true: "grouped", false: "per-token"}[grouped]
+			t.Logf("T=%d %s: %.0f us per layer", T, cfg, us)
+			o.add("moe_prefill", cfg, T, "E128top8_2048x768_q4g64", us, wbytes/us/1e3, 0, "one MoE layer")
+		}
+		var num, den float64
+		for j := range outs[0] {
+			d := float64(outs[0][j]) - float64(outs[1][j])
+			num += d * d
+			den += float64(outs[1][j]) * float64(outs[1][j])
+		}
+		rel := math.Sqrt(num / max(den, 1e-30))
+		t.Logf("T=%d grouped vs per-token: normalised difference %.3g", T, rel)
+		if rel > 1e-2 || math.IsNaN(rel) || den == 0 {
+			t.Errorf("T=%d: grouped path differs from the per-token path by %.3g (norm %.3g)", T, rel, math.Sqrt(den))
+		}
 	}
 }
 

@@ -27,7 +27,8 @@
 
 // moe_align: one block. idx holds P = T*topk expert ids (pair i = t*topk +
 // slot). Writes sorted[row] = pair or -1 (padding) for rows below
-// ntiles*MOE_TILE, inv[pair] = its row, tileE[tile] = expert, *ntiles.
+// ntiles*MOE_TILE, inv[pair] = its row, tileE[tile] = expert | real rows
+// << 16 (a tile's real rows come first), *ntiles.
 extern "C" __global__ void __launch_bounds__(1024) moe_align(const int* idx, int P, int E, int* sorted, int* inv, int* tileE,
                                                              int* ntiles) {
     __shared__ int cnt[MOE_MAXE], off[MOE_MAXE + 1];
@@ -59,7 +60,7 @@ extern "C" __global__ void __launch_bounds__(1024) moe_align(const int* idx, int
     }
     __syncthreads();
     for (int e = tid; e < E; e += blockDim.x) {
-        for (int r = off[e]; r < off[e + 1]; r += MOE_TILE) tileE[r / MOE_TILE] = e;
+        for (int r = off[e]; r < off[e + 1]; r += MOE_TILE) tileE[r / MOE_TILE] = e | min(MOE_TILE, cnt[e] - (r - off[e])) << 16;
         for (int r = off[e] + cnt[e]; r < off[e + 1]; r++) sorted[r] = -1;
     }
     __syncthreads();
@@ -92,7 +93,7 @@ extern "C" __global__ void moe_gather(float* xs, const float* x, const int* sort
     }
 }
 
-// moe_qmma4: y[tile rows, N] = xs[tile rows, K] @ W_e^T for the tile's
+// moe_qmma4: y[tile's real rows, N] = xs[those rows, K] @ W_e^T for the tile's
 // expert e (blockIdx.y = tile, blockIdx.x = 32 output rows). blockIdx.z
 // picks the matrix: 0 (w0, y0), 1 (w1, y1), so gate and up share a launch.
 // Requirements as qmma4_impl: 4 bits, group >= 64, K % 64 == 0. The
@@ -102,13 +103,17 @@ DEV void moe_qmma4(float* y0, float* y1, const float* xs, const u32* w0, const u
                    const int* tileE, const int* ntiles, int N, int K, int gshift, long long wstride, long long sbstride) {
     const int tile = blockIdx.y;
     if (tile >= *ntiles) return; // block-uniform: qmma4_impl's barriers see every thread
-    const long long e = tileE[tile];
+    const int te = tileE[tile], M = te >> 16;
+    const long long e = te & 0xffff, r0 = (long long)tile * MOE_TILE;
     float* y = blockIdx.z ? y1 : y0;
     const u32* w = blockIdx.z ? w1 : w0;
     const u32* sb = blockIdx.z ? sb1 : sb0;
-    const long long r0 = (long long)tile * MOE_TILE;
-    qmma4_impl<SB, MOE_TILE / 8, 2>(y + r0 * N, xs + r0 * K, w + e * wstride, sb + e * sbstride, nullptr, N, K, MOE_TILE,
-                                    gshift, N, K);
+    y += r0 * N, xs += r0 * K, w += e * wstride, sb += e * sbstride;
+    // Only the real rows: sparse tiles (short prompts, many experts) skip
+    // the padding's x loads, and up to 8 rows its mma too. (A third,
+    // 16-row variant would take qmma4_impl's reduction buffers past 48 KB.)
+    if (M <= 8) qmma4_impl<SB, 1, 4>(y, xs, w, sb, nullptr, N, K, M, gshift, N, K);
+    else qmma4_impl<SB, 4, 2>(y, xs, w, sb, nullptr, N, K, M, gshift, N, K);
 }
 #define MOE_QMMA_PARAMS                                                                                              \
     float *y0, float *y1, const float *xs, const u32 *w0, const u32 *sb0, const u32 *w1, const u32 *sb1,              \
