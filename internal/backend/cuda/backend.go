@@ -231,6 +231,9 @@ func kernelNames() []string {
 		for _, bits := range []int{4, 8} {
 			for _, sb := range []string{"bf", "f32"} {
 				names = append(names, fmt.Sprintf("qgemv%d_%s_%d", bits, sb, mr))
+				if mr == 1 {
+					names = append(names, fmt.Sprintf("qgemv%d_%s_1_g64", bits, sb), fmt.Sprintf("qgemv%d_%s_1_g32", bits, sb))
+				}
 			}
 		}
 		for _, dt := range []string{"f32", "bf16", "f16"} {

@@ -147,6 +147,9 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 		fast = (w.bits == 4 || w.bits == 8) && aligned && (K*w.bits/32)%4 == 0
 		if fast {
 			name = fmt.Sprintf("qgemv%d_%s_%d", w.bits, w.sbName(), mr)
+			if mr == 1 {
+				name += rowGroupSuffix(K, w.bits)
+			}
 		} else {
 			name = "qgemvgen_" + w.sbName()
 		}
@@ -168,7 +171,7 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 	if fast && w.quant {
 		nr := 16 // qgemv_rows: 4 warps of 4 rows
 		if mr == 1 {
-			nr = 8 // v3: 4 warps split K over 8 rows
+			nr = 8 * 128 / rowGroupLanes(K, w.bits) // v3: row groups of lanes split K over 8 rows
 		}
 		gx, threads = (N+nr-1)/nr, 128
 	}
@@ -194,10 +197,34 @@ const (
 	actSiLU, actGELU     = 1, 2
 )
 
-// multiKernels are the qgemvm kernels: the defaults and the NR/prefetch
-// variants (qgemvm4_bf_v<NR><PF>) the benchmark compares.
+// multiKernels are the qgemvm kernels: the defaults, their row-group forms
+// for short rows (_g64, _g32) and the NR/prefetch variants
+// (qgemvm4_bf_v<NR><PF>) the benchmark compares.
 var multiKernels = []string{"qgemvm4_bf", "qgemvm4_f32", "qgemvm8_bf", "qgemvm8_f32",
+	"qgemvm4_bf_g64", "qgemvm4_f32_g64", "qgemvm8_bf_g64", "qgemvm8_f32_g64",
+	"qgemvm4_bf_g32", "qgemvm4_f32_g32", "qgemvm8_bf_g32", "qgemvm8_f32_g32",
 	"qgemvm4_bf_v80", "qgemvm4_bf_v40", "qgemvm4_bf_v41", "qgemvm4_bf_v81", "qgemvm4_bf_v85", "qgemvm4_bf_v86"}
+
+// rowGroupLanes mirrors the kernels' row groups (gemv.cu): rows of fewer
+// than 96 16-byte chunks are split over 64 or 32 lanes instead of the
+// block's 128, so a block takes 2 or 4 groups of 8 rows.
+func rowGroupLanes(K, bits int) int {
+	switch nc := K * bits / 128; {
+	case nc >= 96:
+		return 128
+	case nc > 32:
+		return 64
+	}
+	return 32
+}
+
+// rowGroupSuffix names the kernel form for rowGroupLanes.
+func rowGroupSuffix(K, bits int) string {
+	if l := rowGroupLanes(K, bits); l < 128 {
+		return fmt.Sprintf("_g%d", l)
+	}
+	return ""
+}
 
 // gemvMulti records a one-row quantized product. When the previous launch
 // is a product of the same x with the same kind of weight (a layer's q, k
@@ -210,6 +237,9 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 	if w.bits == 4 && !w.sbF32 && b.multiVariant != "" {
 		name += "_v" + b.multiVariant // benchmark variants: NR then prefetch
 		nr = int(b.multiVariant[0] - '0')
+	} else {
+		name += rowGroupSuffix(w.in, w.bits)
+		nr *= 128 / rowGroupLanes(w.in, w.bits) // rows per block
 	}
 	fn := b.fn(name)
 	nb := (w.out + nr - 1) / nr
@@ -254,12 +284,17 @@ func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
 		return false
 	}
 	l := &b.rec.ls[n-1]
-	name, nr := "", 8
+	name, nr := "", 8 // nr: rows of each matrix per block
 	for _, c := range multiKernels {
 		if l.fn == b.fn(c) {
 			name = c
-			if strings.Contains(c, "_v") {
+			switch {
+			case strings.Contains(c, "_v"):
 				nr = int(c[len(c)-2] - '0')
+			case strings.HasSuffix(c, "_g64"):
+				nr = 16
+			case strings.HasSuffix(c, "_g32"):
+				nr = 32
 			}
 		}
 	}
@@ -472,12 +507,17 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	dec := b.useDecAttn && b.step.decode && kt.cols == vt.cols && kt.cols == kvw && dense &&
 		(p.HeadDim == 64 || p.HeadDim == 128) && p.Heads/p.KVHeads <= 8
 	if dec {
-		// Splits fill the device about twice; fixed by the step's shape,
-		// not the context length, so the launch (and its graph) repeats.
-		splits := 1
-		if work := T * p.KVHeads; work < 2*b.SMs {
-			splits = min(64, (2*b.SMs+work-1)/work)
+		// About decSplitKeys keys per split block, by the longest context
+		// rounded up to a power of two (so the launch, and its graph,
+		// repeats until the context doubles), at most enough blocks to
+		// fill the device twice: the last block merges the splits, and
+		// 33 splits at 192 keys measured 20 us a call against ~8 us for
+		// the generic kernel's 9.
+		ctx := 64
+		for ctx < b.step.maxCtx {
+			ctx *= 2
 		}
+		splits := max(1, min(ctx/decSplitKeys, 64, (2*b.SMs+T*p.KVHeads-1)/(T*p.KVHeads)))
 		var part, cnt uintptr
 		if splits > 1 {
 			var err error
@@ -524,6 +564,10 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.Heads).i(p.KVHeads).i(p.HeadDim).
 		f(p.Scale).i(p.Window).f(p.Softcap).p(cnt)
 }
+
+// decSplitKeys is attn_decode's target keys per split block: 4 warps take
+// 4 keys each per round of loads, so 32 keys is two rounds.
+const decSplitKeys = 32
 
 // counters returns n zeroed split counters for the decode attention
 // kernel, which leaves them zero again after each launch.

@@ -20,6 +20,7 @@ type stepInfo struct {
 	rows, btab              uintptr
 	decode                  bool    // every sequence has one token
 	maxLen                  int     // longest sequence slice of the step
+	maxCtx                  int     // largest position + 1 (the longest context)
 	tiles                   uintptr // flash attention: (first row, rows) per query tile
 	ntiles                  int
 	consecutive             bool // each sequence's positions are consecutive
@@ -69,6 +70,10 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 	// Query tiles for flash attention: runs of up to flashTile rows of one
 	// sequence.
 	ntiles, maxLen, consecutive := 0, 0, true
+	maxCtx := 0
+	for _, p := range batch.Positions {
+		maxCtx = max(maxCtx, int(p)+1)
+	}
 	for _, s := range batch.Seqs {
 		ntiles += (s.Len + flashTile - 1) / flashTile
 		maxLen = max(maxLen, s.Len)
@@ -110,7 +115,7 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 	b.step = stepInfo{tokens: T, seqs: S, logitRows: L, btStride: width,
 		tok: base, pos: base + uintptr(4*T), tok2seq: base + uintptr(8*T),
 		rows: base + uintptr(12*T), btab: base + uintptr(4*(3*T+L)),
-		decode: maxLen == 1, maxLen: maxLen, tiles: base + uintptr(4*(3*T+L+S*width)), ntiles: ntiles, consecutive: consecutive}
+		decode: maxLen == 1, maxLen: maxLen, maxCtx: maxCtx, tiles: base + uintptr(4*(3*T+L+S*width)), ntiles: ntiles, consecutive: consecutive}
 	b.inStep = true
 	b.arena.reset()
 	b.pool.recycle()

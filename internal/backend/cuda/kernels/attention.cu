@@ -229,6 +229,8 @@ attention(float* out, float* part, const float* q, const u16* Kc, const u16* Vc,
 // head), left zero again).
 #define AD_G 8  // most query heads per kv head
 #define AD_DU 4 // keys per warp iteration
+#define AD_MAXS 64 // most splits (the Go side caps them)
+#define AD_ML 8 // partial loads in flight per thread while merging
 template <int HD>
 DEV void attn_decode_impl(float* out, float* part, const float* q, u16* Kc, u16* Vc, const int* pos,
                           const int* tok2seq, const int* btab, int btStride, int bs, int heads, int kvh, float scale,
@@ -350,9 +352,45 @@ DEV void attn_decode_impl(float* out, float* part, const float* q, u16* Kc, u16*
         }
     }
     if (S == 1 || !last_block(cnt + (long long)t * kvh + kh, S)) return;
-    // Last split block: merge each of the G heads, one warp per head.
-    for (int g = warp; g < G; g += 4)
-        merge_splits(out + ((long long)t * heads + kh * G + g) * HD, pb0 + (long long)g * S * (HD + 2), S, HD, lane, 32);
+    // Last split block: merge the S partials of each of the G heads. The
+    // (max, sum) pairs go through shared memory once; then each output is
+    // a weighted sum over the splits, its loads issued AD_ML at a time
+    // before any is used (v1 walked them one dependent ld.cg at a time:
+    // ~20 us a call at 33 splits).
+    __shared__ float sw[AD_G][AD_MAXS], sl[AD_G][AD_MAXS], sinv[AD_G];
+    for (int i = threadIdx.x; i < G * S; i += 128) {
+        const int g = i / S, s = i - g * S;
+        const float* pp = pb0 + ((long long)g * S + s) * (HD + 2);
+        const float mv = ldcg(pp), lv = ldcg(pp + 1);
+        sw[g][s] = mv, sl[g][s] = lv;
+    }
+    __syncthreads();
+    if (threadIdx.x < G) {
+        const int g = threadIdx.x;
+        float M = NEG_INF, L = 0.f;
+        for (int s = 0; s < S; s++) M = fmaxf(M, sw[g][s]);
+        for (int s = 0; s < S; s++) {
+            const float f = sw[g][s] == NEG_INF ? 0.f : expf(sw[g][s] - M);
+            sw[g][s] = f;
+            L += f * sl[g][s];
+        }
+        sinv[g] = L > 0.f ? 1.f / L : 0.f;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < G * HD; e += 128) {
+        const int g = e / HD, d = e - g * HD;
+        const float* pp = pb0 + (long long)g * S * (HD + 2) + 2 + d;
+        float acc = 0.f;
+        for (int s0 = 0; s0 < S; s0 += AD_ML) {
+            float v[AD_ML];
+#pragma unroll
+            for (int u = 0; u < AD_ML; u++) v[u] = s0 + u < S ? ldcg(pp + (long long)(s0 + u) * (HD + 2)) : 0.f;
+#pragma unroll
+            for (int u = 0; u < AD_ML; u++)
+                if (s0 + u < S) acc = fmaf(sw[g][s0 + u], v[u], acc);
+        }
+        out[((long long)t * heads + kh * G + g) * HD + d] = acc * sinv[g];
+    }
 }
 #define ATTN_DECODE(HD)                                                                                              \
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD(                                              \

@@ -113,15 +113,51 @@ DEV void finish(float (&acc)[NR][MR], float* y, const float* bias, int row0, int
 // touches 32 lines, which L1 serves at about twice the rate the weights
 // need when NR rows share it. QW warps split K.
 #define QW 4
-template <int BITS, class SB, int MR, int NR>
+
+// Row groups (template argument L, lanes per group): short rows (fewer
+// than 96 16-byte chunks: K < 3072 at 4 bits, as in MoE experts of
+// 768 x 2048 and 2048 x 768, or a 2048-wide model's projections) would
+// leave most lanes of a block that splits K four warps wide idle (24 of
+// 128 at K = 768), so the _g64/_g32 kernels give each group of L lanes its
+// own NR rows, 128/L groups per block. The Go side picks the kernel and
+// sizes the grid (rowGroupLanes).
+
+// finish_groups sums each accumulator over the warps of its row group (L
+// lanes: L/32 warps) and writes y.
+template <int NR, int MR, int L>
+DEV void finish_groups(float (&acc)[NR][MR], float* y, const float* bias, int row0, int N, int M, int ldy) {
+    __shared__ float red[QW][NR * MR];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int m = 0; m < MR; m++) {
+            float v = warp_sum(acc[r][m]);
+            if (lane == 0) red[warp][r * MR + m] = v;
+        }
+    __syncthreads();
+    constexpr int wpg = L / 32;
+    const int w0 = L == 32 * QW ? 0 : (threadIdx.x / L) * wpg;
+    for (int i = threadIdx.x % L; i < NR * MR; i += L) {
+        int r = i / MR, m = i - r * MR;
+        float v = 0.f;
+        for (int g = 0; g < wpg; g++) v += red[w0 + g][i];
+        if (row0 + r < N && m < M) y[(long long)m * ldy + row0 + r] = v + (bias ? bias[row0 + r] : 0.f);
+    }
+}
+
+template <int BITS, class SB, int MR, int NR, int L = 32 * QW>
 DEV void qgemv_impl(GEMV_PARAMS) {
     constexpr int EPW = 32 / BITS, EPC = 4 * EPW; // elements per word, per 16-byte chunk
     grid_dep_launch();
     if (eidx) grid_dep_wait(); // the expert ids come from the routing kernel
     rebase(y, x, w, sb, M, MR, ldy, ldx, eidx, topk, eslot, wstride, sbstride);
     const int nc = K / EPC, ng = K >> gshift;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int row0 = blockIdx.x * NR;
+    // grp is 0 in a whole-block group, written so: the compiler then keeps
+    // the row pointers in uniform registers (a per-thread row cost ~40
+    // registers in the qgemvm kernels).
+    const int li = threadIdx.x % L, grp = L == 32 * QW ? 0 : threadIdx.x / L;
+    const int row0 = (blockIdx.x * (32 * QW / L) + grp) * NR;
     const uint4* wr[NR];
     const u32* sr[NR];
 #pragma unroll
@@ -133,7 +169,7 @@ DEV void qgemv_impl(GEMV_PARAMS) {
     // Weights do not depend on the previous kernel: start pulling this
     // lane's chunks into L2 while that kernel finishes (PDL), then wait
     // for x.
-    for (int c = warp * 32 + lane; c < nc; c += 32 * QW)
+    for (int c = li; c < nc; c += L)
 #pragma unroll
         for (int r = 0; r < NR; r++) prefetch_l2(wr[r] + c);
     grid_dep_wait();
@@ -143,7 +179,7 @@ DEV void qgemv_impl(GEMV_PARAMS) {
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[r][m] = 0.f;
 
-    for (int c = warp * 32 + lane; c < nc; c += 32 * QW) {
+    for (int c = li; c < nc; c += L) {
         uint4 wv[NR];
         typename SB::raw sv[NR];
 #pragma unroll
@@ -185,7 +221,7 @@ DEV void qgemv_impl(GEMV_PARAMS) {
             }
         }
     }
-    finish<NR, MR, QW>(acc, y, bias, row0, N, M, ldy);
+    finish_groups<NR, MR, L>(acc, y, bias, row0, N, M, ldy);
 }
 
 // dotchunk is sum(x*q) over one 16-byte chunk of a row (sx = sum(x)).
@@ -217,7 +253,7 @@ DEV float dotchunk(uint4 wv, const float* xv, float sx) {
 // ops cost one launch. Recorded by the Go side when consecutive Linear
 // calls (and a GatedAct) allow it; every output the separate ops would
 // write is still written.
-template <int BITS, class SB, int NR, bool PF>
+template <int BITS, class SB, int NR, bool PF, int L = 32 * QW>
 DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u32* w0, const u32* sb0, const float* bias0,
                           int N0, float* y1, const u32* w1, const u32* sb1, const float* bias1, int N1, float* y2,
                           const u32* w2, const u32* sb2, const float* bias2, int N2, int nb0, int nb1, int glu, float* d) {
@@ -225,18 +261,20 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
     const int nc = K / EPC, ng = K >> gshift, nw = K / EPW;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     grid_dep_launch();
+    // Row groups as in qgemv_impl: RG groups of L lanes, each its own rows.
+    const int li = threadIdx.x % L, grp = L == 32 * QW ? 0 : threadIdx.x / L, RG = 32 * QW / L;
     int bx = blockIdx.x;
     const u32 *wa = w0, *sa = sb0, *wb = w1, *sbb = sb1;
     int Na = N0, row0, half = 0;
     if (glu) {
         half = NR / 2;
-        row0 = bx * half;
+        row0 = (bx * RG + grp) * half;
     } else if (bx < nb0) {
-        row0 = bx * NR;
+        row0 = (bx * RG + grp) * NR;
     } else if (bx < nb0 + nb1) {
-        wa = w1, sa = sb1, Na = N1, row0 = (bx - nb0) * NR;
+        wa = w1, sa = sb1, Na = N1, row0 = ((bx - nb0) * RG + grp) * NR;
     } else {
-        wa = w2, sa = sb2, Na = N2, row0 = (bx - nb0 - nb1) * NR;
+        wa = w2, sa = sb2, Na = N2, row0 = ((bx - nb0 - nb1) * RG + grp) * NR;
     }
     const uint4* wr[NR];
     const u32* sr[NR];
@@ -256,7 +294,7 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
     // K=4096 each warp has a single chunk per row).
     uint4 wv[NR];
     typename SB::raw sv[NR];
-    int c = warp * 32 + lane;
+    int c = li;
     if (c < nc) {
 #pragma unroll
         for (int r = 0; r < NR; r++) wv[r] = wr[r][c];
@@ -266,8 +304,8 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
     // The first chunk's weights are in flight; x comes from the previous
     // kernel (PDL: this block may have started before it finished).
     grid_dep_wait();
-    for (; c < nc; c += 32 * QW) {
-        const int cn = c + 32 * QW;
+    for (; c < nc; c += L) {
+        const int cn = c + L;
         uint4 pw[NR];
         typename SB::raw psv[NR];
         if (PF && cn < nc) {
@@ -308,12 +346,13 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
         if (lane == 0) red[warp][r] = v;
     }
     __syncthreads();
+    constexpr int wpg = L / 32;
+    const int wg0 = grp * wpg; // this row group's warps
     if (glu) {
-        if (threadIdx.x < NR / 2) {
-            int r = threadIdx.x, row = row0 + r;
+        if (li < NR / 2) {
+            int r = li, row = row0 + r;
             float g = 0.f, u = 0.f;
-#pragma unroll
-            for (int k = 0; k < QW; k++) { g += red[k][r]; u += red[k][r + NR / 2]; }
+            for (int k = wg0; k < wg0 + wpg; k++) { g += red[k][r]; u += red[k][r + NR / 2]; }
             if (row < N0) {
                 g += bias0 ? bias0[row] : 0.f;
                 u += bias1 ? bias1[row] : 0.f;
@@ -328,20 +367,20 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
     }
     float* y = bx < nb0 ? y0 : bx < nb0 + nb1 ? y1 : y2;
     const float* bias = bx < nb0 ? bias0 : bx < nb0 + nb1 ? bias1 : bias2;
-    if (threadIdx.x < NR) {
-        int r = threadIdx.x, row = row0 + r;
+    if (li < NR) {
+        int r = li, row = row0 + r;
         float v = 0.f;
-#pragma unroll
-        for (int k = 0; k < QW; k++) v += red[k][r];
+        for (int k = wg0; k < wg0 + wpg; k++) v += red[k][r];
         if (row < Na) y[row] = v + (bias ? bias[row] : 0.f);
     }
 }
-#define QMULTI(NAME, BITS, SBT, NR, PF)                                                                            \
+#define QMULTI(NAME, BITS, SBT, NR, PF) QMULTI_G(NAME, BITS, SBT, NR, PF, 32 * QW)
+#define QMULTI_G(NAME, BITS, SBT, NR, PF, L)                                                                       \
     extern "C" __global__ void __launch_bounds__(32 * QW) NAME(                                                    \
         const float* x, int K, int gshift, float* y0, const u32* w0, const u32* sb0, const float* bias0, int N0,  \
         float* y1, const u32* w1, const u32* sb1, const float* bias1, int N1, float* y2, const u32* w2,           \
         const u32* sb2, const float* bias2, int N2, int nb0, int nb1, int glu, float* d) {                        \
-        qgemv_multi_impl<BITS, SBT, NR, PF>(x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2,  \
+        qgemv_multi_impl<BITS, SBT, NR, PF, L>(x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2,  \
                                             sb2, bias2, N2, nb0, nb1, glu, d);                                     \
     }
 // The default (Go: multiRows, multiPrefetch) and the variants the
@@ -363,6 +402,10 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
 QMULTI_LB(qgemvm4_bf_v85, 8, 5) QMULTI_LB(qgemvm4_bf_v86, 8, 6)
 QMULTI(qgemvm4_bf, 4, SBbf, 8, false) QMULTI(qgemvm4_f32, 4, SBf32, 8, false)
 QMULTI(qgemvm8_bf, 8, SBbf, 8, false) QMULTI(qgemvm8_f32, 8, SBf32, 8, false)
+QMULTI_G(qgemvm4_bf_g64, 4, SBbf, 8, false, 64) QMULTI_G(qgemvm4_f32_g64, 4, SBf32, 8, false, 64)
+QMULTI_G(qgemvm8_bf_g64, 8, SBbf, 8, false, 64) QMULTI_G(qgemvm8_f32_g64, 8, SBf32, 8, false, 64)
+QMULTI_G(qgemvm4_bf_g32, 4, SBbf, 8, false, 32) QMULTI_G(qgemvm4_f32_g32, 4, SBf32, 8, false, 32)
+QMULTI_G(qgemvm8_bf_g32, 8, SBbf, 8, false, 32) QMULTI_G(qgemvm8_f32_g32, 8, SBf32, 8, false, 32)
 QMULTI(qgemvm4_bf_v80, 4, SBbf, 8, false) QMULTI(qgemvm4_bf_v40, 4, SBbf, 4, false)
 QMULTI(qgemvm4_bf_v41, 4, SBbf, 4, true) QMULTI(qgemvm4_bf_v81, 4, SBbf, 8, true)
 
@@ -451,10 +494,12 @@ DEV void qgemv_rows_impl(GEMV_PARAMS) {
 }
 
 // MR = 1: v3 (chunks, split K; also the MoE expert path). MR >= 2: rows.
-#define QGEMV1(BITS, SBN, SBT)                                                                \
-    extern "C" __global__ void __launch_bounds__(32 * QW) qgemv##BITS##_##SBN##_1(GEMV_PARAMS) { \
-        qgemv_impl<BITS, SBT, 1, 8>(GEMV_ARGS);                                               \
+#define QGEMV1G(BITS, SBN, SBT, SUFFIX, L)                                                              \
+    extern "C" __global__ void __launch_bounds__(32 * QW) qgemv##BITS##_##SBN##_1##SUFFIX(GEMV_PARAMS) { \
+        qgemv_impl<BITS, SBT, 1, 8, L>(GEMV_ARGS);                                                      \
     }
+#define QGEMV1(BITS, SBN, SBT) \
+    QGEMV1G(BITS, SBN, SBT, , 32 * QW) QGEMV1G(BITS, SBN, SBT, _g64, 64) QGEMV1G(BITS, SBN, SBT, _g32, 32)
 #define QGEMVR(BITS, SBN, SBT, MR, J)                                                         \
     extern "C" __global__ void __launch_bounds__(128) qgemv##BITS##_##SBN##_##MR(GEMV_PARAMS) {  \
         grid_dep_start();                                                                     \
