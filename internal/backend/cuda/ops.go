@@ -538,7 +538,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.KVHeads).i(p.HeadDim)
 	// Prefill chunks: tensor-core flash attention over query tiles.
 	if b.useFlash && !b.step.decode && b.step.maxLen >= 16 && b.step.consecutive && (p.HeadDim == 64 || p.HeadDim == 128) && dense {
-		b.newLaunch(fmt.Sprintf("flash_attn_%d", p.HeadDim), b.step.ntiles, p.Heads, 1, 128).p(o.ptr).p(qt.ptr).
+		b.newLaunch(fmt.Sprintf("flash_attn_%d", p.HeadDim), b.step.ntiles, p.Heads, 1, 256).p(o.ptr).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
 			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(b.step.tiles).i(qt.cols).i(o.cols)
 		return

@@ -26,8 +26,9 @@ type stepInfo struct {
 	consecutive             bool // each sequence's positions are consecutive
 }
 
-// flashTile is the query rows per flash-attention block (4 warps of 16).
-const flashTile = 64
+// flashTile is the query rows per flash-attention block (8 warps of 16;
+// FA_ROWS in kernels/flash.cu).
+const flashTile = 128
 
 // BeginStep uploads the batch description into the step buffer with one
 // copy: [tokens | positions | token->sequence | logit rows | block tables].

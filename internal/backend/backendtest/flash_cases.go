@@ -1,0 +1,76 @@
+package backendtest
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+)
+
+func init() {
+	register("AttentionPrefill", runPrefillAttention)
+}
+
+// runPrefillAttention covers prompts long enough for a GPU backend's tiled
+// prefill kernels to take every path: several query tiles per sequence,
+// keys over many key tiles, two sequences of ragged lengths in one step, a
+// chunk whose keys start in an earlier step (next to a one-token
+// sequence), GQA, sliding windows that start mid-tile and softcaps, at
+// head dims 64 and 128 with scattered cache blocks.
+func runPrefillAttention(e *env) {
+	for _, c := range []struct {
+		heads, kvh, hd, bs, window int
+		softcap                    float32
+	}{{8, 2, 128, 16, 0, 0}, {4, 1, 64, 32, 0, 0}, {4, 2, 128, 16, 100, 0}, {6, 3, 64, 8, 77, 30}, {4, 4, 128, 16, 0, 50}} {
+		p := backend.AttnParams{Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd))),
+			Window: c.window, Softcap: c.softcap}
+		// Each step: how many new tokens each sequence gets.
+		plan := [][]int{{300, 150}, {200, 1}}
+		need := []int{0, 0}
+		for _, st := range plan {
+			for s, n := range st {
+				need[s] += n
+			}
+		}
+		nb0, nb1 := (need[0]+c.bs-1)/c.bs, (need[1]+c.bs-1)/c.bs
+		spec := backend.KVSpec{NumBlocks: nb0 + nb1 + 3, BlockSize: c.bs, Layers: []backend.KVLayer{{KVHeads: c.kvh, HeadDim: c.hd}}}
+		kva, err := e.test.NewKVStore(spec)
+		if err != nil {
+			e.fatalf("%s: NewKVStore: %v", e.test.Name(), err)
+		}
+		kvb, err := e.ref.NewKVStore(spec)
+		if err != nil {
+			e.fatalf("cpu: NewKVStore: %v", err)
+		}
+		perm := e.rng.Perm(spec.NumBlocks)
+		tables := [][]int32{{}, {}}
+		for i, blk := range perm[:nb0+nb1] {
+			s := 0
+			if i >= nb0 {
+				s = 1
+			}
+			tables[s] = append(tables[s], int32(blk))
+		}
+		lens := []int{0, 0}
+		for si, st := range plan {
+			b := &backend.Batch{}
+			for s, n := range st {
+				b.Seqs = append(b.Seqs, backend.SeqSlice{Start: len(b.Tokens), Len: n, Blocks: tables[s]})
+				for i := 0; i < n; i++ {
+					b.Tokens = append(b.Tokens, int32(len(b.Tokens)))
+					b.Positions = append(b.Positions, int32(lens[s]+i))
+				}
+				lens[s] += n
+			}
+			e.step(b)
+			T := len(b.Tokens)
+			q := e.input(T, c.heads*c.hd, e.randn(T*c.heads*c.hd, 1))
+			k := e.input(T, c.kvh*c.hd, e.randn(T*c.kvh*c.hd, 1))
+			v := e.input(T, c.kvh*c.hd, e.randn(T*c.kvh*c.hd, 1))
+			out := e.poisoned(T, c.heads*c.hd)
+			e.test.Attention(out.a, q.a, k.a, v.a, kva, 0, p)
+			e.ref.Attention(out.b, q.b, k.b, v.b, kvb, 0, p)
+			e.check(fmt.Sprintf("AttentionPrefill/h%d/kv%d/d%d/bs%d/win%d/cap%g/step%d", c.heads, c.kvh, c.hd, c.bs, c.window, c.softcap, si), out, T)
+		}
+	}
+}
