@@ -221,7 +221,24 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 	// One short untimed pass per model, whatever --warmup says, so lazy
 	// first-use work (kernel compilation on a GPU, buffer growth) never
 	// lands in the first measured point.
+	// The pass also runs one full prefill chunk when the prompts are long:
+	// first use of the large-step paths (activation buffers sized for the
+	// chunk, the GPU's GEMM and attention kernels) cost ~0.1 s, which had
+	// halved the first 2048-token point of a ladder.
 	if ids, err := enc.Encode(ShortPrompt, true); err == nil && len(ids) > 0 {
+		longest := 0
+		for _, n := range o.PromptTokens {
+			if fits[n] {
+				longest = max(longest, n)
+			}
+		}
+		if n := min(longest, o.PrefillChunk); n > len(ids) {
+			long := make([]int32, 0, n)
+			for len(long) < n {
+				long = append(long, ids[:min(len(ids), n-len(long))]...)
+			}
+			ids = long
+		}
 		if _, _, _, err := once(m, ids, 2, o.PrefillChunk); err != nil {
 			fmt.Fprintf(o.Log, "%s: warm-up pass: %v\n", base.Model, err)
 		}

@@ -89,7 +89,6 @@ type Backend struct {
 	// MLXCEL_CUDA_MOEGROUP=0: MoE slot by slot instead of grouped.
 	useMMA, useFlash, useDecAttn, gemmBF16, moeGroup bool
 	pdl                                              bool // programmatic dependent launch (runPDL)
-	useI8                                            bool // int8 activations in one-row 4-bit GEMVs
 
 	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
 	cntN   int    // counters zeroed so far
@@ -188,7 +187,6 @@ func New(dev int) (*Backend, error) {
 	b.useDecAttn = os.Getenv("MLXCEL_CUDA_DECATTN") != "0"
 	b.gemmBF16 = os.Getenv("MLXCEL_CUDA_GEMM") != "tf32"
 	b.moeGroup = os.Getenv("MLXCEL_CUDA_MOEGROUP") != "0"
-	b.useI8 = os.Getenv("MLXCEL_CUDA_I8") != "0" // one-row 4-bit GEMVs on int8 dot products (gemv.cu)
 	// PDL needs Hopper (griddepcontrol) and cuLaunchKernelEx.
 	b.pdl = os.Getenv("MLXCEL_CUDA_PDL") != "0" && b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9
 	// MLXCEL_CUDA_GEMV1=85 (say) picks a one-row 4-bit GEMV variant, for
@@ -235,11 +233,6 @@ func kernelNames() []string {
 				names = append(names, fmt.Sprintf("qgemv%d_%s_%d", bits, sb, mr))
 				if mr == 1 {
 					names = append(names, fmt.Sprintf("qgemv%d_%s_1_g64", bits, sb), fmt.Sprintf("qgemv%d_%s_1_g32", bits, sb))
-					if bits == 4 {
-						for _, g := range []string{"", "_g64", "_g32"} {
-							names = append(names, fmt.Sprintf("qgemv4_%s_1_i8%s", sb, g))
-						}
-					}
 				}
 			}
 		}

@@ -196,14 +196,6 @@ func TestBench(t *testing.T) {
 	for _, s := range shapes {
 		lin("q4g64", 1, s, "q4g64")
 	}
-	// The f32-dot kernels the int8 ones replace (MLXCEL_CUDA_I8=0).
-	if i8 := b.useI8; i8 {
-		b.useI8 = false
-		for _, s := range shapes {
-			lin("q4g64", 1, s, "q4g64-f32dot")
-		}
-		b.useI8 = i8
-	}
 	// Short rows (MoE experts, 2048-wide models): row-group kernels.
 	for _, s := range [][2]int{{768, 2048}, {2048, 768}, {6144, 2048}} {
 		lin("q4g64", 1, s, "q4g64")

@@ -148,9 +148,6 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 		if fast {
 			name = fmt.Sprintf("qgemv%d_%s_%d", w.bits, w.sbName(), mr)
 			if mr == 1 {
-				if w.bits == 4 && b.useI8 {
-					name += "_i8"
-				}
 				name += rowGroupSuffix(K, w.bits)
 			}
 		} else {
@@ -206,7 +203,6 @@ const (
 var multiKernels = []string{"qgemvm4_bf", "qgemvm4_f32", "qgemvm8_bf", "qgemvm8_f32",
 	"qgemvm4_bf_g64", "qgemvm4_f32_g64", "qgemvm8_bf_g64", "qgemvm8_f32_g64",
 	"qgemvm4_bf_g32", "qgemvm4_f32_g32", "qgemvm8_bf_g32", "qgemvm8_f32_g32",
-	"qgemvm4_bf_i8", "qgemvm4_f32_i8", "qgemvm4_bf_i8_g64", "qgemvm4_f32_i8_g64", "qgemvm4_bf_i8_g32", "qgemvm4_f32_i8_g32",
 	"qgemvm4_bf_v80", "qgemvm4_bf_v40", "qgemvm4_bf_v41", "qgemvm4_bf_v81", "qgemvm4_bf_v85", "qgemvm4_bf_v86"}
 
 // rowGroupLanes mirrors the kernels' row groups (gemv.cu): rows of fewer
@@ -242,9 +238,6 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 		name += "_v" + b.multiVariant // benchmark variants: NR then prefetch
 		nr = int(b.multiVariant[0] - '0')
 	} else {
-		if w.bits == 4 && b.useI8 {
-			name += "_i8"
-		}
 		name += rowGroupSuffix(w.in, w.bits)
 		nr *= 128 / rowGroupLanes(w.in, w.bits) // rows per block
 	}

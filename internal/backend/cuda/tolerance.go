@@ -11,8 +11,6 @@ import "strings"
 //   - 4-bit Linear with groups of 64 or more over 2..gemmRows rows runs on
 //     the tensor cores with activations rounded to f16 (11 bits) after a
 //     power-of-two scale;
-//   - one-row 4-bit products (and MoE experts) round the activations to
-//     int8 with one scale per 32 (gemv.cu, I8), unless MLXCEL_CUDA_I8=0;
 //   - the KV cache holds f16 (11 significant bits), so every attention
 //     result carries f16 rounding of K and V;
 //   - attention over steps with a sequence of 16 or more tokens runs the
@@ -24,8 +22,6 @@ func (b *Backend) Tolerance(op string, rows int) float64 {
 		return 1e-2
 	case linear && rows >= 2 && (strings.Contains(op, "/q4g64") || strings.Contains(op, "/q4g128")):
 		return 1e-3
-	case b.useI8 && (linear && rows == 1 || strings.HasPrefix(op, "MoE")) && strings.Contains(op, "/q4g"):
-		return 1e-2
 	case strings.HasPrefix(op, "Attention") && rows >= 16:
 		return 3e-3
 	case strings.HasPrefix(op, "Attention"):

@@ -146,55 +146,8 @@ DEV void finish_groups(float (&acc)[NR][MR], float* y, const float* bias, int ro
     }
 }
 
-// Int8 dot products (I8 kernels, 4-bit weights, one activation row): the
-// lane's 32 activations of a chunk are quantized to int8 with one absmax
-// scale (as llama.cpp's q8_1 does for its CUDA decode kernels), and each
-// packed word of 8 nibbles meets them in two dp4a: the word masked with
-// 0x0F0F0F0F holds elements 0, 2, 4, 6 as bytes, shifted right by 4 the odd
-// ones. A weight then costs ~0.6 instructions instead of ~2.5 (a PRMT into
-// a float and an FMA), which is what kept the f32 kernels at 0.4-0.65 of
-// the copy rate. sum(x*q) ~ dx * dp; the bias term uses the exact f32
-// sum(x). x's rounding (0.4% of absmax per element, bf16-class) is the
-// price; MLXCEL_CUDA_I8=0 keeps the f32 kernels.
-DEV u32 pack_s8(int a, int b, int c, int d) {
-    return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
-}
-DEV int dp4a_us(u32 a, u32 b, int c) {
-    int d;
-    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-// quant_chunk: xe[i]/xo[i] hold the even/odd elements of word i's 8.
-DEV void quant_chunk(const float (&xv)[32], u32 (&xe)[4], u32 (&xo)[4], float& dx) {
-    float a0 = 0.f, a1 = 0.f;
-#pragma unroll
-    for (int e = 0; e < 32; e += 2) a0 = fmaxf(a0, fabsf(xv[e])), a1 = fmaxf(a1, fabsf(xv[e + 1]));
-    const float amax = fmaxf(a0, a1);
-    dx = amax * (1.f / 127.f);
-    const float inv = amax > 0.f ? 127.f / amax : 0.f;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        int q[8];
-#pragma unroll
-        for (int e = 0; e < 8; e++) q[e] = __float2int_rn(xv[8 * i + e] * inv);
-        xe[i] = pack_s8(q[0], q[2], q[4], q[6]);
-        xo[i] = pack_s8(q[1], q[3], q[5], q[7]);
-    }
-}
-DEV int dot_i8(uint4 wv, const u32 (&xe)[4], const u32 (&xo)[4]) {
-    const u32 wd[4] = {wv.x, wv.y, wv.z, wv.w};
-    int a = 0, b = 0; // two chains
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        a = dp4a_us(wd[i] & 0x0F0F0F0Fu, xe[i], a);
-        b = dp4a_us((wd[i] >> 4) & 0x0F0F0F0Fu, xo[i], b);
-    }
-    return a + b;
-}
-
-template <int BITS, class SB, int MR, int NR, int L = 32 * QW, bool I8 = false>
+template <int BITS, class SB, int MR, int NR, int L = 32 * QW>
 DEV void qgemv_impl(GEMV_PARAMS) {
-    static_assert(!I8 || (BITS == 4 && MR == 1), "int8 dot products: 4-bit weights, one row");
     constexpr int EPW = 32 / BITS, EPC = 4 * EPW; // elements per word, per 16-byte chunk
     grid_dep_launch();
     if (eidx) grid_dep_wait(); // the expert ids come from the routing kernel
@@ -246,17 +199,6 @@ DEV void qgemv_impl(GEMV_PARAMS) {
 #pragma unroll
             for (int e = 0; e < EPC; e += 2) { sx0 += xv[e]; sx1 += xv[e + 1]; }
             const float sx = sx0 + sx1;
-            if constexpr (I8) {
-                u32 xe[4], xo[4];
-                float dx;
-                quant_chunk(xv, xe, xo, dx);
-#pragma unroll
-                for (int r = 0; r < NR; r++) {
-                    float s, b;
-                    SB::get(sv[r], s, b);
-                    acc[r][0] = fmaf(s * dx, (float)dot_i8(wv[r], xe, xo), fmaf(b, sx, acc[r][0]));
-                }
-            } else {
 #pragma unroll
             for (int r = 0; r < NR; r++) {
                 u32 wd[4] = {wv[r].x, wv[r].y, wv[r].z, wv[r].w};
@@ -276,7 +218,6 @@ DEV void qgemv_impl(GEMV_PARAMS) {
                 if (BITS == 4) d = fmaf(32.f, d, -16.f * sx);
                 SB::get(sv[r], s, b);
                 acc[r][m] = fmaf(s, d, fmaf(b, sx, acc[r][m]));
-            }
             }
         }
     }
@@ -312,7 +253,7 @@ DEV float dotchunk(uint4 wv, const float* xv, float sx) {
 // ops cost one launch. Recorded by the Go side when consecutive Linear
 // calls (and a GatedAct) allow it; every output the separate ops would
 // write is still written.
-template <int BITS, class SB, int NR, bool PF, int L = 32 * QW, bool I8 = false>
+template <int BITS, class SB, int NR, bool PF, int L = 32 * QW>
 DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u32* w0, const u32* sb0, const float* bias0,
                           int N0, float* y1, const u32* w1, const u32* sb1, const float* bias1, int N1, float* y2,
                           const u32* w2, const u32* sb2, const float* bias2, int N2, int nb0, int nb1, int glu, float* d) {
@@ -384,24 +325,11 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
 #pragma unroll
         for (int e = 0; e < EPC; e += 2) { sx0 += xv[e]; sx1 += xv[e + 1]; }
         const float sx = sx0 + sx1;
-        if constexpr (I8) {
-            static_assert(BITS == 4, "int8 dot products: 4-bit weights");
-            u32 xe[4], xo[4];
-            float dx;
-            quant_chunk(xv, xe, xo, dx);
 #pragma unroll
-            for (int r = 0; r < NR; r++) {
-                float s, b;
-                SB::get(sv[r], s, b);
-                acc[r] = fmaf(s * dx, (float)dot_i8(wv[r], xe, xo), fmaf(b, sx, acc[r]));
-            }
-        } else {
-#pragma unroll
-            for (int r = 0; r < NR; r++) {
-                float dd = dotchunk<BITS>(wv[r], xv, sx), s, b;
-                SB::get(sv[r], s, b);
-                acc[r] = fmaf(s, dd, fmaf(b, sx, acc[r]));
-            }
+        for (int r = 0; r < NR; r++) {
+            float dd = dotchunk<BITS>(wv[r], xv, sx), s, b;
+            SB::get(sv[r], s, b);
+            acc[r] = fmaf(s, dd, fmaf(b, sx, acc[r]));
         }
         if (cn < nc) {
 #pragma unroll
@@ -446,13 +374,13 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
         if (row < Na) y[row] = v + (bias ? bias[row] : 0.f);
     }
 }
-#define QMULTI(NAME, BITS, SBT, NR, PF) QMULTI_G(NAME, BITS, SBT, NR, PF, 32 * QW, false)
-#define QMULTI_G(NAME, BITS, SBT, NR, PF, L, I8)                                                                   \
+#define QMULTI(NAME, BITS, SBT, NR, PF) QMULTI_G(NAME, BITS, SBT, NR, PF, 32 * QW)
+#define QMULTI_G(NAME, BITS, SBT, NR, PF, L)                                                                       \
     extern "C" __global__ void __launch_bounds__(32 * QW) NAME(                                                    \
         const float* x, int K, int gshift, float* y0, const u32* w0, const u32* sb0, const float* bias0, int N0,  \
         float* y1, const u32* w1, const u32* sb1, const float* bias1, int N1, float* y2, const u32* w2,           \
         const u32* sb2, const float* bias2, int N2, int nb0, int nb1, int glu, float* d) {                        \
-        qgemv_multi_impl<BITS, SBT, NR, PF, L, I8>(x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2,  \
+        qgemv_multi_impl<BITS, SBT, NR, PF, L>(x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2,  \
                                             sb2, bias2, N2, nb0, nb1, glu, d);                                     \
     }
 // The default (Go: multiRows, multiPrefetch) and the variants the
@@ -474,13 +402,10 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
 QMULTI_LB(qgemvm4_bf_v85, 8, 5) QMULTI_LB(qgemvm4_bf_v86, 8, 6)
 QMULTI(qgemvm4_bf, 4, SBbf, 8, false) QMULTI(qgemvm4_f32, 4, SBf32, 8, false)
 QMULTI(qgemvm8_bf, 8, SBbf, 8, false) QMULTI(qgemvm8_f32, 8, SBf32, 8, false)
-QMULTI_G(qgemvm4_bf_g64, 4, SBbf, 8, false, 64, false) QMULTI_G(qgemvm4_f32_g64, 4, SBf32, 8, false, 64, false)
-QMULTI_G(qgemvm8_bf_g64, 8, SBbf, 8, false, 64, false) QMULTI_G(qgemvm8_f32_g64, 8, SBf32, 8, false, 64, false)
-QMULTI_G(qgemvm4_bf_g32, 4, SBbf, 8, false, 32, false) QMULTI_G(qgemvm4_f32_g32, 4, SBf32, 8, false, 32, false)
-QMULTI_G(qgemvm8_bf_g32, 8, SBbf, 8, false, 32, false) QMULTI_G(qgemvm8_f32_g32, 8, SBf32, 8, false, 32, false)
-QMULTI_G(qgemvm4_bf_i8, 4, SBbf, 8, false, 32 * QW, true) QMULTI_G(qgemvm4_f32_i8, 4, SBf32, 8, false, 32 * QW, true)
-QMULTI_G(qgemvm4_bf_i8_g64, 4, SBbf, 8, false, 64, true) QMULTI_G(qgemvm4_f32_i8_g64, 4, SBf32, 8, false, 64, true)
-QMULTI_G(qgemvm4_bf_i8_g32, 4, SBbf, 8, false, 32, true) QMULTI_G(qgemvm4_f32_i8_g32, 4, SBf32, 8, false, 32, true)
+QMULTI_G(qgemvm4_bf_g64, 4, SBbf, 8, false, 64) QMULTI_G(qgemvm4_f32_g64, 4, SBf32, 8, false, 64)
+QMULTI_G(qgemvm8_bf_g64, 8, SBbf, 8, false, 64) QMULTI_G(qgemvm8_f32_g64, 8, SBf32, 8, false, 64)
+QMULTI_G(qgemvm4_bf_g32, 4, SBbf, 8, false, 32) QMULTI_G(qgemvm4_f32_g32, 4, SBf32, 8, false, 32)
+QMULTI_G(qgemvm8_bf_g32, 8, SBbf, 8, false, 32) QMULTI_G(qgemvm8_f32_g32, 8, SBf32, 8, false, 32)
 QMULTI(qgemvm4_bf_v80, 4, SBbf, 8, false) QMULTI(qgemvm4_bf_v40, 4, SBbf, 4, false)
 QMULTI(qgemvm4_bf_v41, 4, SBbf, 4, true) QMULTI(qgemvm4_bf_v81, 4, SBbf, 8, true)
 
@@ -569,23 +494,18 @@ DEV void qgemv_rows_impl(GEMV_PARAMS) {
 }
 
 // MR = 1: v3 (chunks, split K; also the MoE expert path). MR >= 2: rows.
-#define QGEMV1G(BITS, SBN, SBT, SUFFIX, L, I8)                                                          \
+#define QGEMV1G(BITS, SBN, SBT, SUFFIX, L)                                                              \
     extern "C" __global__ void __launch_bounds__(32 * QW) qgemv##BITS##_##SBN##_1##SUFFIX(GEMV_PARAMS) { \
-        qgemv_impl<BITS, SBT, 1, 8, L, I8>(GEMV_ARGS);                                                  \
+        qgemv_impl<BITS, SBT, 1, 8, L>(GEMV_ARGS);                                                      \
     }
-#define QGEMV1(BITS, SBN, SBT)                                                                   \
-    QGEMV1G(BITS, SBN, SBT, , 32 * QW, false) QGEMV1G(BITS, SBN, SBT, _g64, 64, false)           \
-    QGEMV1G(BITS, SBN, SBT, _g32, 32, false)
-#define QGEMV1I8(SBN, SBT)                                                                       \
-    QGEMV1G(4, SBN, SBT, _i8, 32 * QW, true) QGEMV1G(4, SBN, SBT, _i8_g64, 64, true)             \
-    QGEMV1G(4, SBN, SBT, _i8_g32, 32, true)
+#define QGEMV1(BITS, SBN, SBT) \
+    QGEMV1G(BITS, SBN, SBT, , 32 * QW) QGEMV1G(BITS, SBN, SBT, _g64, 64) QGEMV1G(BITS, SBN, SBT, _g32, 32)
 #define QGEMVR(BITS, SBN, SBT, MR, J)                                                         \
     extern "C" __global__ void __launch_bounds__(128) qgemv##BITS##_##SBN##_##MR(GEMV_PARAMS) {  \
         grid_dep_start();                                                                     \
         qgemv_rows_impl<BITS, SBT, MR, 4, J>(GEMV_ARGS);                                      \
     }
 QGEMV1(4, bf, SBbf) QGEMV1(4, f32, SBf32) QGEMV1(8, bf, SBbf) QGEMV1(8, f32, SBf32)
-QGEMV1I8(bf, SBbf) QGEMV1I8(f32, SBf32)
 QGEMVR(4, bf, SBbf, 2, 4) QGEMVR(4, bf, SBbf, 4, 2) QGEMVR(4, bf, SBbf, 8, 1)
 QGEMVR(4, f32, SBf32, 2, 4) QGEMVR(4, f32, SBf32, 4, 2) QGEMVR(4, f32, SBf32, 8, 1)
 QGEMVR(8, bf, SBbf, 2, 4) QGEMVR(8, bf, SBbf, 4, 2) QGEMVR(8, bf, SBbf, 8, 1)
