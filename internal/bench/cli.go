@@ -86,6 +86,7 @@ func (l *stringList) Set(v string) error {
 type modelFlags struct {
 	backend, profilesDir, tokenizer    string
 	threads, maxTokens, warmup, repeat int
+	maxPrefillSec                      float64
 	prefillChunk                       int
 	seed                               uint64
 	skipMemCheck, quiet                bool
@@ -101,6 +102,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, maxTokens, warmup int) {
 	fs.IntVar(&m.warmup, "warmup", warmup, "untimed runs before the measured ones")
 	fs.IntVar(&m.repeat, "repeat", 1, "measured runs; the row has their mean")
 	fs.IntVar(&m.prefillChunk, "prefill-chunk", 2048, "prompt tokens per forward step during prefill")
+	fs.Float64Var(&m.maxPrefillSec, "max-prefill-seconds", 0, "skip a prompt whose prefill is estimated (quadratically, from the model's previous point) to take longer (0: no limit)")
 	fs.Uint64Var(&m.seed, "seed", 0, "seed of synthetic weights")
 	fs.BoolVar(&m.skipMemCheck, "skip-mem-check", false, "run even when the memory estimate says it will not fit")
 	fs.BoolVar(&m.quiet, "quiet", false, "no progress log on stderr")
@@ -109,7 +111,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, maxTokens, warmup int) {
 
 func (m *modelFlags) options(stderr io.Writer) DecodeOptions {
 	o := DecodeOptions{Backend: m.backend, Threads: m.threads, ProfilesDir: m.profilesDir, Tokenizer: m.tokenizer,
-		MaxTokens: m.maxTokens, Warmup: m.warmup, Repeat: m.repeat, PrefillChunk: m.prefillChunk, Seed: m.seed,
+		MaxTokens: m.maxTokens, Warmup: m.warmup, Repeat: m.repeat, PrefillChunk: m.prefillChunk, MaxPrefillSeconds: m.maxPrefillSec, Seed: m.seed,
 		SkipMemCheck: m.skipMemCheck, MemLimit: int64(m.memLimitGiB * (1 << 30)), Log: stderr}
 	if m.quiet {
 		o.Log = io.Discard

@@ -27,6 +27,11 @@ var Columns = []string{
 const (
 	StatusOK      = "ok"
 	StatusSkipOOM = "SKIP:oom_estimate"
+	// StatusSkipTime: the prefill would run past --max-prefill-seconds,
+	// estimated from the model's previous point as growing with the square
+	// of the prompt (attention's share grows so; an upper bound while the
+	// linear part dominates).
+	StatusSkipTime = "SKIP:time_estimate"
 )
 
 // FailStatus is the status of a row whose run failed at stage (config,

@@ -30,7 +30,10 @@ type DecodeOptions struct {
 	Warmup       int
 	Repeat       int
 	PrefillChunk int
-	Seed         uint64
+	// MaxPrefillSeconds (> 0) skips a prompt whose prefill is estimated to
+	// take longer (StatusSkipTime).
+	MaxPrefillSeconds float64
+	Seed              uint64
 	// SkipMemCheck runs even when the estimate says it will not fit.
 	SkipMemCheck bool
 	// MemLimit, when positive, replaces the detected available memory
@@ -245,6 +248,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 	}
 
 	var firstErr error
+	lastN, lastMS := 0, 0.0 // the last measured point, for the time estimate
 	for _, n := range o.PromptTokens {
 		if !fits[n] {
 			emit(skip(n))
@@ -252,9 +256,20 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 		}
 		r := base
 		setPrompt(&r, n)
+		if lastN > 0 && o.MaxPrefillSeconds > 0 && n > lastN {
+			if est := lastMS / 1e3 * float64(n) * float64(n) / (float64(lastN) * float64(lastN)); est > o.MaxPrefillSeconds {
+				r.Status = StatusSkipTime
+				fmt.Fprintf(o.Log, "%s: %d-token prompt: SKIP: prefill estimated at %.0f s (from %.1f s at %d tokens, quadratic), over --max-prefill-seconds %g\n",
+					base.Model, n, est, lastMS/1e3, lastN, o.MaxPrefillSeconds)
+				emit(r)
+				continue
+			}
+		}
 		if err := runOne(m, enc, &r, o); err != nil {
 			fmt.Fprintf(o.Log, "%s: %d-token prompt: %s: %v\n", base.Model, n, r.Status, err)
 			firstErr = cmpOr(firstErr, fmt.Errorf("%s: %s: %w", base.Model, r.Status, err))
+		} else if r.PromptTokens > 0 {
+			lastN, lastMS = r.PromptTokens, r.PrefillMS
 		}
 		emit(r)
 	}

@@ -350,3 +350,20 @@ func TestTokenizerFallback(t *testing.T) {
 		t.Errorf("explicit empty tokenizer: %v", err)
 	}
 }
+
+// TestDecodeTimeSkip: with a prefill time limit far below what the first
+// point took, the next (longer) point is skipped with its own status, and
+// the measured one stays ok.
+func TestDecodeTimeSkip(t *testing.T) {
+	needTestdata(t)
+	dir := tinyProfiles(t)
+	csvPath := filepath.Join(t.TempDir(), "bench.csv")
+	if _, err := run(t, "decode", "--profile", "tiny-llama", "--profiles-dir", dir, "--tokenizer", testdata+"models/stories260k",
+		"--prompt-tokens", "32,64", "--max-tokens", "2", "--backend", "cpu", "--max-prefill-seconds", "1e-9", "--csv", csvPath); err != nil {
+		t.Fatal(err)
+	}
+	rows := readRecords(t, csvPath)
+	if len(rows) != 2 || rows[0]["status"] != "ok" || rows[1]["status"] != StatusSkipTime || rows[1]["prefill_ms"] != "" {
+		t.Errorf("rows %v", rows)
+	}
+}
