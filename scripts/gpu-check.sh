@@ -107,12 +107,12 @@ if [ -x .gpu/mlxcel ] && [ -n "${LADDER_LENGTHS:-}" ]; then
 	# The long-prompt ladder through the model code (synthetic weights).
 	echo "== ladder"
 	timeout ${LADDER_TIMEOUT:-300} .gpu/mlxcel bench ladder --backend cuda --profiles "${LADDER_PROFILES:-llama-3.1-8b-4bit}" --lengths "$LADDER_LENGTHS" \
-		--max-tokens ${LADDER_TOKENS:-64} $tok --out "$OUT/ladder" 2>&1 | tail -30 | tee "$OUT/ladder.log"
+		--max-tokens ${LADDER_TOKENS:-64} $tok --out "$OUT/ladder" ${LADDER_ARGS:-} 2>&1 | tail -30 | tee "$OUT/ladder.log"
 fi
 if [ -x .gpu/mlxcel ] && [ -n "${LADDER2_LENGTHS:-}" ]; then
 	echo "== ladder (second set)"
 	timeout ${LADDER_TIMEOUT:-300} .gpu/mlxcel bench ladder --backend cuda --profiles "$LADDER2_PROFILES" --lengths "$LADDER2_LENGTHS" \
-		--max-tokens ${LADDER_TOKENS:-64} $tok --out "$OUT/ladder" --name ladder2 2>&1 | tail -30 | tee -a "$OUT/ladder.log"
+		--max-tokens ${LADDER_TOKENS:-64} $tok --out "$OUT/ladder" --name ladder2 ${LADDER_ARGS:-} 2>&1 | tail -30 | tee -a "$OUT/ladder.log"
 fi
 
 if [ -x .gpu/mlxcel ] && [ -n "${SERVE_CONCURRENCY:-}" ]; then

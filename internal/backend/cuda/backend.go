@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -89,6 +90,7 @@ type Backend struct {
 	// MLXCEL_CUDA_MOEGROUP=0: MoE slot by slot instead of grouped.
 	useMMA, useFlash, useDecAttn, gemmBF16, moeGroup bool
 	pdl                                              bool // programmatic dependent launch (runPDL)
+	decSplitKeys                                     int  // attn_decode keys per split block
 
 	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
 	cntN   int    // counters zeroed so far
@@ -187,6 +189,10 @@ func New(dev int) (*Backend, error) {
 	b.useDecAttn = os.Getenv("MLXCEL_CUDA_DECATTN") != "0"
 	b.gemmBF16 = os.Getenv("MLXCEL_CUDA_GEMM") != "tf32"
 	b.moeGroup = os.Getenv("MLXCEL_CUDA_MOEGROUP") != "0"
+	b.decSplitKeys = decSplitKeys
+	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECSPLITKEYS")); err == nil && v > 0 {
+		b.decSplitKeys = v
+	}
 	// PDL needs Hopper (griddepcontrol) and cuLaunchKernelEx.
 	b.pdl = os.Getenv("MLXCEL_CUDA_PDL") != "0" && b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9
 	// MLXCEL_CUDA_GEMV1=85 (say) picks a one-row 4-bit GEMV variant, for

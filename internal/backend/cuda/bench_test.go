@@ -361,10 +361,17 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	type cfg struct {
 		nseq                   int
 		graphs, fuse, dec, pdl bool
+		splitKeys              int // attn_decode keys per split (0: default)
 	}
-	pdl := b.pdl
-	for _, c := range []cfg{{1, true, true, true, true}, {1, true, true, true, false}, {1, true, true, false, true},
-		{1, false, true, true, true}, {8, true, true, true, true}, {16, true, true, true, true}, {32, true, true, true, true}} {
+	pdl, splitKeys := b.pdl, b.decSplitKeys
+	for _, c := range []cfg{{1, true, true, true, true, 0}, {1, true, true, true, false, 0}, {1, true, true, false, true, 0},
+		{1, false, true, true, true, 0}, {1, true, true, true, true, 16}, {1, true, true, true, true, 64},
+		{1, true, true, true, true, 1 << 20}, {8, true, true, true, true, 0}, {16, true, true, true, true, 0},
+		{32, true, true, true, true, 0}} {
+		b.decSplitKeys = splitKeys
+		if c.splitKeys > 0 {
+			b.decSplitKeys = c.splitKeys
+		}
 		nseq, graphs := c.nseq, c.graphs
 		{
 			b.SetGraphs(graphs)
@@ -440,13 +447,16 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			if !c.pdl || !pdl {
 				cfg += "-nopdl"
 			}
+			if c.splitKeys > 0 {
+				cfg += fmt.Sprintf("-splitkeys%d", c.splitKeys)
+			}
 			o.add("decode-llama8b-q4", cfg, nseq, fmt.Sprintf("ctx%d", prompt+steps), float64(dt.Microseconds())/float64(n),
 				tokps, 0, fmt.Sprintf("tok/s in GB_per_s column; last step device %.0fus; prefill %d tok %.1f ms/seq",
 					float64(gpu.Microseconds()), prompt, float64(prefill.Microseconds())/1e3/float64(nseq)))
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			if nseq == 1 && graphs && c.fuse && c.dec && c.pdl {
+			if nseq == 1 && graphs && c.fuse && c.dec && c.pdl && c.splitKeys == 0 {
 				// One profiled step: where the device time of a decode step goes.
 				b.SetProfile(true)
 				batch := &backend.Batch{Tokens: toks[:1], Positions: []int32{int32(prompt + steps)}, LogitRows: []int{0},
@@ -467,7 +477,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	}
 	b.SetGraphs(true)
 	b.mu.Lock()
-	b.fuse, b.useDecAttn, b.pdl = true, true, pdl
+	b.fuse, b.useDecAttn, b.pdl, b.decSplitKeys = true, true, pdl, splitKeys
 	unbind := b.bind()
 	b.graphs.clear(b)
 	unbind()

@@ -517,7 +517,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		for ctx < b.step.maxCtx {
 			ctx *= 2
 		}
-		splits := max(1, min(ctx/decSplitKeys, 64, (2*b.SMs+T*p.KVHeads-1)/(T*p.KVHeads)))
+		splits := max(1, min(ctx/b.decSplitKeys, 64, (2*b.SMs+T*p.KVHeads-1)/(T*p.KVHeads)))
 		var part, cnt uintptr
 		if splits > 1 {
 			var err error
@@ -565,8 +565,9 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		f(p.Scale).i(p.Window).f(p.Softcap).p(cnt)
 }
 
-// decSplitKeys is attn_decode's target keys per split block: 4 warps take
-// 4 keys each per round of loads, so 32 keys is two rounds.
+// decSplitKeys is attn_decode's default target of keys per split block
+// (MLXCEL_CUDA_DECSPLITKEYS overrides it): 4 warps take 4 keys each per
+// round of loads, so 32 keys is two rounds.
 const decSplitKeys = 32
 
 // counters returns n zeroed split counters for the decode attention

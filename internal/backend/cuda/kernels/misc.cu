@@ -38,10 +38,50 @@ extern "C" __global__ void embedq_f32(float* d, const u32* w, const u32* sb, con
 
 // RMSNorm, one block per row. dst may alias x: each thread reads its
 // elements before the reduction and writes the same ones after it.
-extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int cols, float eps) { grid_dep_start();
+//
+// Rows of a multiple of 4 columns, up to 16 per thread, take the float4
+// path: each thread loads all its elements (and the norm weights, before
+// waiting on the previous kernel: they are constant) before any store. In
+// the scalar loop of add_rmsnorm each store to sum (which may alias a or
+// b) kept the next loads behind it, one memory round trip per 1024
+// columns of a decode step's single row.
+#define NORM_V 4 // float4s per thread in the vector path
+DEV bool norm_vec(int cols) { return (cols & 3) == 0 && cols <= 4 * NORM_V * (int)blockDim.x; }
+DEV float4 f4mul(float4 v, float s) { return f4(v.x * s, v.y * s, v.z * s, v.w * s); }
+DEV float4 f4mul4(float4 v, float4 w) { return f4(v.x * w.x, v.y * w.y, v.z * w.z, v.w * w.w); }
+DEV float f4dot(float4 v) { return v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w; }
+
+extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int cols, float eps) {
     __shared__ float red[32];
-    const float* xr = x + (long long)blockIdx.x * cols;
-    float* dr = dst + (long long)blockIdx.x * cols;
+    const long long o = (long long)blockIdx.x * cols;
+    if (norm_vec(cols)) {
+        const int n4 = cols >> 2;
+        float4 wv[NORM_V], v[NORM_V];
+#pragma unroll
+        for (int k = 0; k < NORM_V; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            wv[k] = w && i < n4 ? reinterpret_cast<const float4*>(w)[i] : f4(1.f, 1.f, 1.f, 1.f);
+        }
+        grid_dep_start();
+        float ss = 0.f;
+#pragma unroll
+        for (int k = 0; k < NORM_V; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            v[k] = i < n4 ? reinterpret_cast<const float4*>(x + o)[i] : f4(0.f, 0.f, 0.f, 0.f);
+            ss += f4dot(v[k]);
+        }
+        ss = block_sum(ss, red);
+        const float inv = 1.f / sqrtf(ss / (float)cols + eps);
+#pragma unroll
+        for (int k = 0; k < NORM_V; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            if (i < n4) reinterpret_cast<float4*>(dst + o)[i] = f4mul4(f4mul(v[k], inv), wv[k]);
+        }
+        return;
+    }
+    grid_dep_start();
+    const float* xr = x + o;
+    float* dr = dst + o;
     float ss = 0.f;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) ss = fmaf(xr[c], xr[c], ss);
     ss = block_sum(ss, red);
@@ -54,9 +94,45 @@ extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, i
 // records it in place of an Add followed by such an RMSNorm; both outputs
 // are written. One block per row.
 extern "C" __global__ void add_rmsnorm(float* sum, const float* a, const float* b, float* dst, const float* w, int cols,
-                                       float eps) { grid_dep_start();
+                                       float eps) {
     __shared__ float red[32];
-    long long o = (long long)blockIdx.x * cols;
+    const long long o = (long long)blockIdx.x * cols;
+    if (norm_vec(cols)) {
+        const int n4 = cols >> 2;
+        float4 wv[NORM_V], v[NORM_V];
+#pragma unroll
+        for (int k = 0; k < NORM_V; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            wv[k] = w && i < n4 ? reinterpret_cast<const float4*>(w)[i] : f4(1.f, 1.f, 1.f, 1.f);
+        }
+        grid_dep_start();
+        float ss = 0.f;
+#pragma unroll
+        for (int k = 0; k < NORM_V; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            if (i < n4) {
+                const float4 x = reinterpret_cast<const float4*>(a + o)[i], y = reinterpret_cast<const float4*>(b + o)[i];
+                v[k] = f4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+            } else {
+                v[k] = f4(0.f, 0.f, 0.f, 0.f);
+            }
+            ss += f4dot(v[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < NORM_V; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            if (i < n4) reinterpret_cast<float4*>(sum + o)[i] = v[k];
+        }
+        ss = block_sum(ss, red);
+        const float inv = 1.f / sqrtf(ss / (float)cols + eps);
+#pragma unroll
+        for (int k = 0; k < NORM_V; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            if (i < n4) reinterpret_cast<float4*>(dst + o)[i] = f4mul4(f4mul(v[k], inv), wv[k]);
+        }
+        return;
+    }
+    grid_dep_start();
     float ss = 0.f;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
         float v = a[o + c] + b[o + c];
