@@ -80,7 +80,7 @@ type Backend struct {
 	fuse   bool // merge q/k/v and gate/up GEMVs, fuse add+norm (MLXCEL_CUDA_FUSE=0: off)
 
 	multiVariant string // benchmarks: "" or a qgemvm4_bf_v<NR><PF> suffix
-	mmaVariant   string // benchmarks: "" or "d2"/"d8" (slabs in flight of qmma4_bf_{1,2})
+	mmaVariant   string // "" or a qmma4_bf_{1,2} variant: d2/d8 (slabs in flight), o2, r4 (mma.cu)
 
 	// Kernel paths, each on by default and switchable for comparison:
 	// MLXCEL_CUDA_MMA=0 (tensor-core GEMV for 2-32 rows), MLXCEL_CUDA_FLASH=0
@@ -200,7 +200,7 @@ func New(dev int) (*Backend, error) {
 	if v := os.Getenv("MLXCEL_CUDA_GEMV1"); v != "" && slices.Contains(multiKernels, "qgemvm4_bf_v"+v) {
 		b.multiVariant = v
 	}
-	if v := os.Getenv("MLXCEL_CUDA_MMAV"); v == "d2" || v == "d8" { // qmma4 slabs in flight
+	if v := os.Getenv("MLXCEL_CUDA_MMAV"); v == "d2" || v == "d8" || v == "o2" || v == "r4" { // qmma4 variants (mma.cu)
 		b.mmaVariant = v
 	}
 	return b, nil
@@ -252,7 +252,8 @@ func kernelNames() []string {
 	for _, nt := range []int{1, 2, 4} {
 		names = append(names, fmt.Sprintf("qmma4_bf_%d", nt), fmt.Sprintf("qmma4_f32_%d", nt))
 	}
-	names = append(names, "qmma4_bf_1_d2", "qmma4_bf_1_d8", "qmma4_bf_2_d2", "qmma4_bf_2_d8")
+	names = append(names, "qmma4_bf_1_d2", "qmma4_bf_1_d8", "qmma4_bf_2_d2", "qmma4_bf_2_d8",
+		"qmma4_bf_1_o2", "qmma4_bf_2_o2", "qmma4_bf_1_r4", "qmma4_bf_2_r4")
 	return append(names, "flash_attn_64", "flash_attn_128", "attn_decode_64", "attn_decode_128")
 }
 

@@ -217,10 +217,7 @@ func TestBench(t *testing.T) {
 	// Several activation rows: the tensor-core kernel (default: 4 slabs in
 	// flight per warp; variants d2, d8) against the f32 kernels it replaces
 	// (MLXCEL_CUDA_MMA=0, measured in run 1: 83 us at 8 rows on 14336x4096).
-	for _, v := range []string{"", "d2", "d8"} {
-		if quick && v != "" {
-			break
-		}
+	for _, v := range []string{"", "o2", "r4"} {
 		b.mmaVariant = v
 		for _, rows := range []int{2, 8, 16, 32} {
 			if v != "" && rows == 32 {
@@ -361,16 +358,22 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	type cfg struct {
 		nseq                   int
 		graphs, fuse, dec, pdl bool
-		splitKeys              int // attn_decode keys per split (0: default)
+		splitKeys              int    // attn_decode keys per split (0: default)
+		mmav                   string // qmma4 variant (MLXCEL_CUDA_MMAV)
 	}
-	pdl, splitKeys := b.pdl, b.decSplitKeys
-	for _, c := range []cfg{{1, true, true, true, true, 0}, {1, true, true, true, false, 0}, {1, true, true, false, true, 0},
-		{1, false, true, true, true, 0}, {1, true, true, true, true, 16}, {1, true, true, true, true, 64},
-		{1, true, true, true, true, 1 << 20}, {8, true, true, true, true, 0}, {16, true, true, true, true, 0},
-		{32, true, true, true, true, 0}} {
+	pdl, splitKeys, mmav := b.pdl, b.decSplitKeys, b.mmaVariant
+	for _, c := range []cfg{{1, true, true, true, true, 0, ""}, {1, true, true, true, false, 0, ""},
+		{1, true, true, false, true, 0, ""}, {1, false, true, true, true, 0, ""}, {1, true, true, true, true, 32, ""},
+		{8, true, true, true, true, 0, ""}, {8, true, true, true, true, 0, "o2"}, {8, true, true, true, true, 0, "r4"},
+		{16, true, true, true, true, 0, ""}, {16, true, true, true, true, 0, "o2"}, {16, true, true, true, true, 0, "r4"},
+		{32, true, true, true, true, 0, ""}} {
 		b.decSplitKeys = splitKeys
 		if c.splitKeys > 0 {
 			b.decSplitKeys = c.splitKeys
+		}
+		b.mmaVariant = mmav
+		if c.mmav != "" {
+			b.mmaVariant = c.mmav
 		}
 		nseq, graphs := c.nseq, c.graphs
 		{
@@ -450,6 +453,9 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			if c.splitKeys > 0 {
 				cfg += fmt.Sprintf("-splitkeys%d", c.splitKeys)
 			}
+			if c.mmav != "" {
+				cfg += "-mma" + c.mmav
+			}
 			o.add("decode-llama8b-q4", cfg, nseq, fmt.Sprintf("ctx%d", prompt+steps), float64(dt.Microseconds())/float64(n),
 				tokps, 0, fmt.Sprintf("tok/s in GB_per_s column; last step device %.0fus; prefill %d tok %.1f ms/seq",
 					float64(gpu.Microseconds()), prompt, float64(prefill.Microseconds())/1e3/float64(nseq)))
@@ -477,7 +483,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	}
 	b.SetGraphs(true)
 	b.mu.Lock()
-	b.fuse, b.useDecAttn, b.pdl, b.decSplitKeys = true, true, pdl, splitKeys
+	b.fuse, b.useDecAttn, b.pdl, b.decSplitKeys, b.mmaVariant = true, true, pdl, splitKeys, mmav
 	unbind := b.bind()
 	b.graphs.clear(b)
 	unbind()

@@ -126,10 +126,14 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 			nt = 2
 		}
 		name := fmt.Sprintf("qmma4_%s_%d", w.sbName(), nt)
+		rows := 32 // weight rows per block
 		if b.mmaVariant != "" && !w.sbF32 && nt <= 2 {
 			name += "_" + b.mmaVariant
+			if b.mmaVariant == "r4" {
+				rows = 64
+			}
 		}
-		b.newLaunch(name, (N+31)/32, 1, 1, 256).p(y).p(x).p(w.w).p(w.sb).p(bias).
+		b.newLaunch(name, (N+rows-1)/rows, 1, 1, 256).p(y).p(x).p(w.w).p(w.sb).p(bias).
 			i(N).i(K).i(M).i(w.gshft).i(ldy).i(ldx).p(0).i(0).i(0).i64(0).i64(0)
 		return
 	}

@@ -45,7 +45,7 @@ DEV void mma_f16(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) 
 }
 
 #define QMMA_W 8  // warps per block, splitting K by 64-wide slabs
-#define QMMA_RT 2 // 16-row weight tiles per block (x is converted once for both)
+#define QMMA_RT 2 // 16-row weight tiles per block (x is converted once for all)
 
 // qmma_slab adds one 64-wide slab of K to the block's accumulators: it
 // turns this lane's 16 activations of each 8-row tile into f16 B
@@ -53,8 +53,8 @@ DEV void mma_f16(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) 
 // group's scale and bias. q2 yields q-8 (centred: the bias term then
 // carries b+8s, near the group's midpoint, so the f16-rounded product
 // term is small against the result and its rounding matters less).
-template <class SB, int NT>
-DEV void qmma_slab(float (&acc)[QMMA_RT][NT][4], const uint2 (&wc)[QMMA_RT][2], const typename SB::raw (&sc)[QMMA_RT][2],
+template <class SB, int NT, int RT>
+DEV void qmma_slab(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const typename SB::raw (&sc)[RT][2],
                    const float* x, int M, int ldx, int s, int g, int t) {
     u32 xb[NT][8];
     float cs[NT][2], cx[NT][2]; // per output column 2t, 2t+1: 1/scale and sum(x)
@@ -95,7 +95,7 @@ DEV void qmma_slab(float (&acc)[QMMA_RT][NT][4], const uint2 (&wc)[QMMA_RT][2], 
         cx[nt][1] = __shfl_sync(0xffffffffu, sx, 8 * t + 4);
     }
 #pragma unroll
-    for (int rt = 0; rt < QMMA_RT; rt++) {
+    for (int rt = 0; rt < RT; rt++) {
         float s0, b0, s1, b1;
         SB::get(sc[rt][0], s0, b0);
         SB::get(sc[rt][1], s1, b1);
@@ -120,45 +120,48 @@ DEV void qmma_slab(float (&acc)[QMMA_RT][NT][4], const uint2 (&wc)[QMMA_RT][2], 
 }
 
 // qmma4_impl: y[M, N] = x[M, K] @ W^T for W 4-bit, group >= 64, K % 64 == 0,
-// M <= 8*NT. Grid: ceil(N/32) blocks of QMMA_W warps. Each warp loads the
-// weights of D slabs (its slabs s, s+W, ...) before the math of any of
-// them: D*1 KB in flight per warp. (v1, two slabs in a rolling buffer, ran
-// at 0.35 of the copy rate for 2 rows: latency-bound.)
-template <class SB, int NT, int D>
+// M <= 8*NT. Grid: ceil(N/(16*RT)) blocks of QMMA_W warps. Each warp loads
+// the weights of D slabs (its slabs s, s+W, ...) before the math of any of
+// them: D*RT/2 KB in flight per warp. (v1, two slabs in a rolling buffer,
+// ran at 0.35 of the copy rate for 2 rows: latency-bound.) Every block
+// reads all of x (f32, from L2): at 16 rows that is 256 KB per 32 weight
+// rows, 115 MB of L2 reads against 33 MB of weights for 14336x4096, so
+// the _r4 kernels (RT = 4: 64 rows per block) halve it.
+template <class SB, int NT, int D, int RT = QMMA_RT>
 DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const float* bias, int N, int K, int M,
                     int gshift, int ldy, int ldx) {
     constexpr int SBW = sizeof(typename SB::raw) / 4;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int nw = K >> 3, ng = K >> gshift, ns = K >> 6;
-    const int row0 = blockIdx.x * (16 * QMMA_RT);
-    const uint2* wp[QMMA_RT][2];
-    const u32* sp[QMMA_RT][2];
+    const int row0 = blockIdx.x * (16 * RT);
+    const uint2* wp[RT][2];
+    const u32* sp[RT][2];
 #pragma unroll
-    for (int rt = 0; rt < QMMA_RT; rt++)
+    for (int rt = 0; rt < RT; rt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             int row = min(row0 + rt * 16 + g + 8 * h, N - 1);
             wp[rt][h] = reinterpret_cast<const uint2*>(w + (long long)row * nw) + t; // slab s: [4s]
             sp[rt][h] = sb + (long long)row * ng * SBW;
         }
-    float acc[QMMA_RT][NT][4];
+    float acc[RT][NT][4];
 #pragma unroll
-    for (int rt = 0; rt < QMMA_RT; rt++)
+    for (int rt = 0; rt < RT; rt++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int i = 0; i < 4; i++) acc[rt][nt][i] = 0.f;
 
     for (int s0 = warp; s0 < ns; s0 += D * QMMA_W) {
-        uint2 wc[D][QMMA_RT][2];
-        typename SB::raw sc[D][QMMA_RT][2];
+        uint2 wc[D][RT][2];
+        typename SB::raw sc[D][RT][2];
 #pragma unroll
         for (int d = 0; d < D; d++) {
             const int s = s0 + d * QMMA_W;
             if (s < ns) {
 #pragma unroll
-                for (int rt = 0; rt < QMMA_RT; rt++)
+                for (int rt = 0; rt < RT; rt++)
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
                         wc[d][rt][h] = wp[rt][h][4 * s];
@@ -169,14 +172,14 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
 #pragma unroll
         for (int d = 0; d < D; d++) {
             const int s = s0 + d * QMMA_W; // warp-uniform: the shuffles inside see every lane
-            if (s < ns) qmma_slab<SB, NT>(acc, wc[d], sc[d], x, M, ldx, s, g, t);
+            if (s < ns) qmma_slab<SB, NT, RT>(acc, wc[d], sc[d], x, M, ldx, s, g, t);
         }
     }
     // Sum the warps' partials: red[warp][fragment element][lane].
-    constexpr int NE = QMMA_RT * NT * 4;
+    constexpr int NE = RT * NT * 4;
     __shared__ float red[QMMA_W][NE][32];
 #pragma unroll
-    for (int rt = 0; rt < QMMA_RT; rt++)
+    for (int rt = 0; rt < RT; rt++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -192,10 +195,11 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
         if (row < N && col < M) y[(long long)col * ldy + row] = v + (bias ? bias[row] : 0.f);
     }
 }
-#define QMMA(NAME, SBT, NT, D)                                                                                     \
-    extern "C" __global__ void __launch_bounds__(32 * QMMA_W) NAME(GEMV_PARAMS) {                                  \
+#define QMMA(NAME, SBT, NT, D) QMMA_R(NAME, SBT, NT, D, QMMA_RT, 1)
+#define QMMA_R(NAME, SBT, NT, D, RT, MINB)                                                                         \
+    extern "C" __global__ void __launch_bounds__(32 * QMMA_W, MINB) NAME(GEMV_PARAMS) {                            \
         grid_dep_start();                                                                                          \
-        qmma4_impl<SBT, NT, D>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);                                      \
+        qmma4_impl<SBT, NT, D, RT>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);                                  \
     }
 // Defaults: 4 slabs in flight (2 with 32 rows, for registers); _d2/_d8
 // are the benchmark's variants.
@@ -203,6 +207,13 @@ QMMA(qmma4_bf_1, SBbf, 1, 4) QMMA(qmma4_bf_2, SBbf, 2, 4) QMMA(qmma4_bf_4, SBbf,
 QMMA(qmma4_f32_1, SBf32, 1, 4) QMMA(qmma4_f32_2, SBf32, 2, 4) QMMA(qmma4_f32_4, SBf32, 4, 2)
 QMMA(qmma4_bf_1_d2, SBbf, 1, 2) QMMA(qmma4_bf_1_d8, SBbf, 1, 8) QMMA(qmma4_bf_2_d2, SBbf, 2, 2)
 QMMA(qmma4_bf_2_d8, SBbf, 2, 8)
+// Variants for 2-16 rows (MLXCEL_CUDA_MMAV): _o2 caps registers at 128 so
+// two blocks fit an SM (the defaults take 132 at 16 rows: one block, 8
+// warps, per SM); _r4 takes 64 weight rows per block (RT = 4, D = 2),
+// halving every block's share of the x reads from L2 (32 rows would take
+// the reduction buffer past 48 KB of shared memory).
+QMMA_R(qmma4_bf_1_o2, SBbf, 1, 4, 2, 2) QMMA_R(qmma4_bf_2_o2, SBbf, 2, 4, 2, 2)
+QMMA_R(qmma4_bf_1_r4, SBbf, 1, 2, 4, 1) QMMA_R(qmma4_bf_2_r4, SBbf, 2, 2, 4, 1)
 
 // Operand conversion for the cuBLAS bf16 path (prefill): weights are
 // dequantized (or narrowed) to bf16 and activations rounded to bf16, then
