@@ -363,7 +363,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	}
 	pdl, splitKeys, mmav := b.pdl, b.decSplitKeys, b.mmaVariant
 	for _, c := range []cfg{{1, true, true, true, true, 0, ""}, {1, true, true, true, false, 0, ""},
-		{1, true, true, false, true, 0, ""}, {1, false, true, true, true, 0, ""}, {1, true, true, true, true, 32, ""},
+		{1, true, true, false, true, 0, ""}, {1, false, true, true, true, 0, ""}, {1, true, true, true, true, 8, ""}, {1, true, true, true, true, 32, ""},
 		{8, true, true, true, true, 0, ""}, {8, true, true, true, true, 0, "o2"}, {8, true, true, true, true, 0, "r4"},
 		{16, true, true, true, true, 0, ""}, {16, true, true, true, true, 0, "o2"}, {16, true, true, true, true, 0, "r4"},
 		{32, true, true, true, true, 0, ""}} {
