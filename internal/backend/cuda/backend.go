@@ -80,7 +80,7 @@ type Backend struct {
 	fuse   bool // merge q/k/v and gate/up GEMVs, fuse add+norm (MLXCEL_CUDA_FUSE=0: off)
 
 	multiVariant string // benchmarks: "" or a qgemvm4_bf_v<NR><PF> suffix
-	mmaVariant   string // "" or a qmma4_bf_{1,2} variant: d2/d8 (slabs in flight), o2, r4 (mma.cu)
+	mmaVariant   string // "" or a qmma4_bf_{1,2} variant: d2/d8 (slabs in flight), o2, r4, xp (mma.cu)
 
 	// Kernel paths, each on by default and switchable for comparison:
 	// MLXCEL_CUDA_MMA=0 (tensor-core GEMV for 2-32 rows), MLXCEL_CUDA_FLASH=0
@@ -91,6 +91,7 @@ type Backend struct {
 	useMMA, useFlash, useDecAttn, gemmBF16, moeGroup bool
 	pdl                                              bool // programmatic dependent launch (runPDL)
 	decSplitKeys                                     int  // attn_decode keys per split block
+	fuseRoPE                                         bool // decode: rope2 folded into attn_decode (takeRoPE)
 
 	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
 	cntN   int    // counters zeroed so far
@@ -189,6 +190,7 @@ func New(dev int) (*Backend, error) {
 	b.useDecAttn = os.Getenv("MLXCEL_CUDA_DECATTN") != "0"
 	b.gemmBF16 = os.Getenv("MLXCEL_CUDA_GEMM") != "tf32"
 	b.moeGroup = os.Getenv("MLXCEL_CUDA_MOEGROUP") != "0"
+	b.fuseRoPE = os.Getenv("MLXCEL_CUDA_ROPEFUSE") != "0"
 	b.decSplitKeys = decSplitKeys
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECSPLITKEYS")); err == nil && v > 0 {
 		b.decSplitKeys = v
@@ -200,7 +202,7 @@ func New(dev int) (*Backend, error) {
 	if v := os.Getenv("MLXCEL_CUDA_GEMV1"); v != "" && slices.Contains(multiKernels, "qgemvm4_bf_v"+v) {
 		b.multiVariant = v
 	}
-	if v := os.Getenv("MLXCEL_CUDA_MMAV"); v == "d2" || v == "d8" || v == "o2" || v == "r4" { // qmma4 variants (mma.cu)
+	if v := os.Getenv("MLXCEL_CUDA_MMAV"); v == "d2" || v == "d8" || v == "o2" || v == "r4" || v == "xp" { // qmma4 variants (mma.cu)
 		b.mmaVariant = v
 	}
 	return b, nil
@@ -253,7 +255,7 @@ func kernelNames() []string {
 		names = append(names, fmt.Sprintf("qmma4_bf_%d", nt), fmt.Sprintf("qmma4_f32_%d", nt))
 	}
 	names = append(names, "qmma4_bf_1_d2", "qmma4_bf_1_d8", "qmma4_bf_2_d2", "qmma4_bf_2_d8",
-		"qmma4_bf_1_o2", "qmma4_bf_2_o2", "qmma4_bf_1_r4", "qmma4_bf_2_r4")
+		"qmma4_bf_1_o2", "qmma4_bf_2_o2", "qmma4_bf_1_r4", "qmma4_bf_2_r4", "qmma4_bf_1_xp", "qmma4_bf_2_xp")
 	return append(names, "flash_attn_64", "flash_attn_128", "attn_decode_64", "attn_decode_128")
 }
 

@@ -217,7 +217,7 @@ func TestBench(t *testing.T) {
 	// Several activation rows: the tensor-core kernel (default: 4 slabs in
 	// flight per warp; variants d2, d8) against the f32 kernels it replaces
 	// (MLXCEL_CUDA_MMA=0, measured in run 1: 83 us at 8 rows on 14336x4096).
-	for _, v := range []string{"", "o2", "r4"} {
+	for _, v := range []string{"", "xp"} {
 		b.mmaVariant = v
 		for _, rows := range []int{2, 8, 16, 32} {
 			if v != "" && rows == 32 {
@@ -364,8 +364,8 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	pdl, splitKeys, mmav := b.pdl, b.decSplitKeys, b.mmaVariant
 	for _, c := range []cfg{{1, true, true, true, true, 0, ""}, {1, true, true, true, false, 0, ""},
 		{1, true, true, false, true, 0, ""}, {1, false, true, true, true, 0, ""}, {1, true, true, true, true, 8, ""}, {1, true, true, true, true, 32, ""},
-		{8, true, true, true, true, 0, ""}, {8, true, true, true, true, 0, "o2"}, {8, true, true, true, true, 0, "r4"},
-		{16, true, true, true, true, 0, ""}, {16, true, true, true, true, 0, "o2"}, {16, true, true, true, true, 0, "r4"},
+		{8, true, true, true, true, 0, ""}, {8, true, true, true, true, 0, "xp"},
+		{16, true, true, true, true, 0, ""}, {16, true, true, true, true, 0, "xp"},
 		{32, true, true, true, true, 0, ""}} {
 		b.decSplitKeys = splitKeys
 		if c.splitKeys > 0 {

@@ -533,9 +533,11 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 				return
 			}
 		}
+		invf, half, rscale := b.takeRoPE(qt, kt, p)
 		b.newLaunch(fmt.Sprintf("attn_decode_%d", p.HeadDim), p.KVHeads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
-			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(kvw).p(cnt)
+			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(kvw).p(cnt).
+			p(invf).i(half).f(rscale)
 		return
 	}
 	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
@@ -567,6 +569,31 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	b.newLaunch("attention", p.Heads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).p(st.k[layer]).p(st.v[layer]).
 		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.Heads).i(p.KVHeads).i(p.HeadDim).
 		f(p.Scale).i(p.Window).f(p.Softcap).p(cnt)
+}
+
+// takeRoPE folds a just-recorded rope2 of this attention's q and k into
+// attn_decode (which rotates both and writes them back): one launch fewer
+// per layer and decode step. It returns the rope table, half the rotary
+// dim and the cos/sin scale, or a zero table when nothing was folded.
+func (b *Backend) takeRoPE(qt, kt *Tensor, p backend.AttnParams) (uintptr, int, float32) {
+	n := len(b.rec.ls)
+	if !b.fuse || !b.fuseRoPE || n == 0 {
+		return 0, 0, 0
+	}
+	l := &b.rec.ls[n-1]
+	arg := func(i int) int { return int(int32(l.args[i])) }
+	// rope2's arguments: q, q heads, q stride, k, k stride, pos, table,
+	// head dim, half, scale.
+	if l.fn != b.fn("rope2") || uintptr(l.args[0]) != qt.ptr || arg(1) != p.Heads || arg(2) != qt.cols ||
+		uintptr(l.args[3]) != kt.ptr || arg(4) != kt.cols || arg(7) != p.HeadDim {
+		return 0, 0, 0
+	}
+	half := arg(8)
+	if vpl := p.HeadDim / 32; half%vpl != 0 || 2*half > p.HeadDim {
+		return 0, 0, 0
+	}
+	b.rec.ls = b.rec.ls[:n-1]
+	return uintptr(l.args[6]), half, math.Float32frombits(uint32(l.args[9]))
 }
 
 // decSplitKeys is attn_decode's default target of keys per split block

@@ -227,14 +227,47 @@ attention(float* out, float* part, const float* q, const u16* Kc, const u16* Vc,
 // merge through shared memory; with splits, the last block of each (token,
 // kv head) merges the splits (cnt: zeroed counters, one per (token, kv
 // head), left zero again).
+// RoPE inside attn_decode (rotate_half layout, as the rope kernels in
+// misc.cu, the angle in double): a lane holds VPL consecutive dims, so a
+// dim's partner (d +- half) sits half/VPL lanes away; the Go side fuses
+// only when half is a multiple of VPL. rope_angles gives this lane's
+// scaled cos/sin (ok false: the lane's dims are past the rotary part).
+template <int VPL>
+DEV bool rope_angles(float (&cs)[VPL], float (&sn)[VPL], const float* invf, int half, float rscale, int p, int lane) {
+    const int hl = half / VPL;
+    if (lane >= 2 * hl) return false;
+#pragma unroll
+    for (int i = 0; i < VPL; i++) {
+        const int d = lane * VPL + i, fi = d < half ? d : d - half;
+        double sd, cd;
+        sincos((double)p * (double)invf[fi], &sd, &cd);
+        cs[i] = (float)cd * rscale, sn[i] = (float)sd * rscale;
+    }
+    return true;
+}
+// rope_apply rotates one head row held VPL dims per lane (all 32 lanes
+// call it: the partner values come by shuffle).
+template <int VPL>
+DEV void rope_apply(float (&v)[VPL], const float (&cs)[VPL], const float (&sn)[VPL], bool ok, int half, int lane) {
+    const int hl = half / VPL;
+    const int partner = ok ? (lane < hl ? lane + hl : lane - hl) : lane;
+    float o[VPL];
+#pragma unroll
+    for (int i = 0; i < VPL; i++) o[i] = __shfl_sync(0xffffffffu, v[i], partner);
+    if (!ok) return;
+#pragma unroll
+    for (int i = 0; i < VPL; i++) v[i] = lane < hl ? v[i] * cs[i] - o[i] * sn[i] : v[i] * cs[i] + o[i] * sn[i];
+}
+
 #define AD_G 8  // most query heads per kv head
 #define AD_DU 4 // keys per warp iteration
 #define AD_MAXS 64 // most splits (the Go side caps them)
 #define AD_ML 8 // partial loads in flight per thread while merging
 template <int HD>
-DEV void attn_decode_impl(float* out, float* part, const float* q, u16* Kc, u16* Vc, const int* pos,
-                          const int* tok2seq, const int* btab, int btStride, int bs, int heads, int kvh, float scale,
-                          int window, float softcap, const float* kin, const float* vin, int ldk, int* cnt) {
+DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,
+                          const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
+                          float softcap, float* kin, const float* vin, int ldk, int* cnt, const float* invf, int half,
+                          float rscale) {
     constexpr int VPL = HD / 32; // dims per lane: 2 or 4
     __shared__ float wm[4][AD_G], wl[4][AD_G];
     __shared__ float wo[4][AD_G][HD];
@@ -247,8 +280,17 @@ DEV void attn_decode_impl(float* out, float* part, const float* q, u16* Kc, u16*
     const int per = (n + S - 1) / S;
     const int j0 = first + split * per, j1 = min(j0 + per, p + 1);
     const int* bt = btab + (long long)tok2seq[t] * btStride;
-    const float* kself = kin + (long long)t * ldk + kh * HD + lane * VPL;
+    float* krow = kin + (long long)t * ldk + kh * HD + lane * VPL;
     const float* vself = vin + (long long)t * ldk + kh * HD + lane * VPL;
+    // With invf (RoPE fused, the rope2 launch dropped), q and this step's
+    // k are rotated here; the last block writes both back, as rope2 would
+    // have left them.
+    float rc[VPL], rs[VPL];
+    const bool rok = invf ? rope_angles<VPL>(rc, rs, invf, half, rscale, p, lane) : false;
+    float kself[VPL];
+#pragma unroll
+    for (int i = 0; i < VPL; i++) kself[i] = krow[i];
+    if (invf) rope_apply<VPL>(kself, rc, rs, rok, half, lane);
     if (split == 0 && warp == 0) {
         long long dst = ((bt[p / bs] * (long long)kvh + kh) * bs + p % bs) * HD + lane * VPL;
 #pragma unroll
@@ -256,10 +298,13 @@ DEV void attn_decode_impl(float* out, float* part, const float* q, u16* Kc, u16*
     }
     float qv[AD_G][VPL];
 #pragma unroll
-    for (int g = 0; g < AD_G; g++)
+    for (int g = 0; g < AD_G; g++) {
 #pragma unroll
-        for (int i = 0; i < VPL; i++)
-            qv[g][i] = g < G ? q[((long long)t * heads + kh * G + g) * HD + lane * VPL + i] * scale : 0.f;
+        for (int i = 0; i < VPL; i++) qv[g][i] = g < G ? q[((long long)t * heads + kh * G + g) * HD + lane * VPL + i] : 0.f;
+        if (invf && g < G) rope_apply<VPL>(qv[g], rc, rs, rok, half, lane);
+#pragma unroll
+        for (int i = 0; i < VPL; i++) qv[g][i] *= scale;
+    }
     float m[AD_G], l[AD_G], acc[AD_G][VPL];
 #pragma unroll
     for (int g = 0; g < AD_G; g++) {
@@ -351,7 +396,23 @@ DEV void attn_decode_impl(float* out, float* part, const float* q, u16* Kc, u16*
             pp[2 + d] = o;
         }
     }
-    if (S == 1 || !last_block(cnt + (long long)t * kvh + kh, S)) return;
+    if (S > 1 && !last_block(cnt + (long long)t * kvh + kh, S)) return;
+    if (invf && warp == 0) {
+        // Every block of this kv head has read q and k (this is the last,
+        // or the only one): write the rotated rows back.
+        for (int g = 0; g < G; g++) {
+            float* qr = q + ((long long)t * heads + kh * G + g) * HD + lane * VPL;
+            float v[VPL];
+#pragma unroll
+            for (int i = 0; i < VPL; i++) v[i] = qr[i];
+            rope_apply<VPL>(v, rc, rs, rok, half, lane);
+#pragma unroll
+            for (int i = 0; i < VPL; i++) qr[i] = v[i];
+        }
+#pragma unroll
+        for (int i = 0; i < VPL; i++) krow[i] = kself[i];
+    }
+    if (S == 1) return;
     // Last split block: merge the S partials of each of the G heads. The
     // (max, sum) pairs go through shared memory once; then each output is
     // a weighted sum over the splits, its loads issued AD_ML at a time
@@ -394,11 +455,11 @@ DEV void attn_decode_impl(float* out, float* part, const float* q, u16* Kc, u16*
 }
 #define ATTN_DECODE(HD)                                                                                              \
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD(                                              \
-        float* out, float* part, const float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,                \
-        const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window, float softcap,           \
-        const float* kin, const float* vin, int ldk, int* cnt) {                                                      \
+        float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq, const int* btab,     \
+        int btStride, int bs, int heads, int kvh, float scale, int window, float softcap, float* kin, const float* vin, \
+        int ldk, int* cnt, const float* invf, int half, float rscale) {                                               \
         grid_dep_start();                                                                                             \
         attn_decode_impl<HD>(out, part, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window,     \
-                             softcap, kin, vin, ldk, cnt);                                                            \
+                             softcap, kin, vin, ldk, cnt, invf, half, rscale);                                        \
     }
 ATTN_DECODE(64) ATTN_DECODE(128)

@@ -47,53 +47,53 @@ DEV void mma_f16(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) 
 #define QMMA_W 8  // warps per block, splitting K by 64-wide slabs
 #define QMMA_RT 2 // 16-row weight tiles per block (x is converted once for all)
 
-// qmma_slab adds one 64-wide slab of K to the block's accumulators: it
-// turns this lane's 16 activations of each 8-row tile into f16 B
-// fragments, then runs four mma per 16-row weight tile and applies the
-// group's scale and bias. q2 yields q-8 (centred: the bias term then
-// carries b+8s, near the group's midpoint, so the f16-rounded product
-// term is small against the result and its rounding matters less).
-template <class SB, int NT, int RT>
-DEV void qmma_slab(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const typename SB::raw (&sc)[RT][2],
-                   const float* x, int M, int ldx, int s, int g, int t) {
-    u32 xb[NT][8];
-    float cs[NT][2], cx[NT][2]; // per output column 2t, 2t+1: 1/scale and sum(x)
+// qmma_loadx loads this lane's 16 activations of slab s for column tile
+// nt (8 activation rows; zeros past M).
+DEV void qmma_loadx(float (&f)[16], const float* x, int M, int ldx, int s, int nt, int g, int t) {
+    const int n = nt * 8 + g;
+    if (n < M) {
+        const float4* xp = reinterpret_cast<const float4*>(x + (long long)n * ldx + (s << 6) + 16 * t);
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        const int n = nt * 8 + g;
-        float f[16];
-        if (n < M) {
-            const float4* xp = reinterpret_cast<const float4*>(x + (long long)n * ldx + (s << 6) + 16 * t);
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                float4 v = xp[i];
-                f[4 * i] = v.x, f[4 * i + 1] = v.y, f[4 * i + 2] = v.z, f[4 * i + 3] = v.w;
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < 16; i++) f[i] = 0.f;
+        for (int i = 0; i < 4; i++) {
+            float4 v = xp[i];
+            f[4 * i] = v.x, f[4 * i + 1] = v.y, f[4 * i + 2] = v.z, f[4 * i + 3] = v.w;
         }
-        float m = 0.f, sx = 0.f;
+    } else {
 #pragma unroll
-        for (int i = 0; i < 16; i++) m = fmaxf(m, fabsf(f[i])), sx += f[i];
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        sx += __shfl_xor_sync(0xffffffffu, sx, 1);
-        sx += __shfl_xor_sync(0xffffffffu, sx, 2);
-        // Scale 2^(13-E) for max in [2^E, 2^(E+1)): exponent field F.
-        int e = (int)((__float_as_uint(m) >> 23) & 0xffu);
-        int F = min(max(267 - e, 1), 253);
-        float sc2 = __uint_as_float((u32)F << 23), inv = __uint_as_float((u32)(254 - F) << 23);
-#pragma unroll
-        for (int u = 0; u < 2; u++)
-#pragma unroll
-            for (int p = 0; p < 4; p++) xb[nt][4 * u + p] = f16x2(f[8 * u + p] * sc2, f[8 * u + p + 4] * sc2);
-        // Column 2t's values live in lanes 4*(2t)..; column 2t+1's in 4*(2t+1)...
-        cs[nt][0] = __shfl_sync(0xffffffffu, inv, 8 * t);
-        cs[nt][1] = __shfl_sync(0xffffffffu, inv, 8 * t + 4);
-        cx[nt][0] = __shfl_sync(0xffffffffu, sx, 8 * t);
-        cx[nt][1] = __shfl_sync(0xffffffffu, sx, 8 * t + 4);
+        for (int i = 0; i < 16; i++) f[i] = 0.f;
     }
+}
+
+// qmma_convx turns one column tile's activations into f16 B fragments
+// (xb), with each output column's 1/scale (cs) and sum(x) (cx).
+DEV void qmma_convx(const float (&f)[16], u32 (&xb)[8], float (&cs)[2], float (&cx)[2], int t) {
+    float m = 0.f, sx = 0.f;
+#pragma unroll
+    for (int i = 0; i < 16; i++) m = fmaxf(m, fabsf(f[i])), sx += f[i];
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    sx += __shfl_xor_sync(0xffffffffu, sx, 1);
+    sx += __shfl_xor_sync(0xffffffffu, sx, 2);
+    // Scale 2^(13-E) for max in [2^E, 2^(E+1)): exponent field F.
+    int e = (int)((__float_as_uint(m) >> 23) & 0xffu);
+    int F = min(max(267 - e, 1), 253);
+    float sc2 = __uint_as_float((u32)F << 23), inv = __uint_as_float((u32)(254 - F) << 23);
+#pragma unroll
+    for (int u = 0; u < 2; u++)
+#pragma unroll
+        for (int p = 0; p < 4; p++) xb[4 * u + p] = f16x2(f[8 * u + p] * sc2, f[8 * u + p + 4] * sc2);
+    // Column 2t's values live in lanes 4*(2t)..; column 2t+1's in 4*(2t+1)...
+    cs[0] = __shfl_sync(0xffffffffu, inv, 8 * t);
+    cs[1] = __shfl_sync(0xffffffffu, inv, 8 * t + 4);
+    cx[0] = __shfl_sync(0xffffffffu, sx, 8 * t);
+    cx[1] = __shfl_sync(0xffffffffu, sx, 8 * t + 4);
+}
+
+// qmma_math runs four mma per 16-row weight tile and column tile and
+// applies the group's scale and bias.
+template <class SB, int NT, int RT>
+DEV void qmma_math(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const typename SB::raw (&sc)[RT][2],
+                   const u32 (&xb)[NT][8], const float (&cs)[NT][2], const float (&cx)[NT][2]) {
 #pragma unroll
     for (int rt = 0; rt < RT; rt++) {
         float s0, b0, s1, b1;
@@ -119,6 +119,36 @@ DEV void qmma_slab(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const type
     }
 }
 
+// qmma_slab adds one 64-wide slab of K to the block's accumulators: each
+// column tile's x is loaded and converted in turn (fewest live registers),
+// then the mma. q2 yields q-8 (centred: the bias term then carries b+8s,
+// near the group's midpoint, so the f16-rounded product term is small
+// against the result and its rounding matters less).
+template <class SB, int NT, int RT>
+DEV void qmma_slab(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const typename SB::raw (&sc)[RT][2],
+                   const float* x, int M, int ldx, int s, int g, int t) {
+    u32 xb[NT][8];
+    float cs[NT][2], cx[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        float f[16];
+        qmma_loadx(f, x, M, ldx, s, nt, g, t);
+        qmma_convx(f, xb[nt], cs[nt], cx[nt], t);
+    }
+    qmma_math<SB, NT, RT>(acc, wc, sc, xb, cs, cx);
+}
+
+// qmma_slab_x is qmma_slab on activations loaded earlier (the _xp kernels).
+template <class SB, int NT, int RT>
+DEV void qmma_slab_x(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const typename SB::raw (&sc)[RT][2],
+                     const float (&f)[NT][16], int t) {
+    u32 xb[NT][8];
+    float cs[NT][2], cx[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) qmma_convx(f[nt], xb[nt], cs[nt], cx[nt], t);
+    qmma_math<SB, NT, RT>(acc, wc, sc, xb, cs, cx);
+}
+
 // qmma4_impl: y[M, N] = x[M, K] @ W^T for W 4-bit, group >= 64, K % 64 == 0,
 // M <= 8*NT. Grid: ceil(N/(16*RT)) blocks of QMMA_W warps. Each warp loads
 // the weights of D slabs (its slabs s, s+W, ...) before the math of any of
@@ -127,7 +157,7 @@ DEV void qmma_slab(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const type
 // reads all of x (f32, from L2): at 16 rows that is 256 KB per 32 weight
 // rows, 115 MB of L2 reads against 33 MB of weights for 14336x4096, so
 // the _r4 kernels (RT = 4: 64 rows per block) halve it.
-template <class SB, int NT, int D, int RT = QMMA_RT>
+template <class SB, int NT, int D, int RT = QMMA_RT, bool XP = false>
 DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const float* bias, int N, int K, int M,
                     int gshift, int ldy, int ldx) {
     constexpr int SBW = sizeof(typename SB::raw) / 4;
@@ -169,10 +199,28 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
                     }
             }
         }
+        if constexpr (XP) {
+            // x of the D slabs loaded with their weights, before any math:
+            // one L2 round trip per D slabs instead of one per slab.
+            float f[D][NT][16];
 #pragma unroll
-        for (int d = 0; d < D; d++) {
-            const int s = s0 + d * QMMA_W; // warp-uniform: the shuffles inside see every lane
-            if (s < ns) qmma_slab<SB, NT, RT>(acc, wc[d], sc[d], x, M, ldx, s, g, t);
+            for (int d = 0; d < D; d++) {
+                const int s = s0 + d * QMMA_W;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+                    if (s < ns) qmma_loadx(f[d][nt], x, M, ldx, s, nt, g, t);
+            }
+#pragma unroll
+            for (int d = 0; d < D; d++) {
+                const int s = s0 + d * QMMA_W;
+                if (s < ns) qmma_slab_x<SB, NT, RT>(acc, wc[d], sc[d], f[d], t);
+            }
+        } else {
+#pragma unroll
+            for (int d = 0; d < D; d++) {
+                const int s = s0 + d * QMMA_W; // warp-uniform: the shuffles inside see every lane
+                if (s < ns) qmma_slab<SB, NT, RT>(acc, wc[d], sc[d], x, M, ldx, s, g, t);
+            }
         }
     }
     // Sum the warps' partials: red[warp][fragment element][lane].
@@ -196,10 +244,11 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
     }
 }
 #define QMMA(NAME, SBT, NT, D) QMMA_R(NAME, SBT, NT, D, QMMA_RT, 1)
-#define QMMA_R(NAME, SBT, NT, D, RT, MINB)                                                                         \
+#define QMMA_R(NAME, SBT, NT, D, RT, MINB) QMMA_X(NAME, SBT, NT, D, RT, MINB, false)
+#define QMMA_X(NAME, SBT, NT, D, RT, MINB, XP)                                                                     \
     extern "C" __global__ void __launch_bounds__(32 * QMMA_W, MINB) NAME(GEMV_PARAMS) {                            \
         grid_dep_start();                                                                                          \
-        qmma4_impl<SBT, NT, D, RT>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);                                  \
+        qmma4_impl<SBT, NT, D, RT, XP>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);                              \
     }
 // Defaults: 4 slabs in flight (2 with 32 rows, for registers); _d2/_d8
 // are the benchmark's variants.
@@ -214,6 +263,11 @@ QMMA(qmma4_bf_2_d8, SBbf, 2, 8)
 // the reduction buffer past 48 KB of shared memory).
 QMMA_R(qmma4_bf_1_o2, SBbf, 1, 4, 2, 2) QMMA_R(qmma4_bf_2_o2, SBbf, 2, 4, 2, 2)
 QMMA_R(qmma4_bf_1_r4, SBbf, 1, 2, 4, 1) QMMA_R(qmma4_bf_2_r4, SBbf, 2, 2, 4, 1)
+// _xp: x loaded with the weights for all D slabs before any math (the
+// defaults load each slab's x after its weights arrive: a dependent L2
+// round trip per slab; o2 and r4 measured no faster, so not occupancy or
+// L2 bytes).
+QMMA_X(qmma4_bf_1_xp, SBbf, 1, 4, 2, 1, true) QMMA_X(qmma4_bf_2_xp, SBbf, 2, 2, 2, 1, true)
 
 // Operand conversion for the cuBLAS bf16 path (prefill): weights are
 // dequantized (or narrowed) to bf16 and activations rounded to bf16, then
