@@ -217,6 +217,7 @@ func TestBench(t *testing.T) {
 	// Several activation rows: the tensor-core kernel (default: 4 slabs in
 	// flight per warp; variants d2, d8) against the f32 kernels it replaces
 	// (MLXCEL_CUDA_MMA=0, measured in run 1: 83 us at 8 rows on 14336x4096).
+	defaultMMA := b.mmaVariant
 	for _, v := range []string{"", "xp"} {
 		b.mmaVariant = v
 		for _, rows := range []int{2, 8, 16, 32} {
@@ -228,7 +229,7 @@ func TestBench(t *testing.T) {
 			}
 		}
 	}
-	b.mmaVariant = ""
+	b.mmaVariant = defaultMMA
 	if err := b.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -364,15 +365,17 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	pdl, splitKeys, mmav := b.pdl, b.decSplitKeys, b.mmaVariant
 	for _, c := range []cfg{{1, true, true, true, true, 0, ""}, {1, true, true, true, false, 0, ""},
 		{1, true, true, false, true, 0, ""}, {1, false, true, true, true, 0, ""}, {1, true, true, true, true, 8, ""}, {1, true, true, true, true, 32, ""},
-		{8, true, true, true, true, 0, ""}, {8, true, true, true, true, 0, "xp"},
-		{16, true, true, true, true, 0, ""}, {16, true, true, true, true, 0, "xp"},
+		{8, true, true, true, true, 0, ""}, {8, true, true, true, true, 0, "none"},
+		{16, true, true, true, true, 0, ""}, {16, true, true, true, true, 0, "none"},
 		{32, true, true, true, true, 0, ""}} {
 		b.decSplitKeys = splitKeys
 		if c.splitKeys > 0 {
 			b.decSplitKeys = c.splitKeys
 		}
 		b.mmaVariant = mmav
-		if c.mmav != "" {
+		if c.mmav == "none" { // the plain qmma4 kernels
+			b.mmaVariant = ""
+		} else if c.mmav != "" {
 			b.mmaVariant = c.mmav
 		}
 		nseq, graphs := c.nseq, c.graphs
