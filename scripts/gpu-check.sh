@@ -7,7 +7,8 @@
 # The run uses only the prebuilt binaries (CGO_ENABLED=0 Go test binaries
 # drive CUDA through dlopen), so the GPU machine needs no Go toolchain. Logs
 # and the benchmark CSV go to $OUT (or ./gpu-out); a short table is printed
-# last. Environment: MLXCEL_CUDA_BENCH=0 skips the benchmarks,
+# last. Environment: MLXCEL_CUDA_BENCH=0 skips the benchmarks (MLXCEL_BENCH_QUICK=1
+# keeps only the defaults and the tensor-core variants, MLXCEL_BENCH_PREFILL=0 drops prefill),
 # MLXCEL_BENCH_DECODE=0 the synthetic decode run, GPU_TESTS overrides the
 # -test.run pattern of the test step.
 set -uo pipefail
@@ -111,8 +112,13 @@ if [ -x .gpu/mlxcel ] && [ -n "${LADDER_LENGTHS:-}" ]; then
 fi
 if [ -x .gpu/mlxcel ] && [ -n "${LADDER2_LENGTHS:-}" ]; then
 	echo "== ladder (second set)"
+	# LADDER2_TOKENIZER: a stand-in tokenizer for this set, e.g.
+	# .gpu/testdata/models/stories260k for mixtral-8x7b-4bit (the shared Mixtral tokenizer.json has 3
+	# tokens, and Llama 3's ids overflow Mixtral's 32000-token vocabulary).
+	tok2=$tok
+	[ -n "${LADDER2_TOKENIZER:-}" ] && tok2="--tokenizer $LADDER2_TOKENIZER"
 	timeout ${LADDER_TIMEOUT:-300} .gpu/mlxcel bench ladder --backend cuda --profiles "$LADDER2_PROFILES" --lengths "$LADDER2_LENGTHS" \
-		--max-tokens ${LADDER_TOKENS:-64} $tok --out "$OUT/ladder" --name ladder2 ${LADDER_ARGS:-} 2>&1 | tail -30 | tee -a "$OUT/ladder.log"
+		--max-tokens ${LADDER_TOKENS:-64} $tok2 --out "$OUT/ladder" --name ladder2 ${LADDER_ARGS:-} 2>&1 | tail -30 | tee -a "$OUT/ladder.log"
 fi
 
 if [ -x .gpu/mlxcel ] && [ -n "${SERVE_CONCURRENCY:-}" ]; then
