@@ -126,6 +126,36 @@ func (e *env) simpleStep(n int, logitRows ...int) {
 	e.step(b)
 }
 
+// planStep begins a step in which sequence s gets plan[s] new tokens (0:
+// absent from the step) after the lens[s] it already holds in the cache,
+// with block table tables[s] and distinct token ids (what input needs). It
+// advances lens and returns the step's token count.
+func (e *env) planStep(plan []int, tables [][]int32, lens []int) int {
+	b := &backend.Batch{}
+	for s, n := range plan {
+		if n == 0 {
+			continue
+		}
+		b.Seqs = append(b.Seqs, backend.SeqSlice{Start: len(b.Tokens), Len: n, Blocks: tables[s]})
+		for i := 0; i < n; i++ {
+			b.Tokens = append(b.Tokens, int32(len(b.Tokens)))
+			b.Positions = append(b.Positions, int32(lens[s]+i))
+		}
+		lens[s] += n
+	}
+	e.step(b)
+	return len(b.Tokens)
+}
+
+// qkv returns random q, k and v rows for a T-token step of an attention
+// with the given heads, kv heads and head dim.
+func (e *env) qkv(T, heads, kvh, hd int) (q, k, v pair) {
+	q = e.input(T, heads*hd, e.randn(T*heads*hd, 1))
+	k = e.input(T, kvh*hd, e.randn(T*kvh*hd, 1))
+	v = e.input(T, kvh*hd, e.randn(T*kvh*hd, 1))
+	return q, k, v
+}
+
 func (e *env) randn(n int, scale float64) []float32 {
 	x := make([]float32, n)
 	for i := range x {

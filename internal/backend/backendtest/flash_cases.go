@@ -53,20 +53,8 @@ func runPrefillAttention(e *env) {
 		}
 		lens := []int{0, 0}
 		for si, st := range plan {
-			b := &backend.Batch{}
-			for s, n := range st {
-				b.Seqs = append(b.Seqs, backend.SeqSlice{Start: len(b.Tokens), Len: n, Blocks: tables[s]})
-				for i := 0; i < n; i++ {
-					b.Tokens = append(b.Tokens, int32(len(b.Tokens)))
-					b.Positions = append(b.Positions, int32(lens[s]+i))
-				}
-				lens[s] += n
-			}
-			e.step(b)
-			T := len(b.Tokens)
-			q := e.input(T, c.heads*c.hd, e.randn(T*c.heads*c.hd, 1))
-			k := e.input(T, c.kvh*c.hd, e.randn(T*c.kvh*c.hd, 1))
-			v := e.input(T, c.kvh*c.hd, e.randn(T*c.kvh*c.hd, 1))
+			T := e.planStep(st, tables, lens)
+			q, k, v := e.qkv(T, c.heads, c.kvh, c.hd)
 			out := e.poisoned(T, c.heads*c.hd)
 			e.test.Attention(out.a, q.a, k.a, v.a, kva, 0, p)
 			e.ref.Attention(out.b, q.b, k.b, v.b, kvb, 0, p)

@@ -208,23 +208,8 @@ func runAttention(e *env) {
 		lens := []int{0, 0, 0}
 		// Each step: how many new tokens each sequence gets (0: absent).
 		for si, plan := range [][]int{{13, 1, 0}, {1, 7, 20}, {1, 1, 1}} {
-			b := &backend.Batch{}
-			for s, n := range plan {
-				if n == 0 {
-					continue
-				}
-				b.Seqs = append(b.Seqs, backend.SeqSlice{Start: len(b.Tokens), Len: n, Blocks: tables[s]})
-				for i := 0; i < n; i++ {
-					b.Tokens = append(b.Tokens, int32(len(b.Tokens)))
-					b.Positions = append(b.Positions, int32(lens[s]+i))
-				}
-				lens[s] += n
-			}
-			e.step(b)
-			T := len(b.Tokens)
-			q := e.input(T, c.heads*c.hd, e.randn(T*c.heads*c.hd, 1))
-			k := e.input(T, c.kvh*c.hd, e.randn(T*c.kvh*c.hd, 1))
-			v := e.input(T, c.kvh*c.hd, e.randn(T*c.kvh*c.hd, 1))
+			T := e.planStep(plan, tables, lens)
+			q, k, v := e.qkv(T, c.heads, c.kvh, c.hd)
 			out := e.poisoned(T, c.heads*c.hd)
 			e.test.Attention(out.a, q.a, k.a, v.a, kva, 1, p)
 			e.ref.Attention(out.b, q.b, k.b, v.b, kvb, 1, p)

@@ -40,20 +40,8 @@ func runRoPEAttention(e *env) {
 		tables := [][]int32{{3, 9, 1, 12}, {7, 0, 14, 5}}
 		lens := []int{0, 0}
 		for si, plan := range [][]int{{37, 20}, {1, 1}, {1, 1}} {
-			b := &backend.Batch{}
-			for s, n := range plan {
-				b.Seqs = append(b.Seqs, backend.SeqSlice{Start: len(b.Tokens), Len: n, Blocks: tables[s]})
-				for i := 0; i < n; i++ {
-					b.Tokens = append(b.Tokens, int32(len(b.Tokens)))
-					b.Positions = append(b.Positions, int32(lens[s]+i))
-				}
-				lens[s] += n
-			}
-			e.step(b)
-			T := len(b.Tokens)
-			q := e.input(T, c.heads*c.hd, e.randn(T*c.heads*c.hd, 1))
-			k := e.input(T, c.kvh*c.hd, e.randn(T*c.kvh*c.hd, 1))
-			v := e.input(T, c.kvh*c.hd, e.randn(T*c.kvh*c.hd, 1))
+			T := e.planStep(plan, tables, lens)
+			q, k, v := e.qkv(T, c.heads, c.kvh, c.hd)
 			out := e.poisoned(T, c.heads*c.hd)
 			for i, be := range []backend.Backend{e.test, e.ref} {
 				pick := func(p pair) backend.Tensor { return []backend.Tensor{p.a, p.b}[i] }

@@ -522,16 +522,9 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 			ctx *= 2
 		}
 		splits := max(1, min(ctx/b.decSplitKeys, 64, (2*b.SMs+T*p.KVHeads-1)/(T*p.KVHeads)))
-		var part, cnt uintptr
-		if splits > 1 {
-			var err error
-			if part, err = b.arenaAlloc(T * p.Heads * splits * (p.HeadDim + 2) * 4); err != nil {
-				b.fail(err)
-				return
-			}
-			if cnt = b.counters(T * p.KVHeads); cnt == 0 {
-				return
-			}
+		part, cnt, ok := b.splitScratch(T*p.Heads, splits, p.HeadDim, T*p.KVHeads)
+		if !ok {
+			return
 		}
 		invf, half, rscale := b.takeRoPE(qt, kt, p)
 		b.newLaunch(fmt.Sprintf("attn_decode_%d", p.HeadDim), p.KVHeads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
@@ -555,16 +548,9 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	if work := T * p.Heads; work < 2*b.SMs {
 		splits = min(32, (2*b.SMs+work-1)/work)
 	}
-	var part, cnt uintptr
-	if splits > 1 {
-		var err error
-		if part, err = b.arenaAlloc(T * p.Heads * splits * (p.HeadDim + 2) * 4); err != nil {
-			b.fail(err)
-			return
-		}
-		if cnt = b.counters(T * p.Heads); cnt == 0 {
-			return
-		}
+	part, cnt, ok := b.splitScratch(T*p.Heads, splits, p.HeadDim, T*p.Heads)
+	if !ok {
+		return
 	}
 	b.newLaunch("attention", p.Heads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).p(st.k[layer]).p(st.v[layer]).
 		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.Heads).i(p.KVHeads).i(p.HeadDim).
@@ -602,6 +588,25 @@ func (b *Backend) takeRoPE(qt, kt *Tensor, p backend.AttnParams) (uintptr, int, 
 // shapes, decode through the ops): 16 keys 368.8 tok/s, 32 360.5, 64 349.9,
 // one split 270.6.
 const decSplitKeys = 16
+
+// splitScratch takes the partial results of rows (token, head) outputs of
+// head dim hd split `splits` ways from the step arena, and nctr zeroed
+// merge counters; nothing when there is one split. ok is false after a
+// failure, which it records.
+func (b *Backend) splitScratch(rows, splits, hd, nctr int) (part, cnt uintptr, ok bool) {
+	if splits <= 1 {
+		return 0, 0, true
+	}
+	part, err := b.arenaAlloc(rows * splits * (hd + 2) * 4)
+	if err != nil {
+		b.fail(err)
+		return 0, 0, false
+	}
+	if cnt = b.counters(nctr); cnt == 0 {
+		return 0, 0, false
+	}
+	return part, cnt, true
+}
 
 // counters returns n zeroed split counters for the decode attention
 // kernel, which leaves them zero again after each launch.
