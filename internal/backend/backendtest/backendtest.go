@@ -126,6 +126,21 @@ func (e *env) simpleStep(n int, logitRows ...int) {
 	e.step(b)
 }
 
+// kvStores makes the same KV store on the backend under test and on the
+// reference.
+func (e *env) kvStores(spec backend.KVSpec) (test, ref backend.KVStore) {
+	e.t.Helper()
+	test, err := e.test.NewKVStore(spec)
+	if err != nil {
+		e.fatalf("%s: NewKVStore: %v", e.test.Name(), err)
+	}
+	ref, err = e.ref.NewKVStore(spec)
+	if err != nil {
+		e.fatalf("cpu: NewKVStore: %v", err)
+	}
+	return test, ref
+}
+
 // planStep begins a step in which sequence s gets plan[s] new tokens (0:
 // absent from the step) after the lens[s] it already holds in the cache,
 // with block table tables[s] and distinct token ids (what input needs). It

@@ -34,14 +34,7 @@ func runPrefillAttention(e *env) {
 		}
 		nb0, nb1 := (need[0]+c.bs-1)/c.bs, (need[1]+c.bs-1)/c.bs
 		spec := backend.KVSpec{NumBlocks: nb0 + nb1 + 3, BlockSize: c.bs, Layers: []backend.KVLayer{{KVHeads: c.kvh, HeadDim: c.hd}}}
-		kva, err := e.test.NewKVStore(spec)
-		if err != nil {
-			e.fatalf("%s: NewKVStore: %v", e.test.Name(), err)
-		}
-		kvb, err := e.ref.NewKVStore(spec)
-		if err != nil {
-			e.fatalf("cpu: NewKVStore: %v", err)
-		}
+		kva, kvb := e.kvStores(spec)
 		perm := e.rng.Perm(spec.NumBlocks)
 		tables := [][]int32{{}, {}}
 		for i, blk := range perm[:nb0+nb1] {

@@ -192,14 +192,7 @@ func runAttention(e *env) {
 		p := backend.AttnParams{Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd))),
 			Window: c.window, Softcap: c.softcap}
 		spec := backend.KVSpec{NumBlocks: 64, BlockSize: c.bs, Layers: []backend.KVLayer{{KVHeads: 1, HeadDim: 8}, {KVHeads: c.kvh, HeadDim: c.hd}}}
-		kva, err := e.test.NewKVStore(spec)
-		if err != nil {
-			e.fatalf("%s: NewKVStore: %v", e.test.Name(), err)
-		}
-		kvb, err := e.ref.NewKVStore(spec)
-		if err != nil {
-			e.fatalf("cpu: NewKVStore: %v", err)
-		}
+		kva, kvb := e.kvStores(spec)
 		perm := e.rng.Perm(spec.NumBlocks)
 		tables := [][]int32{{}, {}, {}}
 		for i, blk := range perm[:30] {
@@ -276,14 +269,7 @@ func runSequences(e *env) {
 func runLongAttention(e *env) {
 	p := backend.AttnParams{Heads: 4, KVHeads: 2, HeadDim: 64, Scale: 0.125}
 	spec := backend.KVSpec{NumBlocks: 64, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: 2, HeadDim: 64}}}
-	kva, err := e.test.NewKVStore(spec)
-	if err != nil {
-		e.fatalf("%s: NewKVStore: %v", e.test.Name(), err)
-	}
-	kvb, err := e.ref.NewKVStore(spec)
-	if err != nil {
-		e.fatalf("cpu: NewKVStore: %v", err)
-	}
+	kva, kvb := e.kvStores(spec)
 	var table []int32
 	for _, blk := range e.rng.Perm(spec.NumBlocks) {
 		table = append(table, int32(blk))

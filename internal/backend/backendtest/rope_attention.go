@@ -24,14 +24,7 @@ func runRoPEAttention(e *env) {
 	}{{8, 2, 128, 128, 1}, {4, 4, 64, 32, 1}, {8, 1, 128, 64, 1.2}} {
 		p := backend.AttnParams{Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd)))}
 		spec := backend.KVSpec{NumBlocks: 16, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: c.kvh, HeadDim: c.hd}}}
-		kva, err := e.test.NewKVStore(spec)
-		if err != nil {
-			e.fatalf("%s: NewKVStore: %v", e.test.Name(), err)
-		}
-		kvb, err := e.ref.NewKVStore(spec)
-		if err != nil {
-			e.fatalf("cpu: NewKVStore: %v", err)
-		}
+		kva, kvb := e.kvStores(spec)
 		inv := make([]float32, c.rotary/2)
 		for i := range inv {
 			inv[i] = float32(math.Pow(500000, -2*float64(i)/float64(c.rotary)))
