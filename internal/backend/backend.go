@@ -117,6 +117,20 @@ type KVLayer struct {
 	Window int
 }
 
+// KVElemSizer is implemented by a backend whose KV cache elements are not
+// float32 (the CUDA backend keeps f16); KVElemBytes is the size of one K
+// or V element.
+type KVElemSizer interface{ KVElemBytes() int }
+
+// KVElemBytes is be's KV element size in bytes: 4 (float32) unless the
+// backend says otherwise. Memory budgets for the cache use it.
+func KVElemBytes(be Backend) int {
+	if s, ok := be.(KVElemSizer); ok {
+		return s.KVElemBytes()
+	}
+	return 4
+}
+
 // KVStore is backend memory for paged K and V of every layer.
 type KVStore interface {
 	Spec() KVSpec

@@ -48,15 +48,10 @@ func (e Estimate) String() string {
 func gib(n int64) string { return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30)) }
 func kib(n int64) string { return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10)) }
 
-// kvElemBytes is the KV element size: f32 on the CPU backend, and
-// assumed f32 elsewhere too until a backend says otherwise (an estimate
-// that errs towards skipping is safer than one that errs towards a kill).
-const kvElemBytes = 4
-
 // estimate builds the Estimate for cfg on be. storedBytes is the planned
 // (synthetic) or on-disk (checkpoint) weight size.
 func estimate(cfg *weights.Config, be backend.Backend, storedBytes int64, chunk int) Estimate {
-	e := Estimate{StoredBytes: storedBytes, KVPerToken: synthetic.KVBytesPerToken(cfg, kvElemBytes)}
+	e := Estimate{StoredBytes: storedBytes, KVPerToken: synthetic.KVBytesPerToken(cfg, backend.KVElemBytes(be))}
 	e.Expansion = probeExpansion(be, cfg)
 	width := 4*cfg.Hidden + 2*max(cfg.Intermediate, cfg.MoEIntermediate*max(cfg.TopK, 1)) + 3*cfg.Heads*max(cfg.HeadDim, cfg.GlobalHeadDim)
 	e.ActBytes = int64(chunk)*int64(width)*4 + int64(cfg.Vocab)*4*2

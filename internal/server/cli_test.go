@@ -61,6 +61,13 @@ func TestKVMem(t *testing.T) {
 		t.Fatal(err)
 	}
 	per := kvBytesPerBlock(l, 16)
+	var want int64 // float32 K and V of every layer, 16 tokens (the CPU backend)
+	for _, layer := range l.Model.KVLayers() {
+		want += 2 * int64(layer.KVHeads) * int64(layer.HeadDim) * 4 * 16
+	}
+	if per != want {
+		t.Errorf("block of %d bytes, want %d", per, want)
+	}
 	if cfg.NumBlocks != int((1<<20)/per) || cfg.NumBlocks < 1 {
 		t.Errorf("1 MiB: %d blocks of %d bytes", cfg.NumBlocks, per)
 	}

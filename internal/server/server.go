@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/mlxcel/mlxcel/internal/app"
+	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/chat"
 	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/tokenizer"
@@ -204,14 +205,16 @@ func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 	return cfg, nil
 }
 
-// kvBytesPerBlock is one block of K and V over all layers. Both backends
-// keep the cache in float32. Sliding-window layers are counted per block
-// too, although the engine may keep them in fixed per-sequence rings
-// (docs/kv-cache.md): the budget is then over-counted, never exceeded.
+// kvBytesPerBlock is one block of K and V over all layers, at the
+// backend's element size (float32 on the CPU, f16 on CUDA).
+// Sliding-window layers are counted per block too, although the engine may
+// keep them in fixed per-sequence rings (docs/kv-cache.md): the budget is
+// then over-counted, never exceeded.
 func kvBytesPerBlock(l *app.Loaded, blockSize int) int64 {
+	elem := int64(backend.KVElemBytes(l.Model.Backend()))
 	var per int64
 	for _, layer := range l.Model.KVLayers() {
-		per += 2 * int64(layer.KVHeads) * int64(layer.HeadDim) * 4
+		per += 2 * int64(layer.KVHeads) * int64(layer.HeadDim) * elem
 	}
 	return per * int64(blockSize)
 }

@@ -298,6 +298,9 @@ type kvStore struct {
 
 func (s *kvStore) Spec() backend.KVSpec { return s.spec }
 
+// KVElemBytes: the cache holds f16 (backend.KVElemSizer).
+func (b *Backend) KVElemBytes() int { return 2 }
+
 func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -310,7 +313,7 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 		if l.HeadDim > 512 {
 			return nil, fmt.Errorf("cuda: layer %d head dim %d is over 512", i, l.HeadDim)
 		}
-		n := spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim * 2
+		n := spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim * b.KVElemBytes()
 		k, err := b.allocPersistent(n)
 		if err != nil {
 			return nil, fmt.Errorf("cuda: KV store layer %d: %v", i, err)
