@@ -92,6 +92,7 @@ type Backend struct {
 	pdl                                              bool // programmatic dependent launch (runPDL)
 	decSplitKeys                                     int  // attn_decode keys per split block
 	fuseRoPE                                         bool // decode: rope2 folded into attn_decode (takeRoPE)
+	fuseNorm                                         bool // one-row RMSNorm and residual Add folded into qgemvm (takeNorm, foldAdd)
 
 	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
 	cntN   int    // counters zeroed so far
@@ -191,6 +192,7 @@ func New(dev int) (*Backend, error) {
 	b.gemmBF16 = os.Getenv("MLXCEL_CUDA_GEMM") != "tf32"
 	b.moeGroup = os.Getenv("MLXCEL_CUDA_MOEGROUP") != "0"
 	b.fuseRoPE = os.Getenv("MLXCEL_CUDA_ROPEFUSE") != "0"
+	b.fuseNorm = os.Getenv("MLXCEL_CUDA_NORMFUSE") != "0"
 	b.decSplitKeys = decSplitKeys
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECSPLITKEYS")); err == nil && v > 0 {
 		b.decSplitKeys = v

@@ -361,13 +361,14 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		graphs, fuse, dec, pdl bool
 		splitKeys              int    // attn_decode keys per split (0: default)
 		mmav                   string // qmma4 variant (MLXCEL_CUDA_MMAV)
+		nofold                 bool   // norms and residual adds as their own launches (MLXCEL_CUDA_NORMFUSE=0)
 	}
 	pdl, splitKeys, mmav := b.pdl, b.decSplitKeys, b.mmaVariant
-	for _, c := range []cfg{{1, true, true, true, true, 0, ""}, {1, true, true, true, false, 0, ""},
-		{1, true, true, false, true, 0, ""}, {1, false, true, true, true, 0, ""}, {1, true, true, true, true, 8, ""}, {1, true, true, true, true, 32, ""},
-		{8, true, true, true, true, 0, ""}, {8, true, true, true, true, 0, "none"},
-		{16, true, true, true, true, 0, ""}, {16, true, true, true, true, 0, "none"},
-		{32, true, true, true, true, 0, ""}} {
+	for _, c := range []cfg{{1, true, true, true, true, 0, "", false}, {1, true, true, true, true, 0, "", true}, {1, true, true, true, false, 0, "", false},
+		{1, true, true, false, true, 0, "", false}, {1, false, true, true, true, 0, "", false}, {1, true, true, true, true, 8, "", false}, {1, true, true, true, true, 32, "", false},
+		{8, true, true, true, true, 0, "", false}, {8, true, true, true, true, 0, "none", false},
+		{16, true, true, true, true, 0, "", false}, {16, true, true, true, true, 0, "none", false},
+		{32, true, true, true, true, 0, "", false}} {
 		b.decSplitKeys = splitKeys
 		if c.splitKeys > 0 {
 			b.decSplitKeys = c.splitKeys
@@ -382,7 +383,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		{
 			b.SetGraphs(graphs)
 			b.mu.Lock()
-			b.fuse, b.useDecAttn, b.pdl = c.fuse, c.dec, c.pdl && pdl
+			b.fuse, b.useDecAttn, b.pdl, b.fuseNorm = c.fuse, c.dec, c.pdl && pdl, !c.nofold
 			unbind := b.bind()
 			b.graphs.clear(b) // graphs captured with the other launch mode
 			unbind()
@@ -459,13 +460,16 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			if c.mmav != "" {
 				cfg += "-mma" + c.mmav
 			}
+			if c.nofold {
+				cfg += "-nonormfold"
+			}
 			o.add("decode-llama8b-q4", cfg, nseq, fmt.Sprintf("ctx%d", prompt+steps), float64(dt.Microseconds())/float64(n),
 				tokps, 0, fmt.Sprintf("tok/s in GB_per_s column; last step device %.0fus; prefill %d tok %.1f ms/seq",
 					float64(gpu.Microseconds()), prompt, float64(prefill.Microseconds())/1e3/float64(nseq)))
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			if nseq == 1 && graphs && c.fuse && c.dec && c.pdl && c.splitKeys == 0 {
+			if nseq == 1 && graphs && c.fuse && c.dec && c.pdl && c.splitKeys == 0 && !c.nofold {
 				// One profiled step: where the device time of a decode step goes.
 				b.SetProfile(true)
 				batch := &backend.Batch{Tokens: toks[:1], Positions: []int32{int32(prompt + steps)}, LogitRows: []int{0},
@@ -486,7 +490,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	}
 	b.SetGraphs(true)
 	b.mu.Lock()
-	b.fuse, b.useDecAttn, b.pdl, b.decSplitKeys, b.mmaVariant = true, true, pdl, splitKeys, mmav
+	b.fuse, b.useDecAttn, b.pdl, b.decSplitKeys, b.mmaVariant, b.fuseNorm = true, true, pdl, splitKeys, mmav, true
 	unbind := b.bind()
 	b.graphs.clear(b)
 	unbind()

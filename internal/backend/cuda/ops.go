@@ -197,7 +197,9 @@ const (
 	mX, mK, mGshift      = 0, 1, 2
 	mSeg0, mSegLen       = 3, 5 // y, w, sb, bias, N per matrix
 	mNB0, mNB1, mGLU, mD = 18, 19, 20, 21
-	multiRows            = 8 // MULTI_NR
+	mNSrc, mNW, mEps     = 22, 23, 24 // folded RMSNorm: source row, weight, eps
+	mResA, mResDst       = 25, 26     // folded residual Add: resDst = resA + y0
+	multiRows            = 8          // MULTI_NR
 	actSiLU, actGELU     = 1, 2
 )
 
@@ -250,7 +252,7 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 	if n := len(b.rec.ls); b.fuse && n > 0 {
 		l := &b.rec.ls[n-1]
 		if l.fn == fn && uintptr(l.args[mX]) == x && int(int32(l.args[mK])) == w.in && int(int32(l.args[mGshift])) == w.gshft &&
-			l.args[mGLU] == 0 && l.args[mSeg0+2*mSegLen] == 0 && y != x {
+			l.args[mGLU] == 0 && l.args[mSeg0+2*mSegLen] == 0 && l.args[mResDst] == 0 && y != x && y != uintptr(l.args[mNSrc]) {
 			seg := 1
 			if l.args[mSeg0+mSegLen] != 0 {
 				seg = 2
@@ -273,11 +275,72 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 			}
 		}
 	}
+	nsrc, nw, eps := b.takeNorm(x, w.in)
 	l := b.newLaunch(name, nb, 1, 1, 128).p(x).i(w.in).i(w.gshft).p(y).p(w.w).p(w.sb).p(bias).i(w.out)
 	for l.n < mNB0 {
 		l.p(0)
 	}
-	l.i(nb).i(0).i(0).p(0)
+	l.i(nb).i(0).i(0).p(0).p(nsrc).p(nw).f(eps).p(0).p(0)
+}
+
+// takeNorm folds a just-recorded one-row RMSNorm that wrote x (K columns)
+// into the qgemvm launch about to read it (see qgemv_multi_impl): it drops
+// the rmsnorm launch and returns its source, weight and eps, or zeros. An
+// in-place norm is not folded: block 0 writes x while the others read the
+// source.
+func (b *Backend) takeNorm(x uintptr, K int) (src, w uintptr, eps float32) {
+	n := len(b.rec.ls)
+	if !b.fuse || !b.fuseNorm || n == 0 || K%4 != 0 {
+		return 0, 0, 0
+	}
+	// rmsnorm's arguments: dst, x, w, cols, eps.
+	l := &b.rec.ls[n-1]
+	if l.fn != b.fn("rmsnorm") || l.gx != 1 || uintptr(l.args[0]) != x || uintptr(l.args[1]) == x || int(int32(l.args[3])) != K {
+		return 0, 0, 0
+	}
+	b.rec.ls = b.rec.ls[:n-1]
+	return uintptr(l.args[1]), uintptr(l.args[2]), math.Float32frombits(uint32(l.args[4]))
+}
+
+// foldAdd turns dst = a + c, just after a one-matrix qgemvm launch that
+// wrote one of them (a decode step's o or down projection), into that
+// launch's epilogue (resDst = resA + y0). It reports whether it did.
+func (b *Backend) foldAdd(d, a, c *Tensor) bool {
+	n := len(b.rec.ls)
+	if !b.fuse || !b.fuseNorm || n == 0 || a.rows != 1 {
+		return false
+	}
+	l := &b.rec.ls[n-1]
+	if !b.isMulti(l.fn) || l.args[mGLU] != 0 || l.args[mSeg0+mSegLen] != 0 || l.args[mResDst] != 0 ||
+		int(int32(l.args[mSeg0+4])) != a.cols {
+		return false
+	}
+	y := uintptr(l.args[mSeg0])
+	other := uintptr(0)
+	switch y {
+	case c.ptr:
+		other = a.ptr
+	case a.ptr:
+		other = c.ptr
+	default:
+		return false
+	}
+	// Other blocks read x (or the folded norm's source) while a block
+	// writes dst: they must not overlap.
+	if d.ptr == uintptr(l.args[mX]) || d.ptr == uintptr(l.args[mNSrc]) {
+		return false
+	}
+	l.args[mResA], l.args[mResDst] = uint64(other), uint64(d.ptr)
+	return true
+}
+
+func (b *Backend) isMulti(fn uintptr) bool {
+	for _, c := range multiKernels {
+		if fn == b.fn(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // fuseGLU turns a just-recorded two-matrix product of gate and up into the
@@ -527,10 +590,11 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 			return
 		}
 		invf, half, rscale := b.takeRoPE(qt, kt, p)
+		qn, kn, neps := b.takeHeadNorms(qt, kt, T, p)
 		b.newLaunch(fmt.Sprintf("attn_decode_%d", p.HeadDim), p.KVHeads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
 			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(kvw).p(cnt).
-			p(invf).i(half).f(rscale)
+			p(invf).i(half).f(rscale).p(qn).p(kn).f(neps)
 		return
 	}
 	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
@@ -580,6 +644,44 @@ func (b *Backend) takeRoPE(qt, kt *Tensor, p backend.AttnParams) (uintptr, int, 
 	}
 	b.rec.ls = b.rec.ls[:n-1]
 	return uintptr(l.args[6]), half, math.Float32frombits(uint32(l.args[9]))
+}
+
+// takeHeadNorms folds the per-head q and k RMSNorms (Qwen3's q_norm and
+// k_norm, in place on the head rows) recorded just before attn_decode
+// into it, after takeRoPE took the rotation that followed them: two
+// launches fewer per layer and decode step. It returns the q and k norm
+// weights (0: not folded) and their eps; folding needs the same eps and
+// in-place norms of exactly the q and k rows.
+func (b *Backend) takeHeadNorms(qt, kt *Tensor, T int, p backend.AttnParams) (qn, kn uintptr, eps float32) {
+	if !b.fuse || !b.fuseNorm {
+		return 0, 0, 0
+	}
+	epsSet := false
+	for range 2 {
+		n := len(b.rec.ls)
+		if n == 0 {
+			break
+		}
+		// rmsnorm's arguments: dst, x, w, cols, eps.
+		l := &b.rec.ls[n-1]
+		dst := uintptr(l.args[0])
+		e := math.Float32frombits(uint32(l.args[4]))
+		if l.fn != b.fn("rmsnorm") || uintptr(l.args[1]) != dst || int(int32(l.args[3])) != p.HeadDim ||
+			l.args[2] == 0 || (epsSet && e != eps) {
+			break
+		}
+		switch {
+		case kn == 0 && dst == kt.ptr && int(l.gx) == T*p.KVHeads && kt.cols == p.KVHeads*p.HeadDim:
+			kn = uintptr(l.args[2])
+		case qn == 0 && dst == qt.ptr && int(l.gx) == T*p.Heads && qt.cols == p.Heads*p.HeadDim:
+			qn = uintptr(l.args[2])
+		default:
+			return qn, kn, eps
+		}
+		eps, epsSet = e, true
+		b.rec.ls = b.rec.ls[:n-1]
+	}
+	return qn, kn, eps
 }
 
 // decSplitKeys is attn_decode's default target of keys per split block
@@ -669,6 +771,9 @@ func (b *Backend) Add(dst, a, c backend.Tensor) {
 	d, x, y := b.tt(dst), b.tt(a), b.tt(c)
 	if !sameShape(d, x, y) {
 		panic("cuda: Add shape mismatch")
+	}
+	if b.foldAdd(d, x, y) {
+		return
 	}
 	if n := x.rows * x.cols; n > 0 {
 		b.elementwise("add_f32", n).p(d.ptr).p(x.ptr).p(y.ptr).i64(n)

@@ -130,7 +130,7 @@ type launch struct {
 	fn                      uintptr
 	gx, gy, gz, block, smem uint32
 	n                       uint32 // arguments used; args starts 8-byte aligned, no padding
-	args                    [24]uint64
+	args                    [32]uint64
 }
 
 const fnGemm = 1
@@ -138,7 +138,7 @@ const fnGemm = 1
 // recorder collects a step's launches until something needs results.
 type recorder struct {
 	ls     []launch
-	params [24]unsafe.Pointer
+	params [32]unsafe.Pointer
 	gemm   bool
 	cfg    launchConfig // runPDL's arguments: not on the goroutine stack,
 	attr   launchAttr   // which may move while C reads them

@@ -259,6 +259,18 @@ DEV void rope_apply(float (&v)[VPL], const float (&cs)[VPL], const float (&sn)[V
     for (int i = 0; i < VPL; i++) v[i] = lane < hl ? v[i] * cs[i] - o[i] * sn[i] : v[i] * cs[i] + o[i] * sn[i];
 }
 
+// head_norm is the per-head RMSNorm (Qwen3's q_norm/k_norm) of a head row
+// held VPL dims per lane: (v*inv)*w, as the rmsnorm kernel rounds it.
+template <int VPL>
+DEV void head_norm(float (&v)[VPL], const float* w, float eps, int lane) {
+    float ss = 0.f;
+#pragma unroll
+    for (int i = 0; i < VPL; i++) ss += v[i] * v[i];
+    const float inv = 1.f / sqrtf(warp_sum(ss) / (float)(32 * VPL) + eps);
+#pragma unroll
+    for (int i = 0; i < VPL; i++) v[i] = v[i] * inv * w[lane * VPL + i];
+}
+
 #define AD_G 8  // most query heads per kv head
 #define AD_DU 4 // keys per warp iteration
 #define AD_MAXS 64 // most splits (the Go side caps them)
@@ -267,7 +279,7 @@ template <int HD>
 DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,
                           const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
                           float softcap, float* kin, const float* vin, int ldk, int* cnt, const float* invf, int half,
-                          float rscale) {
+                          float rscale, const float* qn, const float* kn, float neps) {
     constexpr int VPL = HD / 32; // dims per lane: 2 or 4
     __shared__ float wm[4][AD_G], wl[4][AD_G];
     __shared__ float wo[4][AD_G][HD];
@@ -282,41 +294,16 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     const int* bt = btab + (long long)tok2seq[t] * btStride;
     float* krow = kin + (long long)t * ldk + kh * HD + lane * VPL;
     const float* vself = vin + (long long)t * ldk + kh * HD + lane * VPL;
-    // With invf (RoPE fused, the rope2 launch dropped), q and this step's
-    // k are rotated here; the last block writes both back, as rope2 would
-    // have left them.
-    float rc[VPL], rs[VPL];
-    const bool rok = invf ? rope_angles<VPL>(rc, rs, invf, half, rscale, p, lane) : false;
-    float kself[VPL];
-#pragma unroll
-    for (int i = 0; i < VPL; i++) kself[i] = krow[i];
-    if (invf) rope_apply<VPL>(kself, rc, rs, rok, half, lane);
-    if (split == 0 && warp == 0) {
-        long long dst = ((bt[p / bs] * (long long)kvh + kh) * bs + p % bs) * HD + lane * VPL;
-#pragma unroll
-        for (int i = 0; i < VPL; i++) Kc[dst + i] = f16bits(kself[i]), Vc[dst + i] = f16bits(vself[i]);
-    }
-    float qv[AD_G][VPL];
-#pragma unroll
-    for (int g = 0; g < AD_G; g++) {
-#pragma unroll
-        for (int i = 0; i < VPL; i++) qv[g][i] = g < G ? q[((long long)t * heads + kh * G + g) * HD + lane * VPL + i] : 0.f;
-        if (invf && g < G) rope_apply<VPL>(qv[g], rc, rs, rok, half, lane);
-#pragma unroll
-        for (int i = 0; i < VPL; i++) qv[g][i] *= scale;
-    }
-    float m[AD_G], l[AD_G], acc[AD_G][VPL];
-#pragma unroll
-    for (int g = 0; g < AD_G; g++) {
-        m[g] = NEG_INF, l[g] = 0.f;
-#pragma unroll
-        for (int i = 0; i < VPL; i++) acc[g][i] = 0.f;
-    }
-    for (int c = j0 + warp * AD_DU; c < j1; c += 4 * AD_DU) {
-        float kr[AD_DU][VPL], vr[AD_DU][VPL];
+    // The cached keys before p were written by earlier steps (each step
+    // ends in a host sync), and the positions and block tables are step
+    // inputs: the first round of K/V loads is issued before waiting for
+    // the q/k/v projection (PDL), so it overlaps that kernel's tail.
+    float kr[AD_DU][VPL], vr[AD_DU][VPL];
+    int c = j0 + warp * AD_DU;
+    auto load_keys = [&](int c0) {
 #pragma unroll
         for (int u = 0; u < AD_DU; u++) {
-            const int j = c + u;
+            const int j = c0 + u;
             if (j < j1 && j != p) {
                 long long off = ((bt[j / bs] * (long long)kvh + kh) * bs + j % bs) * HD + lane * VPL;
                 if (VPL == 4) {
@@ -330,12 +317,52 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
                 }
             } else {
 #pragma unroll
-                for (int i = 0; i < VPL; i++) {
-                    kr[u][i] = j == p ? kself[i] : 0.f;
-                    vr[u][i] = j == p ? vself[i] : 0.f;
-                }
+                for (int i = 0; i < VPL; i++) kr[u][i] = vr[u][i] = 0.f;
             }
         }
+    };
+    load_keys(c);
+    // With invf (RoPE fused, the rope2 launch dropped), q and this step's
+    // k are rotated here, and with qn/kn normalised first (the q_norm and
+    // k_norm launches dropped); the last block writes both back, as those
+    // kernels would have left them.
+    float rc[VPL], rs[VPL];
+    const bool rok = invf ? rope_angles<VPL>(rc, rs, invf, half, rscale, p, lane) : false;
+    grid_dep_wait();
+    float kself[VPL];
+#pragma unroll
+    for (int i = 0; i < VPL; i++) kself[i] = krow[i];
+    if (kn) head_norm<VPL>(kself, kn, neps, lane);
+    if (invf) rope_apply<VPL>(kself, rc, rs, rok, half, lane);
+    if (split == 0 && warp == 0) {
+        long long dst = ((bt[p / bs] * (long long)kvh + kh) * bs + p % bs) * HD + lane * VPL;
+#pragma unroll
+        for (int i = 0; i < VPL; i++) Kc[dst + i] = f16bits(kself[i]), Vc[dst + i] = f16bits(vself[i]);
+    }
+    float qv[AD_G][VPL];
+#pragma unroll
+    for (int g = 0; g < AD_G; g++) {
+#pragma unroll
+        for (int i = 0; i < VPL; i++) qv[g][i] = g < G ? q[((long long)t * heads + kh * G + g) * HD + lane * VPL + i] : 0.f;
+        if (qn && g < G) head_norm<VPL>(qv[g], qn, neps, lane);
+        if (invf && g < G) rope_apply<VPL>(qv[g], rc, rs, rok, half, lane);
+#pragma unroll
+        for (int i = 0; i < VPL; i++) qv[g][i] *= scale;
+    }
+    float m[AD_G], l[AD_G], acc[AD_G][VPL];
+#pragma unroll
+    for (int g = 0; g < AD_G; g++) {
+        m[g] = NEG_INF, l[g] = 0.f;
+#pragma unroll
+        for (int i = 0; i < VPL; i++) acc[g][i] = 0.f;
+    }
+    for (; c < j1; c += 4 * AD_DU) {
+        if (c > j0 + warp * AD_DU) load_keys(c);
+#pragma unroll
+        for (int u = 0; u < AD_DU; u++)
+            if (c + u == p)
+#pragma unroll
+                for (int i = 0; i < VPL; i++) kr[u][i] = kself[i], vr[u][i] = vself[i];
 #pragma unroll
         for (int g = 0; g < AD_G; g++) {
             if (g >= G) break;
@@ -397,7 +424,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
         }
     }
     if (S > 1 && !last_block(cnt + (long long)t * kvh + kh, S)) return;
-    if (invf && warp == 0) {
+    if ((invf || qn || kn) && warp == 0) {
         // Every block of this kv head has read q and k (this is the last,
         // or the only one): write the rotated rows back.
         for (int g = 0; g < G; g++) {
@@ -405,7 +432,8 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
             float v[VPL];
 #pragma unroll
             for (int i = 0; i < VPL; i++) v[i] = qr[i];
-            rope_apply<VPL>(v, rc, rs, rok, half, lane);
+            if (qn) head_norm<VPL>(v, qn, neps, lane);
+            if (invf) rope_apply<VPL>(v, rc, rs, rok, half, lane);
 #pragma unroll
             for (int i = 0; i < VPL; i++) qr[i] = v[i];
         }
@@ -457,9 +485,9 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD(                                              \
         float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq, const int* btab,     \
         int btStride, int bs, int heads, int kvh, float scale, int window, float softcap, float* kin, const float* vin, \
-        int ldk, int* cnt, const float* invf, int half, float rscale) {                                               \
-        grid_dep_start();                                                                                             \
+        int ldk, int* cnt, const float* invf, int half, float rscale, const float* qn, const float* kn, float neps) { \
+        grid_dep_launch();                                                                                            \
         attn_decode_impl<HD>(out, part, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window,     \
-                             softcap, kin, vin, ldk, cnt, invf, half, rscale);                                        \
+                             softcap, kin, vin, ldk, cnt, invf, half, rscale, qn, kn, neps);                          \
     }
 ATTN_DECODE(64) ATTN_DECODE(128)

@@ -49,6 +49,9 @@ DEV float4 f4(float a, float b, float c, float d) {
     r.x = a, r.y = b, r.z = c, r.w = d;
     return r;
 }
+DEV float4 f4mul(float4 v, float s) { return f4(v.x * s, v.y * s, v.z * s, v.w * s); }
+DEV float4 f4mul4(float4 v, float4 w) { return f4(v.x * w.x, v.y * w.y, v.z * w.z, v.w * w.w); }
+DEV float f4dot(float4 v) { return v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w; }
 
 DEV float warp_sum(float v) {
 #pragma unroll

@@ -253,10 +253,24 @@ DEV float dotchunk(uint4 wv, const float* xv, float sx) {
 // ops cost one launch. Recorded by the Go side when consecutive Linear
 // calls (and a GatedAct) allow it; every output the separate ops would
 // write is still written.
+//
+// Two more folds save a decode step two launches per layer:
+// - nsrc set: the RMSNorm that wrote x runs here instead. x = nsrc/rms(nsrc)
+//   * nwt (nwt may be null): every block reduces the whole row (K floats
+//   from L2, after the wait) and scales the chunks it reads; block 0 also
+//   writes x, as the rmsnorm kernel would have.
+// - resDst set (one matrix, no glu): the residual Add that read y0 runs
+//   here too: resDst[row] = resA[row] + y0[row].
+#define QMULTI_PARAMS                                                                                             \
+    float *x, int K, int gshift, float *y0, const u32 *w0, const u32 *sb0, const float *bias0, int N0, float *y1, \
+        const u32 *w1, const u32 *sb1, const float *bias1, int N1, float *y2, const u32 *w2, const u32 *sb2,       \
+        const float *bias2, int N2, int nb0, int nb1, int glu, float *d, const float *nsrc, const float *nwt,        \
+        float eps, const float *resA, float *resDst
+#define QMULTI_ARGS                                                                                              \
+    x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2, sb2, bias2, N2, nb0, nb1, glu, d, nsrc, nwt, \
+        eps, resA, resDst
 template <int BITS, class SB, int NR, bool PF, int L = 32 * QW>
-DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u32* w0, const u32* sb0, const float* bias0,
-                          int N0, float* y1, const u32* w1, const u32* sb1, const float* bias1, int N1, float* y2,
-                          const u32* w2, const u32* sb2, const float* bias2, int N2, int nb0, int nb1, int glu, float* d) {
+DEV void qgemv_multi_impl(QMULTI_PARAMS) {
     constexpr int EPW = 32 / BITS, EPC = 4 * EPW;
     const int nc = K / EPC, ng = K >> gshift, nw = K / EPW;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -304,6 +318,20 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
     // The first chunk's weights are in flight; x comes from the previous
     // kernel (PDL: this block may have started before it finished).
     grid_dep_wait();
+    float ninv = 1.f;
+    if (nsrc) {
+        __shared__ float nred[32];
+        const float4* s4 = reinterpret_cast<const float4*>(nsrc);
+        float ss = 0.f;
+        for (int i = threadIdx.x; i < K / 4; i += blockDim.x) ss += f4dot(s4[i]);
+        ss = block_sum(ss, nred);
+        ninv = 1.f / sqrtf(ss / (float)K + eps);
+        if (blockIdx.x == 0)
+            for (int i = threadIdx.x; i < K / 4; i += blockDim.x)
+                reinterpret_cast<float4*>(x)[i] =
+                    f4mul4(f4mul(s4[i], ninv), nwt ? reinterpret_cast<const float4*>(nwt)[i] : f4(1.f, 1.f, 1.f, 1.f));
+    }
+    const float* xin = nsrc ? nsrc : x; // block 0 writes x: the others must not read it
     for (; c < nc; c += L) {
         const int cn = c + L;
         uint4 pw[NR];
@@ -315,10 +343,12 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
             for (int r = 0; r < NR; r++) psv[r] = SB::load(sr[r], (cn * EPC) >> gshift);
         }
         float xv[EPC];
-        const float4* xp = reinterpret_cast<const float4*>(x + c * EPC);
+        const float4* xp = reinterpret_cast<const float4*>(xin + c * EPC);
 #pragma unroll
         for (int i = 0; i < EPC / 4; i++) {
             float4 f = xp[i];
+            if (nsrc) // (v*inv)*w, as the rmsnorm kernel rounds it
+                f = f4mul4(f4mul(f, ninv), nwt ? reinterpret_cast<const float4*>(nwt + c * EPC)[i] : f4(1.f, 1.f, 1.f, 1.f));
             xv[4 * i] = f.x; xv[4 * i + 1] = f.y; xv[4 * i + 2] = f.z; xv[4 * i + 3] = f.w;
         }
         float sx0 = 0.f, sx1 = 0.f;
@@ -371,17 +401,17 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
         int r = li, row = row0 + r;
         float v = 0.f;
         for (int k = wg0; k < wg0 + wpg; k++) v += red[k][r];
-        if (row < Na) y[row] = v + (bias ? bias[row] : 0.f);
+        if (row < Na) {
+            v += bias ? bias[row] : 0.f;
+            y[row] = v;
+            if (resDst && bx < nb0) resDst[row] = resA[row] + v;
+        }
     }
 }
 #define QMULTI(NAME, BITS, SBT, NR, PF) QMULTI_G(NAME, BITS, SBT, NR, PF, 32 * QW)
-#define QMULTI_G(NAME, BITS, SBT, NR, PF, L)                                                                       \
-    extern "C" __global__ void __launch_bounds__(32 * QW) NAME(                                                    \
-        const float* x, int K, int gshift, float* y0, const u32* w0, const u32* sb0, const float* bias0, int N0,  \
-        float* y1, const u32* w1, const u32* sb1, const float* bias1, int N1, float* y2, const u32* w2,           \
-        const u32* sb2, const float* bias2, int N2, int nb0, int nb1, int glu, float* d) {                        \
-        qgemv_multi_impl<BITS, SBT, NR, PF, L>(x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2,  \
-                                            sb2, bias2, N2, nb0, nb1, glu, d);                                     \
+#define QMULTI_G(NAME, BITS, SBT, NR, PF, L)                                                \
+    extern "C" __global__ void __launch_bounds__(32 * QW) NAME(QMULTI_PARAMS) {             \
+        qgemv_multi_impl<BITS, SBT, NR, PF, L>(QMULTI_ARGS);                                \
     }
 // The default (Go: multiRows, multiPrefetch) and the variants the
 // benchmark compares (qgemvm4_bf_v<NR><PF>).
@@ -391,13 +421,9 @@ DEV void qgemv_multi_impl(const float* x, int K, int gshift, float* y0, const u3
 // v85/v86: the default with a register cap from __launch_bounds__ (5 or 6
 // blocks of 128 threads per SM, so <= 102 or <= 85 registers): more warps
 // resident to overlap one block's loads with another's math.
-#define QMULTI_LB(NAME, NR, MINB)                                                                                  \
-    extern "C" __global__ void __launch_bounds__(32 * QW, MINB) NAME(                                              \
-        const float* x, int K, int gshift, float* y0, const u32* w0, const u32* sb0, const float* bias0, int N0,  \
-        float* y1, const u32* w1, const u32* sb1, const float* bias1, int N1, float* y2, const u32* w2,           \
-        const u32* sb2, const float* bias2, int N2, int nb0, int nb1, int glu, float* d) {                        \
-        qgemv_multi_impl<4, SBbf, NR, false>(x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2, \
-                                             sb2, bias2, N2, nb0, nb1, glu, d);                                    \
+#define QMULTI_LB(NAME, NR, MINB)                                                           \
+    extern "C" __global__ void __launch_bounds__(32 * QW, MINB) NAME(QMULTI_PARAMS) {       \
+        qgemv_multi_impl<4, SBbf, NR, false>(QMULTI_ARGS);                                  \
     }
 QMULTI_LB(qgemvm4_bf_v85, 8, 5) QMULTI_LB(qgemvm4_bf_v86, 8, 6)
 QMULTI(qgemvm4_bf, 4, SBbf, 8, false) QMULTI(qgemvm4_f32, 4, SBf32, 8, false)

@@ -47,9 +47,6 @@ extern "C" __global__ void embedq_f32(float* d, const u32* w, const u32* sb, con
 // columns of a decode step's single row.
 #define NORM_V 4 // float4s per thread in the vector path
 DEV bool norm_vec(int cols) { return (cols & 3) == 0 && cols <= 4 * NORM_V * (int)blockDim.x; }
-DEV float4 f4mul(float4 v, float s) { return f4(v.x * s, v.y * s, v.z * s, v.w * s); }
-DEV float4 f4mul4(float4 v, float4 w) { return f4(v.x * w.x, v.y * w.y, v.z * w.z, v.w * w.w); }
-DEV float f4dot(float4 v) { return v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w; }
 
 extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int cols, float eps) {
     __shared__ float red[32];
