@@ -193,6 +193,7 @@ func New(dev int) (*Backend, error) {
 	b.moeGroup = os.Getenv("MLXCEL_CUDA_MOEGROUP") != "0"
 	b.fuseRoPE = os.Getenv("MLXCEL_CUDA_ROPEFUSE") != "0"
 	b.fuseNorm = os.Getenv("MLXCEL_CUDA_NORMFUSE") != "0"
+	b.prof.at = profileAt()
 	b.decSplitKeys = decSplitKeys
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECSPLITKEYS")); err == nil && v > 0 {
 		b.decSplitKeys = v

@@ -3,7 +3,10 @@
 package cuda
 
 import (
+	"fmt"
+	"os"
 	"sort"
+	"strconv"
 	"time"
 	"unsafe"
 )
@@ -17,6 +20,8 @@ type profiler struct {
 	on     bool
 	events []uintptr
 	byName map[uintptr]*profEntry
+	at     int // MLXCEL_CUDA_PROFILE: the step (1-based) to profile; 0: none
+	steps  int // steps begun
 }
 
 type profEntry struct {
@@ -29,6 +34,10 @@ type profEntry struct {
 func (b *Backend) SetProfile(on bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.setProfileLocked(on)
+}
+
+func (b *Backend) setProfileLocked(on bool) {
 	b.prof.on = on
 	b.prof.byName = map[uintptr]*profEntry{}
 	names := map[uintptr]string{fnGemm: "cublas_gemm"}
@@ -51,6 +60,10 @@ type ProfileEntry struct {
 func (b *Backend) ProfileReport() []ProfileEntry {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.profileReportLocked()
+}
+
+func (b *Backend) profileReportLocked() []ProfileEntry {
 	var out []ProfileEntry
 	for _, e := range b.prof.byName {
 		if e.calls > 0 {
@@ -88,4 +101,37 @@ func (b *Backend) runProfiled(ls []launch) {
 			e.total += time.Duration(float64(ms) * 1e6)
 		}
 	}
+}
+
+// profileStep runs at each BeginStep (the previous step flushed): with
+// MLXCEL_CUDA_PROFILE=N, step N of the process runs profiled and its
+// report goes to stderr when step N+1 begins. It lets `mlxcel bench
+// decode` or a server show where a model's step time goes.
+func (b *Backend) profileStep() {
+	if b.prof.at == 0 {
+		return
+	}
+	b.prof.steps++
+	switch b.prof.steps {
+	case b.prof.at:
+		b.setProfileLocked(true)
+	case b.prof.at + 1:
+		rep := b.profileReportLocked()
+		var total time.Duration
+		for _, e := range rep {
+			total += e.Total
+		}
+		fmt.Fprintf(os.Stderr, "cuda profile of step %d (kernels run one by one, without graphs): %.1f us\n",
+			b.prof.at, float64(total.Nanoseconds())/1e3)
+		for _, e := range rep {
+			fmt.Fprintf(os.Stderr, "  %-24s %5d calls %10.1f us %5.1f%%\n", e.Name, e.Calls,
+				float64(e.Total.Nanoseconds())/1e3, 100*e.Total.Seconds()/total.Seconds())
+		}
+		b.setProfileLocked(false)
+	}
+}
+
+func profileAt() int {
+	n, _ := strconv.Atoi(os.Getenv("MLXCEL_CUDA_PROFILE"))
+	return max(n, 0)
 }

@@ -40,6 +40,7 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 	defer b.mu.Unlock()
 	defer b.bind()()
 	b.flush()
+	b.profileStep()
 	if b.err != nil {
 		err := b.err
 		b.err = nil
