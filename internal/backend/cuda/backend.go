@@ -24,7 +24,7 @@ var kernelFS embed.FS
 
 // kernelFiles is the order the sources are concatenated in: NVRTC has no
 // include path, so common.cu is prepended rather than #included.
-var kernelFiles = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu", "flash.cu", "moe.cu"}
+var kernelFiles = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu", "flash.cu", "moe.cu", "moe_decode.cu"}
 
 func kernelSource() string {
 	var sb strings.Builder
@@ -89,10 +89,12 @@ type Backend struct {
 	// MLXCEL_CUDA_GEMM=tf32 (cuBLAS on f32 operands instead of bf16).
 	// MLXCEL_CUDA_MOEGROUP=0: MoE slot by slot instead of grouped.
 	useMMA, useFlash, useDecAttn, gemmBF16, moeGroup bool
-	pdl                                              bool // programmatic dependent launch (runPDL)
-	decSplitKeys                                     int  // attn_decode keys per split block
-	fuseRoPE                                         bool // decode: rope2 folded into attn_decode (takeRoPE)
-	fuseNorm                                         bool // one-row RMSNorm and residual Add folded into qgemvm (takeNorm, foldAdd)
+	pdl                                              bool  // programmatic dependent launch (runPDL)
+	decSplitKeys                                     int   // attn_decode keys per split block
+	fuseRoPE                                         bool  // decode: rope2 folded into attn_decode (takeRoPE)
+	fuseNorm                                         bool  // one-row RMSNorm and residual Add folded into qgemvm (takeNorm, foldAdd)
+	prefetchBytes                                    int64 // attn_decode's L2 prefetch budget for the next GEMVs' weights (attnPrefetch)
+	moeDec                                           bool  // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
 
 	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
 	cntN   int    // counters zeroed so far
@@ -191,9 +193,16 @@ func New(dev int) (*Backend, error) {
 	b.useDecAttn = os.Getenv("MLXCEL_CUDA_DECATTN") != "0"
 	b.gemmBF16 = os.Getenv("MLXCEL_CUDA_GEMM") != "tf32"
 	b.moeGroup = os.Getenv("MLXCEL_CUDA_MOEGROUP") != "0"
+	b.moeDec = os.Getenv("MLXCEL_CUDA_MOEDEC") != "0"
 	b.fuseRoPE = os.Getenv("MLXCEL_CUDA_ROPEFUSE") != "0"
 	b.fuseNorm = os.Getenv("MLXCEL_CUDA_NORMFUSE") != "0"
 	b.prof.at = profileAt()
+	// 24 MiB of the H200's 50 MB L2: the o projection of an 8B model
+	// (8.9 MB) and equal prefixes of its gate and up matrices.
+	b.prefetchBytes = 24 << 20
+	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_PREFETCH_MB")); err == nil && v >= 0 {
+		b.prefetchBytes = int64(v) << 20
+	}
 	b.decSplitKeys = decSplitKeys
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECSPLITKEYS")); err == nil && v > 0 {
 		b.decSplitKeys = v

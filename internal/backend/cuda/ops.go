@@ -271,6 +271,7 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 					l.args[mNB1] = uint64(nb)
 				}
 				l.gx += uint32(nb)
+				b.attnPrefetch(w, seg == 1)
 				return
 			}
 		}
@@ -281,6 +282,7 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 		l.p(0)
 	}
 	l.i(nb).i(0).i(0).p(0).p(nsrc).p(nw).f(eps).p(0).p(0)
+	b.attnPrefetch(w, false)
 }
 
 // takeNorm folds a just-recorded one-row RMSNorm that wrote x (K columns)
@@ -591,10 +593,16 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		}
 		invf, half, rscale := b.takeRoPE(qt, kt, p)
 		qn, kn, neps := b.takeHeadNorms(qt, kt, T, p)
-		b.newLaunch(fmt.Sprintf("attn_decode_%d", p.HeadDim), p.KVHeads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
+		l := b.newLaunch(fmt.Sprintf("attn_decode_%d", p.HeadDim), p.KVHeads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
 			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(kvw).p(cnt).
 			p(invf).i(half).f(rscale).p(qn).p(kn).f(neps)
+		for range adPrefetch {
+			l.p(0).i64(0)
+		}
+		if b.prefetchBytes > 0 {
+			b.rec.pfAt, b.rec.pfSlots, b.rec.pfLeft = len(b.rec.ls), adPrefetch, b.prefetchBytes
+		}
 		return
 	}
 	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
@@ -682,6 +690,46 @@ func (b *Backend) takeHeadNorms(qt, kt *Tensor, T int, p backend.AttnParams) (qn
 		b.rec.ls = b.rec.ls[:n-1]
 	}
 	return qn, kn, eps
+}
+
+// adPrefetch is attn_decode's number of prefetch ranges (AD_PF).
+const adPrefetch = 4
+
+// attnPrefetch hands a one-row GEMV's weights, recorded just after a
+// decode attention (the o projection, then gate and up), to that
+// attention launch to pull into L2: the attention is latency-bound and
+// leaves HBM idle for ~10 us per layer. Each matrix gets a prefix of its
+// rows (weights and their scales), at most half of the bytes left, so
+// the gate and up matrices of one launch get equal prefixes; second says
+// w joined a launch as its second matrix and takes the same share as the
+// first. Prefetching is a hint: what is evicted before use is read again.
+func (b *Backend) attnPrefetch(w *weight, second bool) {
+	r := &b.rec
+	if r.pfAt == 0 || r.pfSlots < 2 || len(b.rec.ls)-r.pfAt > 2 || !w.quant {
+		r.pfAt = 0
+		return
+	}
+	a := &b.rec.ls[r.pfAt-1]
+	rowW := int64(w.wordsPerRow()) * 4
+	rowS := int64(w.in/w.group) * 4
+	if w.sbF32 {
+		rowS *= 2
+	}
+	share := r.pfLeft / 2
+	if second {
+		share = r.pfLeft
+	}
+	rows := min(int64(w.out), share/(rowW+rowS))
+	if rows <= 0 {
+		r.pfAt = 0
+		return
+	}
+	// The launch's last 2*adPrefetch arguments are (pointer, bytes) pairs.
+	slot := a.n - uint32(2*r.pfSlots)
+	a.args[slot], a.args[slot+1] = uint64(w.w), uint64(rows*rowW)
+	a.args[slot+2], a.args[slot+3] = uint64(w.sb), uint64(rows*rowS)
+	r.pfSlots -= 2
+	r.pfLeft -= rows * (rowW + rowS)
 }
 
 // decSplitKeys is attn_decode's default target of keys per split block
@@ -836,6 +884,9 @@ func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Ex
 	}
 	if b.moeGEMMApplies(s, gw, uw, dw, E, p.TopK) { // many tokens: grouped expert GEMM (ops_moe.go)
 		b.moeGEMM(d, s, rw, gw, uw, dw, p)
+		return
+	}
+	if b.moeDecode(d, s, rw, gw, uw, dw, p, 0) { // few tokens: three launches (ops_moe_decode.go)
 		return
 	}
 	alloc := func(n int) uintptr {

@@ -275,11 +275,13 @@ DEV void head_norm(float (&v)[VPL], const float* w, float eps, int lane) {
 #define AD_DU 4 // keys per warp iteration
 #define AD_MAXS 64 // most splits (the Go side caps them)
 #define AD_ML 8 // partial loads in flight per thread while merging
+#define AD_PF 4 // weight ranges to prefetch into L2 (Go: attnPrefetch)
 template <int HD>
 DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,
                           const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
                           float softcap, float* kin, const float* vin, int ldk, int* cnt, const float* invf, int half,
-                          float rscale, const float* qn, const float* kn, float neps) {
+                          float rscale, const float* qn, const float* kn, float neps, const char* const (&pfp)[AD_PF],
+                          const long long (&pfn)[AD_PF]) {
     constexpr int VPL = HD / 32; // dims per lane: 2 or 4
     __shared__ float wm[4][AD_G], wl[4][AD_G];
     __shared__ float wo[4][AD_G][HD];
@@ -322,6 +324,8 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
         }
     };
     load_keys(c);
+#pragma unroll
+    for (int i = 0; i < AD_PF; i++) prefetch_span(pfp[i], pfn[i]);
     // With invf (RoPE fused, the rope2 launch dropped), q and this step's
     // k are rotated here, and with qn/kn normalised first (the q_norm and
     // k_norm launches dropped); the last block writes both back, as those
@@ -485,9 +489,13 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD(                                              \
         float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq, const int* btab,     \
         int btStride, int bs, int heads, int kvh, float scale, int window, float softcap, float* kin, const float* vin, \
-        int ldk, int* cnt, const float* invf, int half, float rscale, const float* qn, const float* kn, float neps) { \
+        int ldk, int* cnt, const float* invf, int half, float rscale, const float* qn, const float* kn, float neps,  \
+        const char* pf0, long long pn0, const char* pf1, long long pn1, const char* pf2, long long pn2,             \
+        const char* pf3, long long pn3) {                                                                            \
         grid_dep_launch();                                                                                            \
+        const char* const pfp[AD_PF] = {pf0, pf1, pf2, pf3};                                                          \
+        const long long pfn[AD_PF] = {pn0, pn1, pn2, pn3};                                                            \
         attn_decode_impl<HD>(out, part, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window,     \
-                             softcap, kin, vin, ldk, cnt, invf, half, rscale, qn, kn, neps);                          \
+                             softcap, kin, vin, ldk, cnt, invf, half, rscale, qn, kn, neps, pfp, pfn);                \
     }
 ATTN_DECODE(64) ATTN_DECODE(128)

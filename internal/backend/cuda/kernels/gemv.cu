@@ -318,20 +318,12 @@ DEV void qgemv_multi_impl(QMULTI_PARAMS) {
     // The first chunk's weights are in flight; x comes from the previous
     // kernel (PDL: this block may have started before it finished).
     grid_dep_wait();
-    float ninv = 1.f;
-    if (nsrc) {
-        __shared__ float nred[32];
-        const float4* s4 = reinterpret_cast<const float4*>(nsrc);
-        float ss = 0.f;
-        for (int i = threadIdx.x; i < K / 4; i += blockDim.x) ss += f4dot(s4[i]);
-        ss = block_sum(ss, nred);
-        ninv = 1.f / sqrtf(ss / (float)K + eps);
-        if (blockIdx.x == 0)
-            for (int i = threadIdx.x; i < K / 4; i += blockDim.x)
-                reinterpret_cast<float4*>(x)[i] =
-                    f4mul4(f4mul(s4[i], ninv), nwt ? reinterpret_cast<const float4*>(nwt)[i] : f4(1.f, 1.f, 1.f, 1.f));
-    }
+    // A folded norm (nsrc): the products run on nsrc*w, and the 1/rms
+    // factor, a scalar, multiplies the sums at the end; each row group's
+    // lanes read every chunk of the row once, so the sum of squares comes
+    // from the same loads (no pass over the row before the products).
     const float* xin = nsrc ? nsrc : x; // block 0 writes x: the others must not read it
+    float ssl = 0.f;
     for (; c < nc; c += L) {
         const int cn = c + L;
         uint4 pw[NR];
@@ -343,13 +335,24 @@ DEV void qgemv_multi_impl(QMULTI_PARAMS) {
             for (int r = 0; r < NR; r++) psv[r] = SB::load(sr[r], (cn * EPC) >> gshift);
         }
         float xv[EPC];
+        float4 f[EPC / 4];
         const float4* xp = reinterpret_cast<const float4*>(xin + c * EPC);
 #pragma unroll
+        for (int i = 0; i < EPC / 4; i++) f[i] = xp[i]; // all loads before any use
+        if (nsrc) {
+            float4 nv[EPC / 4];
+            const float4* np = reinterpret_cast<const float4*>(nwt + c * EPC);
+#pragma unroll
+            for (int i = 0; i < EPC / 4; i++) nv[i] = nwt ? np[i] : f4(1.f, 1.f, 1.f, 1.f);
+#pragma unroll
+            for (int i = 0; i < EPC / 4; i++) {
+                ssl += f4dot(f[i]);
+                f[i] = f4mul4(f[i], nv[i]);
+            }
+        }
+#pragma unroll
         for (int i = 0; i < EPC / 4; i++) {
-            float4 f = xp[i];
-            if (nsrc) // (v*inv)*w, as the rmsnorm kernel rounds it
-                f = f4mul4(f4mul(f, ninv), nwt ? reinterpret_cast<const float4*>(nwt + c * EPC)[i] : f4(1.f, 1.f, 1.f, 1.f));
-            xv[4 * i] = f.x; xv[4 * i + 1] = f.y; xv[4 * i + 2] = f.z; xv[4 * i + 3] = f.w;
+            xv[4 * i] = f[i].x; xv[4 * i + 1] = f[i].y; xv[4 * i + 2] = f[i].z; xv[4 * i + 3] = f[i].w;
         }
         float sx0 = 0.f, sx1 = 0.f;
 #pragma unroll
@@ -369,20 +372,35 @@ DEV void qgemv_multi_impl(QMULTI_PARAMS) {
             }
         }
     }
-    __shared__ float red[QW][NR];
+    __shared__ float red[QW][NR], rss[QW];
 #pragma unroll
     for (int r = 0; r < NR; r++) {
         float v = warp_sum(acc[r]);
         if (lane == 0) red[warp][r] = v;
     }
+    if (nsrc) {
+        ssl = warp_sum(ssl);
+        if (lane == 0) rss[warp] = ssl;
+    }
     __syncthreads();
     constexpr int wpg = L / 32;
     const int wg0 = grp * wpg; // this row group's warps
+    float ninv = 1.f;
+    if (nsrc) {
+        float ss = 0.f;
+        for (int k = wg0; k < wg0 + wpg; k++) ss += rss[k];
+        ninv = 1.f / sqrtf(ss / (float)K + eps);
+        if (blockIdx.x == 0) // x as the rmsnorm kernel would have left it: (v*inv)*w
+            for (int i = threadIdx.x; i < K / 4; i += blockDim.x)
+                reinterpret_cast<float4*>(x)[i] = f4mul4(f4mul(reinterpret_cast<const float4*>(nsrc)[i], ninv),
+                                                         nwt ? reinterpret_cast<const float4*>(nwt)[i] : f4(1.f, 1.f, 1.f, 1.f));
+    }
     if (glu) {
         if (li < NR / 2) {
             int r = li, row = row0 + r;
             float g = 0.f, u = 0.f;
             for (int k = wg0; k < wg0 + wpg; k++) { g += red[k][r]; u += red[k][r + NR / 2]; }
+            g *= ninv, u *= ninv;
             if (row < N0) {
                 g += bias0 ? bias0[row] : 0.f;
                 u += bias1 ? bias1[row] : 0.f;
@@ -401,6 +419,7 @@ DEV void qgemv_multi_impl(QMULTI_PARAMS) {
         int r = li, row = row0 + r;
         float v = 0.f;
         for (int k = wg0; k < wg0 + wpg; k++) v += red[k][r];
+        v *= ninv;
         if (row < Na) {
             v += bias ? bias[row] : 0.f;
             y[row] = v;

@@ -1,0 +1,398 @@
+// MoE for a few tokens (decode) in three launches instead of seven
+// (ops_moe_decode.go records them; the many-token path is moe.cu):
+//
+//   moe_router*    router GEMV, then, in the last block of each token
+//                  (ticket), that token's softmax top-k as moe_route_w
+//   moe_gateup*    grid (row blocks of inter, T, topk): act(gate) * up of
+//                  the slot's expert, both matrices in one block
+//   moe_down_sum*  grid (row blocks of hidden, T, topk): the slot's down
+//                  rows into scratch; the last slot block of each (token,
+//                  row block) sums the slots in slot order into dst
+//
+// A batch-1 step reads 8 experts' 21 MB per layer, a few microseconds at
+// HBM rate, so each launch's ramp and tail is a large share of the layer:
+// this saves four per layer (the router also takes the RMSNorm before it,
+// as qgemvm does on the seven-launch path).
+//
+// Device code reused from the earlier files (concatenated in kernelFiles
+// order): dotchunk/unpack, dunpack, SBbf/SBf32 and QW (gemv.cu), ldcg and
+// last_block (attention.cu), dshfl_xor (misc.cu).
+//
+// Rows are split as in the _g64/_g32 GEMV kernels: a block of MD_THREADS
+// lanes is 128/L row groups of L lanes, each group its own MD_NR rows, so
+// short rows (K = 768 or 2048 at 4 bits: 24 or 64 chunks of 16 bytes) do
+// not leave most lanes idle. The Go side picks L (rowGroupLanes) and sizes
+// the grids to match.
+
+#define MD_THREADS (32 * QW) // 128: four warps
+#define MD_NR 8              // rows per row group (gate and up: 4 of each)
+#define MD_MAXE 1024         // experts the routing handles (as moe_route_w)
+
+// md_row0 is the first row of this thread's row group when each group
+// takes NR rows.
+template <int L, int NR>
+DEV int md_row0() {
+    return (blockIdx.x * (MD_THREADS / L) + (L == MD_THREADS ? 0 : (int)threadIdx.x / L)) * NR;
+}
+
+// md_prefetch asks L2 for this lane's chunks of its group's MD_NR rows of
+// w ([N][K] at BITS bits per element; 16 for bf16). Weights are constant,
+// so this may run before grid_dep_wait (as in qgemv_impl).
+template <int BITS, int L>
+DEV void md_prefetch(const u32* w, int N, int K) {
+    const int nc = K * BITS / 128, li = threadIdx.x % L, row0 = md_row0<L, MD_NR>();
+#pragma unroll
+    for (int r = 0; r < MD_NR; r++) {
+        const uint4* p = reinterpret_cast<const uint4*>(w + (long long)min(row0 + r, N - 1) * (K * BITS / 32));
+        for (int c = li; c < nc; c += L) prefetch_l2(p + c);
+    }
+}
+
+// Folded RMSNorm (router only, Go: takeNorm), as qgemv_multi_impl folds
+// it: the products run on src*w and the scalar 1/rms multiplies the sums
+// at the end. Each row group's lanes read every chunk of the row once, so
+// the sum of squares (ss) comes from the same loads, with no pass over
+// the row first. off() is the plain case (the expert kernels): the norm
+// code then compiles away.
+struct MDNorm {
+    bool on;
+    const float* w; // norm weights, may be null
+    static DEV MDNorm off() { return MDNorm{false, nullptr}; }
+};
+
+// md_x loads the N floats of x from element e0 into xv; with the norm
+// folded, times the norm weights, and adds their squares (before the
+// weights) to ss.
+template <int N>
+DEV void md_x(float (&xv)[N], const float* x, int e0, MDNorm nm, float& ss) {
+    float4 f[N / 4];
+    const float4* xp = reinterpret_cast<const float4*>(x + e0);
+#pragma unroll
+    for (int i = 0; i < N / 4; i++) f[i] = xp[i]; // all loads before any use
+    if (nm.on) {
+#pragma unroll
+        for (int i = 0; i < N / 4; i++) {
+            ss += f4dot(f[i]);
+            f[i] = f4mul4(f[i], nm.w ? reinterpret_cast<const float4*>(nm.w + e0)[i] : f4(1.f, 1.f, 1.f, 1.f));
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < N / 4; i++) {
+        xv[4 * i] = f[i].x; xv[4 * i + 1] = f[i].y; xv[4 * i + 2] = f[i].z; xv[4 * i + 3] = f[i].w;
+    }
+}
+
+// qdots adds this lane's share (chunks li, li+L, ...) of NR quantized rows'
+// dot products with x (K floats) to acc: the one-row qgemv arithmetic
+// (dotchunk), one x chunk load shared by the NR rows.
+template <int BITS, class SB, int NR, int L>
+DEV void qdots(float (&acc)[NR], const float* x, const uint4* (&wr)[NR], const u32* (&sr)[NR], int nc, int gshift, int li,
+               MDNorm nm, float& ss) {
+    constexpr int EPC = 128 / BITS; // elements per 16-byte chunk
+    for (int c = li; c < nc; c += L) {
+        uint4 wv[NR];
+        typename SB::raw sv[NR];
+#pragma unroll
+        for (int r = 0; r < NR; r++) wv[r] = wr[r][c];
+#pragma unroll
+        for (int r = 0; r < NR; r++) sv[r] = SB::load(sr[r], (c * EPC) >> gshift);
+        float xv[EPC];
+        md_x<EPC>(xv, x, c * EPC, nm, ss);
+        float sx0 = 0.f, sx1 = 0.f;
+#pragma unroll
+        for (int e = 0; e < EPC; e += 2) { sx0 += xv[e]; sx1 += xv[e + 1]; }
+        const float sx = sx0 + sx1;
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            float d = dotchunk<BITS>(wv[r], xv, sx), s, b;
+            SB::get(sv[r], s, b);
+            acc[r] = fmaf(s, d, fmaf(b, sx, acc[r]));
+        }
+    }
+}
+
+// bfdots is qdots for dense bf16 rows (8 elements per 16-byte chunk).
+template <int NR, int L>
+DEV void bfdots(float (&acc)[NR], const float* x, const uint4* (&wr)[NR], int nc, int li, MDNorm nm, float& ss) {
+    for (int c = li; c < nc; c += L) {
+        uint4 wv[NR];
+#pragma unroll
+        for (int r = 0; r < NR; r++) wv[r] = wr[r][c];
+        float xv[8];
+        md_x<8>(xv, x, c * 8, nm, ss);
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            float f[8];
+            dunpack<BF16>(wv[r], f);
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc[r] = fmaf(xv[e], f[e], acc[r]);
+        }
+    }
+}
+
+// md_warps sums each accumulator over its warp into red[warp][r]; then
+// md_group adds row r over the warps of this thread's row group (in warp
+// order, as finish_groups does).
+template <int NR>
+DEV void md_warps(const float (&acc)[NR], float (*red)[NR]) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        float v = warp_sum(acc[r]);
+        if (lane == 0) red[warp][r] = v;
+    }
+    __syncthreads();
+}
+template <int NR, int L>
+DEV float md_group(const float (*red)[NR], int r) {
+    constexpr int wpg = L / 32;
+    const int w0 = L == MD_THREADS ? 0 : ((int)threadIdx.x / L) * wpg;
+    float v = 0.f;
+#pragma unroll
+    for (int g = 0; g < wpg; g++) v += red[w0 + g][r];
+    return v;
+}
+
+// md_route is moe_route_w (misc.cu) for one token by one warp, on logits
+// l that other blocks wrote (read once with ld.cg into shared memory):
+// softmax over E experts, top-k by rounds of warp argmax with ties to the
+// lower expert id, the max taken in float, the sum in double, optional
+// renormalisation. Same steps in the same order, so the same experts and
+// weights as the two-launch path.
+DEV void md_route(const float* lg, int E, int topk, int renorm, int* idx, float* wts) {
+    __shared__ float l[MD_MAXE];
+    const int lane = threadIdx.x;
+    for (int e = lane; e < E; e += 32) l[e] = ldcg(lg + e);
+    __syncwarp();
+    float mf = NEG_INF;
+    for (int e = lane; e < E; e += 32) mf = fmaxf(mf, l[e]);
+    mf = warp_max(mf);
+    const double m = (double)mf;
+    double sum = 0;
+    for (int e = lane; e < E; e += 32) sum += exp((double)l[e] - m);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += dshfl_xor(sum, o);
+    u32 taken = 0; // bit i: expert lane + 32i chosen
+    double top = 0, pr[16];
+    int chosen[16];
+    for (int k = 0; k < topk; k++) {
+        float bv = NEG_INF;
+        int be = 0x7fffffff;
+        for (int e = lane, i = 0; e < E; e += 32, i++)
+            if (!((taken >> i) & 1u) && (be == 0x7fffffff || l[e] > bv)) bv = l[e], be = e;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            int oe = __shfl_xor_sync(0xffffffffu, be, o);
+            if (oe != 0x7fffffff && (be == 0x7fffffff || ov > bv || (ov == bv && oe < be))) bv = ov, be = oe;
+        }
+        if ((be & 31) == lane) taken |= 1u << (be >> 5);
+        chosen[k] = be;
+        pr[k] = exp((double)bv - m);
+        top += pr[k];
+    }
+    if (lane == 0)
+        for (int k = 0; k < topk; k++) {
+            idx[k] = chosen[k];
+            wts[k] = (float)(pr[k] / (renorm ? top : sum));
+        }
+}
+
+// moe_router: grid (row blocks of E, T), MD_THREADS threads. BITS 4 or 8:
+// quantized router (scale pairs SB); BITS 16: dense bf16 (sb unused).
+// logits[t][e] = x[t] . w[e]; the last block of token t to finish (ticket
+// cnt[t], reset for the next launch) routes it into idx/wts[t*topk..].
+// The kernels prefetch their weight rows and wait (grid_dep_wait) first.
+// nsrc set: the RMSNorm that wrote x is folded in (MDNorm): x[t] =
+// nsrc[t] / rms(nsrc[t]) * nwt (nwt may be null); the blocks read the
+// source, and block (0, t) writes x[t] for the expert kernels.
+#define MR_PARAMS                                                                                                 \
+    float *x, const u32 *w, const u32 *sb, int E, int K, int gshift, float *logits, int *cnt, int topk, int renorm, \
+        int *idx, float *wts, const float *nsrc, const float *nwt, float eps
+#define MR_ARGS x, w, sb, E, K, gshift, logits, cnt, topk, renorm, idx, wts, nsrc, nwt, eps
+template <int BITS, class SB, int L>
+DEV void moe_router_impl(MR_PARAMS) {
+    const int t = blockIdx.y, li = threadIdx.x % L, row0 = md_row0<L, MD_NR>();
+    const int nw = K * BITS / 32, ng = K >> gshift;
+    const uint4* wr[MD_NR];
+    const u32* sr[MD_NR];
+#pragma unroll
+    for (int r = 0; r < MD_NR; r++) {
+        const int rr = min(row0 + r, E - 1);
+        wr[r] = reinterpret_cast<const uint4*>(w + (long long)rr * nw);
+        sr[r] = sb + (long long)rr * ng * (sizeof(typename SB::raw) / 4);
+    }
+    // Folded norm: read the source, never x (block (0, t) writes it).
+    const MDNorm nm = {nsrc != nullptr, nwt};
+    const float* xin = (nsrc ? nsrc : x) + (long long)t * K;
+    float acc[MD_NR], ss = 0.f;
+#pragma unroll
+    for (int r = 0; r < MD_NR; r++) acc[r] = 0.f;
+    if constexpr (BITS == 16)
+        bfdots<MD_NR, L>(acc, xin, wr, K / 8, li, nm, ss);
+    else
+        qdots<BITS, SB, MD_NR, L>(acc, xin, wr, sr, K * BITS / 128, gshift, li, nm, ss);
+    __shared__ float red[QW][MD_NR], rss[QW];
+    if (nsrc) {
+        ss = warp_sum(ss);
+        if ((threadIdx.x & 31) == 0) rss[threadIdx.x >> 5] = ss;
+    }
+    md_warps<MD_NR>(acc, red); // (syncs: rss is complete after it)
+    float ninv = 1.f;
+    if (nsrc) {
+        // Every row group summed the same chunks in the same order: the
+        // same ninv in each.
+        constexpr int wpg = L / 32;
+        const int w0 = L == MD_THREADS ? 0 : ((int)threadIdx.x / L) * wpg;
+        float s2 = 0.f;
+#pragma unroll
+        for (int g = 0; g < wpg; g++) s2 += rss[w0 + g];
+        ninv = 1.f / sqrtf(s2 / (float)K + eps);
+        if (blockIdx.x == 0) // x as the rmsnorm kernel would have left it: (v*inv)*w
+            for (int i = threadIdx.x; i < K / 4; i += MD_THREADS)
+                reinterpret_cast<float4*>(x + (long long)t * K)[i] =
+                    f4mul4(f4mul(reinterpret_cast<const float4*>(xin)[i], ninv),
+                           nwt ? reinterpret_cast<const float4*>(nwt)[i] : f4(1.f, 1.f, 1.f, 1.f));
+    }
+    if (li < MD_NR && row0 + li < E) logits[(long long)t * E + row0 + li] = md_group<MD_NR, L>(red, li) * ninv;
+    // last_block fences each thread's logits before the ticket.
+    if (!last_block(cnt + t, gridDim.x)) return;
+    if (threadIdx.x < 32) md_route(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
+}
+
+// moe_gateup: grid (row blocks of N = inter, T, topk). The block's row
+// groups take MD_NR/2 rows each of gate and of up of expert
+// idx[t*topk+slot] (shared x chunk loads, as the glu mode of
+// qgemv_multi_impl) and write a[slot][t][row] = act(gate) * up (act 1:
+// SiLU, 2: GELU-tanh, the formulas of gated_silu/gated_gelu).
+#define GU_PARAMS                                                                                                \
+    const float *x, const u32 *wg, const u32 *sbg, const u32 *wu, const u32 *sbu, int N, int K, int gshift,        \
+        long long wstride, long long sbstride, const int *idx, int topk, int act, float *a
+#define GU_ARGS x, wg, sbg, wu, sbu, N, K, gshift, wstride, sbstride, idx, topk, act, a
+template <int BITS, class SB, int L>
+DEV void moe_gateup_impl(GU_PARAMS) {
+    constexpr int H = MD_NR / 2;
+    const int t = blockIdx.y, slot = blockIdx.z, li = threadIdx.x % L, row0 = md_row0<L, H>();
+    const long long e = idx[t * topk + slot]; // from the router: read after grid_dep_wait
+    const int nw = K * BITS / 32, ng = K >> gshift;
+    const uint4* wr[MD_NR];
+    const u32* sr[MD_NR];
+#pragma unroll
+    for (int r = 0; r < MD_NR; r++) {
+        const bool up = r >= H;
+        const int rr = min(row0 + (up ? r - H : r), N - 1);
+        wr[r] = reinterpret_cast<const uint4*>((up ? wu : wg) + e * wstride + (long long)rr * nw);
+        sr[r] = (up ? sbu : sbg) + e * sbstride + (long long)rr * ng * (sizeof(typename SB::raw) / 4);
+    }
+    float acc[MD_NR];
+#pragma unroll
+    for (int r = 0; r < MD_NR; r++) acc[r] = 0.f;
+    float ss = 0.f; // (no norm)
+    qdots<BITS, SB, MD_NR, L>(acc, x + (long long)t * K, wr, sr, K * BITS / 128, gshift, li, MDNorm::off(), ss);
+    __shared__ float red[QW][MD_NR];
+    md_warps<MD_NR>(acc, red);
+    if (li < H && row0 + li < N) {
+        const float g = md_group<MD_NR, L>(red, li), u = md_group<MD_NR, L>(red, li + H);
+        const float ag = act == 2 ? 0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)))
+                                  : g / (1.f + expf(-g));
+        a[((long long)slot * gridDim.y + t) * N + row0 + li] = ag * u;
+    }
+}
+
+// moe_down_sum: grid (row blocks of N = hidden, T, topk). y[slot][t][row]
+// = a[slot][t] . down[e][row] into scratch, then a ticket per (t, row
+// block) (cnt[t*gridDim.x + bx], reset by the last): the last of the topk
+// slot blocks to arrive sums the slots in slot order 0..topk-1 with the
+// routing weights (as moe_sum: fmaf from zero), so the result does not
+// depend on which block came last, and writes dst[t][row] (when dst is
+// set) and adds it to res[t][row] (when res is set: the residual, so the
+// model's Add can be folded in; dst and res must not alias).
+#define DS_PARAMS                                                                                               \
+    float *dst, float *res, float *y, const float *a, const u32 *w, const u32 *sb, int N, int K, int gshift,      \
+        long long wstride, long long sbstride, const int *idx, const float *wts, int topk, int *cnt
+#define DS_ARGS dst, res, y, a, w, sb, N, K, gshift, wstride, sbstride, idx, wts, topk, cnt
+template <int BITS, class SB, int L>
+DEV void moe_down_sum_impl(DS_PARAMS) {
+    const int t = blockIdx.y, slot = blockIdx.z, T = gridDim.y, li = threadIdx.x % L, row0 = md_row0<L, MD_NR>();
+    const long long e = idx[t * topk + slot];
+    const int nw = K * BITS / 32, ng = K >> gshift;
+    const uint4* wr[MD_NR];
+    const u32* sr[MD_NR];
+#pragma unroll
+    for (int r = 0; r < MD_NR; r++) {
+        const int rr = min(row0 + r, N - 1);
+        wr[r] = reinterpret_cast<const uint4*>(w + e * wstride + (long long)rr * nw);
+        sr[r] = sb + e * sbstride + (long long)rr * ng * (sizeof(typename SB::raw) / 4);
+    }
+    float acc[MD_NR];
+#pragma unroll
+    for (int r = 0; r < MD_NR; r++) acc[r] = 0.f;
+    float ss = 0.f; // (no norm)
+    qdots<BITS, SB, MD_NR, L>(acc, a + ((long long)slot * T + t) * K, wr, sr, K * BITS / 128, gshift, li, MDNorm::off(), ss);
+    __shared__ float red[QW][MD_NR];
+    md_warps<MD_NR>(acc, red);
+    if (li < MD_NR && row0 + li < N) y[((long long)slot * T + t) * N + row0 + li] = md_group<MD_NR, L>(red, li);
+    if (!last_block(cnt + (long long)t * gridDim.x + blockIdx.x, topk)) return;
+    // The block's rows: MD_THREADS/L groups of MD_NR. Every slot's partial
+    // is loaded (ld.cg: other blocks wrote them) before any is summed.
+    constexpr int rows = MD_THREADS / L * MD_NR;
+    for (int i = threadIdx.x; i < rows; i += MD_THREADS) {
+        const int row = blockIdx.x * rows + i;
+        if (row >= N) break;
+        float v[16];
+#pragma unroll
+        for (int k = 0; k < 16; k++) v[k] = k < topk ? ldcg(y + ((long long)k * T + t) * N + row) : 0.f;
+        float s = 0.f;
+#pragma unroll
+        for (int k = 0; k < 16; k++)
+            if (k < topk) s = fmaf(wts[t * topk + k], v[k], s);
+        if (dst) dst[(long long)t * N + row] = s;
+        if (res) res[(long long)t * N + row] += s;
+    }
+}
+
+// The kernels, one per weight kind (bits, scale pair type) and row-group
+// width: L = 128 (no suffix), 64 (_g64) or 32 (_g32), as rowGroupLanes.
+// Written out rather than macro-generated so that kernelNames finds them
+// and each body shows its wait.
+extern "C" __global__ void __launch_bounds__(128) moe_router4_bf(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 128>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 128>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_bf_g64(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 64>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 64>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_bf_g32(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 32>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 32>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_f32(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 128>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBf32, 128>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_f32_g64(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 64>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBf32, 64>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_f32_g32(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 32>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBf32, 32>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_bf(MR_PARAMS) { grid_dep_launch(); md_prefetch<8, 128>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBbf, 128>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_bf_g64(MR_PARAMS) { grid_dep_launch(); md_prefetch<8, 64>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBbf, 64>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_bf_g32(MR_PARAMS) { grid_dep_launch(); md_prefetch<8, 32>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBbf, 32>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_f32(MR_PARAMS) { grid_dep_launch(); md_prefetch<8, 128>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBf32, 128>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_f32_g64(MR_PARAMS) { grid_dep_launch(); md_prefetch<8, 64>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBf32, 64>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_f32_g32(MR_PARAMS) { grid_dep_launch(); md_prefetch<8, 32>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBf32, 32>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router_bf16(MR_PARAMS) { grid_dep_launch(); md_prefetch<16, 128>(w, E, K); grid_dep_wait(); moe_router_impl<16, SBbf, 128>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router_bf16_g64(MR_PARAMS) { grid_dep_launch(); md_prefetch<16, 64>(w, E, K); grid_dep_wait(); moe_router_impl<16, SBbf, 64>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router_bf16_g32(MR_PARAMS) { grid_dep_launch(); md_prefetch<16, 32>(w, E, K); grid_dep_wait(); moe_router_impl<16, SBbf, 32>(MR_ARGS); }
+
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<4, SBbf, 128>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g64(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<4, SBbf, 64>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g32(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<4, SBbf, 32>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<4, SBf32, 128>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32_g64(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<4, SBf32, 64>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32_g32(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<4, SBf32, 32>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_bf(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<8, SBbf, 128>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_bf_g64(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<8, SBbf, 64>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_bf_g32(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<8, SBbf, 32>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<8, SBf32, 128>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32_g64(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<8, SBf32, 64>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32_g32(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<8, SBf32, 32>(GU_ARGS); }
+
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<4, SBbf, 128>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf_g64(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<4, SBbf, 64>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf_g32(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<4, SBbf, 32>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_f32(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<4, SBf32, 128>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_f32_g64(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<4, SBf32, 64>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_f32_g32(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<4, SBf32, 32>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_bf(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<8, SBbf, 128>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_bf_g64(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<8, SBbf, 64>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_bf_g32(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<8, SBbf, 32>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<8, SBf32, 128>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32_g64(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<8, SBf32, 64>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32_g32(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<8, SBf32, 32>(DS_ARGS); }

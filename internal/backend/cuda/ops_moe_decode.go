@@ -1,0 +1,135 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+// MoE for steps of fewer than moeGEMMRows tokens in three launches
+// (kernels/moe_decode.cu) instead of the grouped path's seven (router
+// GEMV, moe_route_w, gate, up, gated activation, down, moe_sum):
+//
+//	moe_router*   grid (E row blocks, T): logits, then the last block of
+//	              each token routes it (softmax top-k as moe_route_w); a
+//	              one-row RMSNorm just before is folded in (takeNorm)
+//	moe_gateup*   grid (inter row blocks, T, topk): act(gate)*up per slot
+//	moe_down_sum* grid (hidden row blocks, T, topk): down per slot, the
+//	              last slot block of each (token, row block) sums the slots
+//
+// A batch-1 decode step of Qwen3-30B-A3B runs 48 MoE layers of a few
+// microseconds of weight reads each, so every launch removed (a ramp and a
+// tail) is a visible share of the layer.
+// MLXCEL_CUDA_MOEDEC=0 keeps the seven-launch path (Backend.moeDec).
+
+// moeDecodeMaxE is the most experts the routing in moe_router handles
+// (MD_MAXE, as moe_route_w).
+const moeDecodeMaxE = 1024
+
+// mdRows is MD_NR: weight rows per row group in the moe_decode kernels
+// (the gate/up kernel takes half of them from each matrix).
+const mdRows = 8
+
+// moeDecQuant reports whether w is a quantized matrix the kernels take:
+// 4 or 8 bits, rows of whole 16-byte chunks each inside one group.
+func moeDecQuant(w *weight) bool {
+	return w.quant && (w.bits == 4 || w.bits == 8) && (w.in*w.bits/32)%4 == 0 && w.group >= 128/w.bits
+}
+
+// moeDecName names the kernel of a stage for weight w with K-long rows,
+// and returns its row-group width (rowGroupLanes). Dense bf16 weights (the
+// router only) count 16 bits per element.
+func moeDecName(stage string, w *weight) (string, int) {
+	bits := w.bits
+	name := fmt.Sprintf("moe_%s%d_%s", stage, bits, w.sbName())
+	if !w.quant {
+		bits = 16
+		name = "moe_" + stage + "_bf16"
+	}
+	return name + rowGroupSuffix(w.in, bits), rowGroupLanes(w.in, bits)
+}
+
+// moeDecode records the MoE op on the three-launch path and reports
+// whether it did; when it does not apply nothing is recorded and the
+// caller takes the grouped path. res, when set, is a [T][hidden] tensor
+// that moe_down_sum adds the result to (for folding the model's residual
+// Add; callers pass 0 for now).
+func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams, res uintptr) bool {
+	T, hidden, E, inter, topk := s.rows, s.cols, rw.out, gw.out, p.TopK
+	if !b.moeDec || !b.moeGroup || T >= moeGEMMRows || E > moeDecodeMaxE || s.ptr%16 != 0 || d.ptr == res {
+		return false
+	}
+	// Router: quantized 4/8 bits or dense bf16 (what the GEMVs run fast);
+	// other kinds keep the GEMV + moe_route_w pair.
+	if !moeDecQuant(rw) && (rw.quant || rw.dtype != tensor.BF16 || hidden%8 != 0) {
+		return false
+	}
+	// Experts: quantized alike for gate and up (one kernel runs both).
+	if !moeDecQuant(gw) || !moeDecQuant(dw) || uw.experts != E || dw.experts != E || uw.out != inter || uw.in != hidden ||
+		uw.bits != gw.bits || uw.group != gw.group || uw.sbF32 != gw.sbF32 || !uw.quant {
+		return false
+	}
+	alloc := func(n int) uintptr {
+		ptr, err := b.arenaAllocAny(n)
+		if err != nil {
+			b.fail(err)
+		}
+		return ptr
+	}
+	logits, idx, wts := alloc(T*E*4), alloc(T*topk*4), alloc(T*topk*4)
+	a, y := alloc(topk*T*inter*4), alloc(topk*T*hidden*4)
+
+	rname, rl := moeDecName("router", rw)
+	gname, gl := moeDecName("gateup", gw)
+	dname, dl := moeDecName("down_sum", dw)
+	rgx := (E + mdRows*128/rl - 1) / (mdRows * 128 / rl)
+	ggx := (inter + mdRows/2*128/gl - 1) / (mdRows / 2 * 128 / gl)
+	dgx := (hidden + mdRows*128/dl - 1) / (mdRows * 128 / dl)
+	// Tickets: cnt[t] for the router, then cnt[t*dgx+bx] for the sum; each
+	// kernel leaves them zero, and the two never run at once (PDL: each
+	// touches them after grid_dep_wait).
+	cnt := b.counters(max(T, T*dgx))
+	if b.err != nil || cnt == 0 {
+		return true // the failure is recorded; Sync reports it
+	}
+	renorm := 0
+	if p.Renorm {
+		renorm = 1
+	}
+	// A one-row RMSNorm that wrote x just before runs in the router
+	// (takeNorm, as for qgemvm): one launch fewer per decode layer.
+	var nsrc, nw uintptr
+	var eps float32
+	if T == 1 {
+		nsrc, nw, eps = b.takeNorm(s.ptr, hidden)
+	}
+	b.newLaunch(rname, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
+		i(topk).i(renorm).p(idx).p(wts).p(nsrc).p(nw).f(eps)
+
+	act := actSiLU
+	if p.Act == backend.GELUTanh {
+		act = actGELU
+	}
+	wstride, sbstride := expertStrides(gw)
+	b.newLaunch(gname, ggx, T, topk, 128).p(s.ptr).p(gw.w).p(gw.sb).p(uw.w).p(uw.sb).i(inter).i(hidden).i(gw.gshft).
+		i64(wstride).i64(sbstride).p(idx).i(topk).i(act).p(a)
+
+	wstride, sbstride = expertStrides(dw)
+	b.newLaunch(dname, dgx, T, topk, 128).p(d.ptr).p(res).p(y).p(a).p(dw.w).p(dw.sb).i(hidden).i(inter).i(dw.gshft).
+		i64(wstride).i64(sbstride).p(idx).p(wts).i(topk).p(cnt)
+	return true
+}
+
+// expertStrides is the distance between experts of a stacked quantized
+// weight, in u32 words of packed weights and of scale pairs.
+func expertStrides(w *weight) (wstride, sbstride int) {
+	wstride = w.out * w.wordsPerRow()
+	sbstride = w.out * (w.in >> w.gshft)
+	if w.sbF32 {
+		sbstride *= 2 // a float2 per group
+	}
+	return wstride, sbstride
+}
