@@ -293,27 +293,59 @@ func runLongAttention(e *env) {
 	}
 }
 
+// runMoE covers MoE steps of a few tokens. The first cases are small;
+// the decode-shaped ones follow Qwen3-30B-A3B's structure scaled down (128
+// experts, top-8, short expert rows, an 8-bit router as MLX stores it),
+// plus two with few experts at real widths, so a backend's per-width
+// kernel forms are reached. norm: an RMSNorm writes the MoE input just
+// before (a decode layer's order, which a backend may fold into the
+// router); its output is checked too.
 func runMoE(e *env) {
+	q4, q8f, q4h := wkind{tensor.BF16, 4, 64}, wkind{tensor.F32, 8, 32}, wkind{tensor.F16, 4, 64}
+	bf, q8 := wkind{tensor.BF16, 0, 0}, wkind{tensor.BF16, 8, 64}
 	for _, c := range []struct {
-		k      wkind
-		topk   int
-		renorm bool
-		act    backend.Activation
-		T      int
-	}{{wkind{tensor.BF16, 4, 64}, 2, true, backend.SiLU, 5}, {wkind{tensor.BF16, 0, 0}, 2, false, backend.SiLU, 1},
-		{wkind{tensor.F32, 8, 32}, 3, false, backend.GELUTanh, 9}} {
-		E, hidden, inter := 8, 128, 192
-		router := e.weight(denseHost("router", []int{E, hidden}, e.randn(E*hidden, 0.2), tensor.BF16))
+		k, router        wkind
+		E, hidden, inter int
+		topk             int
+		renorm           bool
+		act              backend.Activation
+		T                int
+		norm             bool
+	}{
+		{q4, bf, 8, 128, 192, 2, true, backend.SiLU, 5, false},
+		{bf, bf, 8, 128, 192, 2, false, backend.SiLU, 1, false},
+		{q8f, bf, 8, 128, 192, 3, false, backend.GELUTanh, 9, false},
+		// Decode-shaped.
+		{q4, q8, 128, 256, 128, 8, true, backend.SiLU, 1, true},
+		{q4, bf, 128, 256, 128, 8, false, backend.SiLU, 3, true},
+		{q8f, q4h, 128, 256, 96, 8, true, backend.GELUTanh, 1, false},
+		{q8f, bf, 128, 256, 96, 8, false, backend.SiLU, 3, false},
+		{q4, q8, 128, 256, 128, 8, true, backend.SiLU, 31, false},
+		{q4, bf, 4, 2048, 768, 2, true, backend.SiLU, 1, true},    // Qwen3-30B-A3B's widths
+		{q8, q4, 4, 1536, 1024, 2, false, backend.SiLU, 2, false}, // 8-bit rows of 96 and 64 chunks
+	} {
+		router := e.weight(c.router.host("router", []int{c.E, c.hidden}, e.randn(c.E*c.hidden, 0.2)))
 		ex := func(name string, out, in int) wpair {
-			return e.weight(c.k.host(name, []int{E, out, in}, e.randn(E*out*in, 0.1)))
+			return e.weight(c.k.host(name, []int{c.E, out, in}, e.randn(c.E*out*in, 0.1)))
 		}
-		g, u, d := ex("gate", inter, hidden), ex("up", inter, hidden), ex("down", hidden, inter)
+		g, u, d := ex("gate", c.inter, c.hidden), ex("up", c.inter, c.hidden), ex("down", c.hidden, c.inter)
 		e.simpleStep(c.T)
-		x := e.input(c.T, hidden, e.randn(c.T*hidden, 1))
-		out := e.poisoned(c.T, hidden)
+		x := e.input(c.T, c.hidden, e.randn(c.T*c.hidden, 1))
+		name := fmt.Sprintf("MoE/%s/E%d/%dx%d/router=%s/top%d/renorm=%v/T%d", c.k, c.E, c.hidden, c.inter, c.router, c.topk, c.renorm, c.T)
+		if c.norm {
+			nw := e.weight(denseHost("norm", []int{c.hidden}, e.randn(c.hidden, 1), tensor.BF16))
+			xn := e.poisoned(c.T, c.hidden)
+			e.test.RMSNorm(xn.a, x.a, nw.a, 1e-6)
+			e.ref.RMSNorm(xn.b, x.b, nw.b, 1e-6)
+			x = xn
+		}
+		out := e.poisoned(c.T, c.hidden)
 		p := backend.MoEParams{TopK: c.topk, Renorm: c.renorm, Act: c.act}
 		e.test.MoE(out.a, x.a, router.a, backend.Experts{Gate: g.a, Up: u.a, Down: d.a}, p)
 		e.ref.MoE(out.b, x.b, router.b, backend.Experts{Gate: g.b, Up: u.b, Down: d.b}, p)
-		e.check(fmt.Sprintf("MoE/%s/top%d/renorm=%v/T%d", c.k, c.topk, c.renorm, c.T), out, c.T)
+		e.check(name, out, c.T)
+		if c.norm {
+			e.check(name+"/norm", x, c.T)
+		}
 	}
 }
