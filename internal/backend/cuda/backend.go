@@ -197,9 +197,9 @@ func New(dev int) (*Backend, error) {
 	b.fuseRoPE = os.Getenv("MLXCEL_CUDA_ROPEFUSE") != "0"
 	b.fuseNorm = os.Getenv("MLXCEL_CUDA_NORMFUSE") != "0"
 	b.prof.at = profileAt()
-	// 24 MiB of the H200's 50 MB L2: the o projection of an 8B model
-	// (8.9 MB) and equal prefixes of its gate and up matrices.
-	b.prefetchBytes = 24 << 20
+	// Off by default: 16-32 MiB (the o projection of an 8B model and
+	// prefixes of its gate and up matrices) measured no faster on the H200
+	// (notes/cuda-kernels.md); MLXCEL_CUDA_PREFETCH_MB sets a budget.
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_PREFETCH_MB")); err == nil && v >= 0 {
 		b.prefetchBytes = int64(v) << 20
 	}
@@ -268,6 +268,11 @@ func kernelNames() []string {
 		for _, dt := range []string{"f32", "bf16", "f16"} {
 			if mr == 1 && dt == "f32" {
 				names = append(names, multiKernels...)
+				for _, m := range multiKernels {
+					if !strings.HasSuffix(m, "_v85") && !strings.HasSuffix(m, "_v86") {
+						names = append(names, m+"_f") // QMULTI_G's fold variants
+					}
+				}
 			}
 			names = append(names, fmt.Sprintf("dgemv_%s_%d", dt, mr))
 		}

@@ -362,7 +362,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		splitKeys              int    // attn_decode keys per split (0: default)
 		mmav                   string // qmma4 variant (MLXCEL_CUDA_MMAV)
 		nofold                 bool   // norms and residual adds as their own launches (MLXCEL_CUDA_NORMFUSE=0)
-		nopf                   bool   // no L2 prefetch from attn_decode (MLXCEL_CUDA_PREFETCH_MB=0)
+		pf                     bool   // attn_decode prefetches 24 MiB of the next weights (MLXCEL_CUDA_PREFETCH_MB=24)
 	}
 	pdl, splitKeys, mmav, pfBytes := b.pdl, b.decSplitKeys, b.mmaVariant, b.prefetchBytes
 	for _, c := range []cfg{{1, true, true, true, true, 0, "", false, false}, {1, true, true, true, true, 0, "", true, false}, {1, true, true, true, true, 0, "", false, true}, {1, true, true, true, false, 0, "", false, false},
@@ -386,8 +386,8 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			b.mu.Lock()
 			b.fuse, b.useDecAttn, b.pdl, b.fuseNorm = c.fuse, c.dec, c.pdl && pdl, !c.nofold
 			b.prefetchBytes = pfBytes
-			if c.nopf {
-				b.prefetchBytes = 0
+			if c.pf {
+				b.prefetchBytes = 24 << 20
 			}
 			unbind := b.bind()
 			b.graphs.clear(b) // graphs captured with the other launch mode
@@ -468,8 +468,8 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			if c.nofold {
 				cfg += "-nonormfold"
 			}
-			if c.nopf {
-				cfg += "-noprefetch"
+			if c.pf {
+				cfg += "-prefetch24"
 			}
 			o.add("decode-llama8b-q4", cfg, nseq, fmt.Sprintf("ctx%d", prompt+steps), float64(dt.Microseconds())/float64(n),
 				tokps, 0, fmt.Sprintf("tok/s in GB_per_s column; last step device %.0fus; prefill %d tok %.1f ms/seq",
@@ -477,7 +477,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			if nseq == 1 && graphs && c.fuse && c.dec && c.pdl && c.splitKeys == 0 && !c.nofold && !c.nopf {
+			if nseq == 1 && graphs && c.fuse && c.dec && c.pdl && c.splitKeys == 0 && !c.nofold && !c.pf {
 				// One profiled step: where the device time of a decode step goes.
 				b.SetProfile(true)
 				batch := &backend.Batch{Tokens: toks[:1], Positions: []int32{int32(prompt + steps)}, LogitRows: []int{0},

@@ -247,11 +247,11 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 		name += rowGroupSuffix(w.in, w.bits)
 		nr *= 128 / rowGroupLanes(w.in, w.bits) // rows per block
 	}
-	fn := b.fn(name)
+	fn, fnFold := b.fn(name), b.fns[name+"_f"]
 	nb := (w.out + nr - 1) / nr
 	if n := len(b.rec.ls); b.fuse && n > 0 {
 		l := &b.rec.ls[n-1]
-		if l.fn == fn && uintptr(l.args[mX]) == x && int(int32(l.args[mK])) == w.in && int(int32(l.args[mGshift])) == w.gshft &&
+		if (l.fn == fn || (l.fn == fnFold && fnFold != 0)) && uintptr(l.args[mX]) == x && int(int32(l.args[mK])) == w.in && int(int32(l.args[mGshift])) == w.gshft &&
 			l.args[mGLU] == 0 && l.args[mSeg0+2*mSegLen] == 0 && l.args[mResDst] == 0 && y != x && y != uintptr(l.args[mNSrc]) {
 			seg := 1
 			if l.args[mSeg0+mSegLen] != 0 {
@@ -276,7 +276,14 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 			}
 		}
 	}
-	nsrc, nw, eps := b.takeNorm(x, w.in)
+	var nsrc, nw uintptr
+	var eps float32
+	if fnFold != 0 {
+		nsrc, nw, eps = b.takeNorm(x, w.in, w.bytes)
+		if nsrc != 0 {
+			name += "_f"
+		}
+	}
 	l := b.newLaunch(name, nb, 1, 1, 128).p(x).i(w.in).i(w.gshft).p(y).p(w.w).p(w.sb).p(bias).i(w.out)
 	for l.n < mNB0 {
 		l.p(0)
@@ -285,64 +292,87 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 	b.attnPrefetch(w, false)
 }
 
-// takeNorm folds a just-recorded one-row RMSNorm that wrote x (K columns)
-// into the qgemvm launch about to read it (see qgemv_multi_impl): it drops
-// the rmsnorm launch and returns its source, weight and eps, or zeros. An
-// in-place norm is not folded: block 0 writes x while the others read the
-// source.
-func (b *Backend) takeNorm(x uintptr, K int) (src, w uintptr, eps float32) {
+// foldNormMaxBytes is the largest first matrix a one-row norm is folded
+// into. The folded norm reads its weights once per block beside x
+// (qgemv_multi_impl), which measured on the H200 costs a GEMV more than a
+// launch when the matrix is large (Llama-3.1-8B: 477 us more per decode
+// step with its q/k/v and gate/up folded); small products (a MoE router,
+// a 2048-wide model's projections) gain the launch.
+const foldNormMaxBytes = 6 << 20
+
+// takeNorm folds the one-row norm just recorded, which wrote x (K
+// columns), into the qgemvm launch about to read it (the _f kernels, see
+// qgemv_multi_impl) when that product's first matrix has at most
+// foldNormMaxBytes: it drops the norm launch and returns the norm's
+// source, weight and eps, or zeros. Two forms fold: a plain rmsnorm (not
+// in place: block 0 writes x while the others read the source), and an
+// add_rmsnorm whose add read the output of the one-matrix qgemvm launch
+// just before it (a decode step's o or down projection), whose epilogue
+// then does the add (foldAdd).
+func (b *Backend) takeNorm(x uintptr, K, bytes int) (src, w uintptr, eps float32) {
 	n := len(b.rec.ls)
-	if !b.fuse || !b.fuseNorm || n == 0 || K%4 != 0 {
+	if !b.fuse || !b.fuseNorm || n == 0 || K%4 != 0 || bytes > foldNormMaxBytes {
 		return 0, 0, 0
 	}
-	// rmsnorm's arguments: dst, x, w, cols, eps.
 	l := &b.rec.ls[n-1]
-	if l.fn != b.fn("rmsnorm") || l.gx != 1 || uintptr(l.args[0]) != x || uintptr(l.args[1]) == x || int(int32(l.args[3])) != K {
+	if l.gx != 1 {
 		return 0, 0, 0
 	}
-	b.rec.ls = b.rec.ls[:n-1]
-	return uintptr(l.args[1]), uintptr(l.args[2]), math.Float32frombits(uint32(l.args[4]))
+	switch l.fn {
+	case b.fn("rmsnorm"): // dst, x, w, cols, eps
+		if uintptr(l.args[0]) != x || uintptr(l.args[1]) == x || int(int32(l.args[3])) != K {
+			return 0, 0, 0
+		}
+		b.rec.ls = b.rec.ls[:n-1]
+		return uintptr(l.args[1]), uintptr(l.args[2]), math.Float32frombits(uint32(l.args[4]))
+	case b.fn("add_rmsnorm"): // sum, a, b, dst, w, cols, eps
+		sum := uintptr(l.args[0])
+		if n < 2 || uintptr(l.args[3]) != x || sum == x || int(int32(l.args[5])) != K ||
+			!b.foldAdd(&b.rec.ls[n-2], sum, uintptr(l.args[1]), uintptr(l.args[2]), K) {
+			return 0, 0, 0
+		}
+		b.rec.ls = b.rec.ls[:n-1]
+		return sum, uintptr(l.args[4]), math.Float32frombits(uint32(l.args[6]))
+	}
+	return 0, 0, 0
 }
 
-// foldAdd turns dst = a + c, just after a one-matrix qgemvm launch that
-// wrote one of them (a decode step's o or down projection), into that
-// launch's epilogue (resDst = resA + y0). It reports whether it did.
-func (b *Backend) foldAdd(d, a, c *Tensor) bool {
-	n := len(b.rec.ls)
-	if !b.fuse || !b.fuseNorm || n == 0 || a.rows != 1 {
+// foldAdd makes the one-matrix qgemvm launch l, which wrote a or c (N =
+// cols), also write sum = a + c in its epilogue (resDst = resA + y0),
+// switching it to its _f kernel. It reports whether it did.
+func (b *Backend) foldAdd(l *launch, sum, a, c uintptr, cols int) bool {
+	fold := b.foldVariant(l.fn)
+	if fold == 0 || l.args[mGLU] != 0 || l.args[mSeg0+mSegLen] != 0 || l.args[mResDst] != 0 ||
+		int(int32(l.args[mSeg0+4])) != cols {
 		return false
 	}
-	l := &b.rec.ls[n-1]
-	if !b.isMulti(l.fn) || l.args[mGLU] != 0 || l.args[mSeg0+mSegLen] != 0 || l.args[mResDst] != 0 ||
-		int(int32(l.args[mSeg0+4])) != a.cols {
-		return false
-	}
-	y := uintptr(l.args[mSeg0])
-	other := uintptr(0)
+	y, other := uintptr(l.args[mSeg0]), uintptr(0)
 	switch y {
-	case c.ptr:
-		other = a.ptr
-	case a.ptr:
-		other = c.ptr
+	case c:
+		other = a
+	case a:
+		other = c
 	default:
 		return false
 	}
-	// Other blocks read x (or the folded norm's source) while a block
-	// writes dst: they must not overlap.
-	if d.ptr == uintptr(l.args[mX]) || d.ptr == uintptr(l.args[mNSrc]) {
+	// Other blocks read x (or a folded norm's source) while a block
+	// writes sum: they must not overlap.
+	if sum == uintptr(l.args[mX]) || sum == uintptr(l.args[mNSrc]) {
 		return false
 	}
-	l.args[mResA], l.args[mResDst] = uint64(other), uint64(d.ptr)
+	l.fn = fold
+	l.args[mResA], l.args[mResDst] = uint64(other), uint64(sum)
 	return true
 }
 
-func (b *Backend) isMulti(fn uintptr) bool {
+// foldVariant is the _f kernel of a qgemvm kernel (itself for one), or 0.
+func (b *Backend) foldVariant(fn uintptr) uintptr {
 	for _, c := range multiKernels {
-		if fn == b.fn(c) {
-			return true
+		if f := b.fns[c+"_f"]; f != 0 && (fn == b.fn(c) || fn == f) {
+			return f
 		}
 	}
-	return false
+	return 0
 }
 
 // fuseGLU turns a just-recorded two-matrix product of gate and up into the
@@ -355,7 +385,7 @@ func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
 	l := &b.rec.ls[n-1]
 	name, nr := "", 8 // nr: rows of each matrix per block
 	for _, c := range multiKernels {
-		if l.fn == b.fn(c) {
+		if l.fn == b.fn(c) || l.fn == b.fns[c+"_f"] {
 			name = c
 			switch {
 			case strings.Contains(c, "_v"):
@@ -819,9 +849,6 @@ func (b *Backend) Add(dst, a, c backend.Tensor) {
 	d, x, y := b.tt(dst), b.tt(a), b.tt(c)
 	if !sameShape(d, x, y) {
 		panic("cuda: Add shape mismatch")
-	}
-	if b.foldAdd(d, x, y) {
-		return
 	}
 	if n := x.rows * x.cols; n > 0 {
 		b.elementwise("add_f32", n).p(d.ptr).p(x.ptr).p(y.ptr).i64(n)

@@ -104,7 +104,7 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	var nsrc, nw uintptr
 	var eps float32
 	if T == 1 {
-		nsrc, nw, eps = b.takeNorm(s.ptr, hidden)
+		nsrc, nw, eps = b.takeNorm(s.ptr, hidden, rw.bytes)
 	}
 	b.newLaunch(rname, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
 		i(topk).i(renorm).p(idx).p(wts).p(nsrc).p(nw).f(eps)

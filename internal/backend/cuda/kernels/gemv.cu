@@ -254,23 +254,29 @@ DEV float dotchunk(uint4 wv, const float* xv, float sx) {
 // calls (and a GatedAct) allow it; every output the separate ops would
 // write is still written.
 //
-// Two more folds save a decode step two launches per layer:
-// - nsrc set: the RMSNorm that wrote x runs here instead. x = nsrc/rms(nsrc)
-//   * nwt (nwt may be null): every block reduces the whole row (K floats
-//   from L2, after the wait) and scales the chunks it reads; block 0 also
-//   writes x, as the rmsnorm kernel would have.
+// The FOLD kernels (qgemvm*_f, Go: takeNorm, foldAdd) take two more ops
+// of a decode step, each saving a launch:
+// - nsrc set: the RMSNorm that wrote x runs here instead. The products run
+//   on nsrc*nwt (nwt may be null), and the 1/rms factor, a scalar,
+//   multiplies the sums at the end; each row group's lanes read every
+//   chunk of the row once, so the sum of squares comes from the same
+//   loads. Block 0 also writes x, as the rmsnorm kernel would have. The
+//   norm weights are a second activation-sized read per block from L2:
+//   measured on the H200 it slows a large GEMV more than a launch costs,
+//   so the Go side folds only small ones (foldNormMaxBytes).
 // - resDst set (one matrix, no glu): the residual Add that read y0 runs
 //   here too: resDst[row] = resA[row] + y0[row].
+// The plain kernels are the same code without them (FOLD false): the
+// extra operands in the loop cost the plain GEMV ~15% on the H200.
 #define QMULTI_PARAMS                                                                                             \
-    float *x, int K, int gshift, float *y0, const u32 *w0, const u32 *sb0, const float *bias0, int N0, float *y1, \
-        const u32 *w1, const u32 *sb1, const float *bias1, int N1, float *y2, const u32 *w2, const u32 *sb2,       \
-        const float *bias2, int N2, int nb0, int nb1, int glu, float *d, const float *nsrc, const float *nwt,        \
-        float eps, const float *resA, float *resDst
-#define QMULTI_ARGS                                                                                              \
-    x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2, sb2, bias2, N2, nb0, nb1, glu, d, nsrc, nwt, \
-        eps, resA, resDst
-template <int BITS, class SB, int NR, bool PF, int L = 32 * QW>
-DEV void qgemv_multi_impl(QMULTI_PARAMS) {
+    const float *x, int K, int gshift, float *y0, const u32 *w0, const u32 *sb0, const float *bias0, int N0,    \
+        float *y1, const u32 *w1, const u32 *sb1, const float *bias1, int N1, float *y2, const u32 *w2,            \
+        const u32 *sb2, const float *bias2, int N2, int nb0, int nb1, int glu, float *d
+#define QMULTI_ARGS x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2, sb2, bias2, N2, nb0, nb1, glu, d
+#define QMULTI_FOLD_PARAMS QMULTI_PARAMS, const float *nsrc, const float *nwt, float eps, const float *resA, float *resDst
+#define QMULTI_FOLD_ARGS QMULTI_ARGS, nsrc, nwt, eps, resA, resDst
+template <int BITS, class SB, int NR, bool PF, int L = 32 * QW, bool FOLD = false>
+DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     constexpr int EPW = 32 / BITS, EPC = 4 * EPW;
     const int nc = K / EPC, ng = K >> gshift, nw = K / EPW;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -322,7 +328,7 @@ DEV void qgemv_multi_impl(QMULTI_PARAMS) {
     // factor, a scalar, multiplies the sums at the end; each row group's
     // lanes read every chunk of the row once, so the sum of squares comes
     // from the same loads (no pass over the row before the products).
-    const float* xin = nsrc ? nsrc : x; // block 0 writes x: the others must not read it
+    const float* xin = FOLD && nsrc ? nsrc : x; // block 0 writes x: the others must not read it
     float ssl = 0.f;
     for (; c < nc; c += L) {
         const int cn = c + L;
@@ -335,24 +341,32 @@ DEV void qgemv_multi_impl(QMULTI_PARAMS) {
             for (int r = 0; r < NR; r++) psv[r] = SB::load(sr[r], (cn * EPC) >> gshift);
         }
         float xv[EPC];
-        float4 f[EPC / 4];
         const float4* xp = reinterpret_cast<const float4*>(xin + c * EPC);
+        if constexpr (FOLD) {
+            float4 f[EPC / 4];
 #pragma unroll
-        for (int i = 0; i < EPC / 4; i++) f[i] = xp[i]; // all loads before any use
-        if (nsrc) {
-            float4 nv[EPC / 4];
-            const float4* np = reinterpret_cast<const float4*>(nwt + c * EPC);
+            for (int i = 0; i < EPC / 4; i++) f[i] = xp[i]; // all loads before any use
+            if (nsrc) {
+                float4 nv[EPC / 4];
+                const float4* np = reinterpret_cast<const float4*>(nwt + c * EPC);
 #pragma unroll
-            for (int i = 0; i < EPC / 4; i++) nv[i] = nwt ? np[i] : f4(1.f, 1.f, 1.f, 1.f);
+                for (int i = 0; i < EPC / 4; i++) nv[i] = nwt ? np[i] : f4(1.f, 1.f, 1.f, 1.f);
+#pragma unroll
+                for (int i = 0; i < EPC / 4; i++) {
+                    ssl += f4dot(f[i]);
+                    f[i] = f4mul4(f[i], nv[i]);
+                }
+            }
 #pragma unroll
             for (int i = 0; i < EPC / 4; i++) {
-                ssl += f4dot(f[i]);
-                f[i] = f4mul4(f[i], nv[i]);
+                xv[4 * i] = f[i].x; xv[4 * i + 1] = f[i].y; xv[4 * i + 2] = f[i].z; xv[4 * i + 3] = f[i].w;
             }
-        }
+        } else {
 #pragma unroll
-        for (int i = 0; i < EPC / 4; i++) {
-            xv[4 * i] = f[i].x; xv[4 * i + 1] = f[i].y; xv[4 * i + 2] = f[i].z; xv[4 * i + 3] = f[i].w;
+            for (int i = 0; i < EPC / 4; i++) {
+                float4 f = xp[i];
+                xv[4 * i] = f.x; xv[4 * i + 1] = f.y; xv[4 * i + 2] = f.z; xv[4 * i + 3] = f.w;
+            }
         }
         float sx0 = 0.f, sx1 = 0.f;
 #pragma unroll
@@ -378,7 +392,7 @@ DEV void qgemv_multi_impl(QMULTI_PARAMS) {
         float v = warp_sum(acc[r]);
         if (lane == 0) red[warp][r] = v;
     }
-    if (nsrc) {
+    if (FOLD && nsrc) {
         ssl = warp_sum(ssl);
         if (lane == 0) rss[warp] = ssl;
     }
@@ -386,13 +400,13 @@ DEV void qgemv_multi_impl(QMULTI_PARAMS) {
     constexpr int wpg = L / 32;
     const int wg0 = grp * wpg; // this row group's warps
     float ninv = 1.f;
-    if (nsrc) {
+    if (FOLD && nsrc) {
         float ss = 0.f;
         for (int k = wg0; k < wg0 + wpg; k++) ss += rss[k];
         ninv = 1.f / sqrtf(ss / (float)K + eps);
         if (blockIdx.x == 0) // x as the rmsnorm kernel would have left it: (v*inv)*w
             for (int i = threadIdx.x; i < K / 4; i += blockDim.x)
-                reinterpret_cast<float4*>(x)[i] = f4mul4(f4mul(reinterpret_cast<const float4*>(nsrc)[i], ninv),
+                reinterpret_cast<float4*>(const_cast<float*>(x))[i] = f4mul4(f4mul(reinterpret_cast<const float4*>(nsrc)[i], ninv),
                                                          nwt ? reinterpret_cast<const float4*>(nwt)[i] : f4(1.f, 1.f, 1.f, 1.f));
     }
     if (glu) {
@@ -400,7 +414,7 @@ DEV void qgemv_multi_impl(QMULTI_PARAMS) {
             int r = li, row = row0 + r;
             float g = 0.f, u = 0.f;
             for (int k = wg0; k < wg0 + wpg; k++) { g += red[k][r]; u += red[k][r + NR / 2]; }
-            g *= ninv, u *= ninv;
+            if (FOLD) g *= ninv, u *= ninv;
             if (row < N0) {
                 g += bias0 ? bias0[row] : 0.f;
                 u += bias1 ? bias1[row] : 0.f;
@@ -419,18 +433,21 @@ DEV void qgemv_multi_impl(QMULTI_PARAMS) {
         int r = li, row = row0 + r;
         float v = 0.f;
         for (int k = wg0; k < wg0 + wpg; k++) v += red[k][r];
-        v *= ninv;
+        if (FOLD) v *= ninv;
         if (row < Na) {
             v += bias ? bias[row] : 0.f;
             y[row] = v;
-            if (resDst && bx < nb0) resDst[row] = resA[row] + v;
+            if (FOLD && resDst && bx < nb0) resDst[row] = resA[row] + v;
         }
     }
 }
 #define QMULTI(NAME, BITS, SBT, NR, PF) QMULTI_G(NAME, BITS, SBT, NR, PF, 32 * QW)
-#define QMULTI_G(NAME, BITS, SBT, NR, PF, L)                                                \
-    extern "C" __global__ void __launch_bounds__(32 * QW) NAME(QMULTI_PARAMS) {             \
-        qgemv_multi_impl<BITS, SBT, NR, PF, L>(QMULTI_ARGS);                                \
+#define QMULTI_G(NAME, BITS, SBT, NR, PF, L)                                                            \
+    extern "C" __global__ void __launch_bounds__(32 * QW) NAME(QMULTI_PARAMS) {                         \
+        qgemv_multi_impl<BITS, SBT, NR, PF, L>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr);   \
+    }                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(32 * QW) NAME##_f(QMULTI_FOLD_PARAMS) {                \
+        qgemv_multi_impl<BITS, SBT, NR, PF, L, true>(QMULTI_FOLD_ARGS);                                 \
     }
 // The default (Go: multiRows, multiPrefetch) and the variants the
 // benchmark compares (qgemvm4_bf_v<NR><PF>).
@@ -442,7 +459,7 @@ DEV void qgemv_multi_impl(QMULTI_PARAMS) {
 // resident to overlap one block's loads with another's math.
 #define QMULTI_LB(NAME, NR, MINB)                                                           \
     extern "C" __global__ void __launch_bounds__(32 * QW, MINB) NAME(QMULTI_PARAMS) {       \
-        qgemv_multi_impl<4, SBbf, NR, false>(QMULTI_ARGS);                                  \
+        qgemv_multi_impl<4, SBbf, NR, false>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr); \
     }
 QMULTI_LB(qgemvm4_bf_v85, 8, 5) QMULTI_LB(qgemvm4_bf_v86, 8, 6)
 QMULTI(qgemvm4_bf, 4, SBbf, 8, false) QMULTI(qgemvm4_f32, 4, SBf32, 8, false)
