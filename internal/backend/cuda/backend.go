@@ -94,6 +94,7 @@ type Backend struct {
 	fuseRoPE                                         bool  // decode: rope2 folded into attn_decode (takeRoPE)
 	fuseNorm                                         bool  // one-row RMSNorm and residual Add folded into qgemvm (takeNorm, foldAdd)
 	prefetchBytes                                    int64 // attn_decode's L2 prefetch budget for the next GEMVs' weights (attnPrefetch)
+	gemvX                                            bool  // one-row qgemvm with x staged in shared memory (the _x kernels)
 	moeDec                                           bool  // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
 
 	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
@@ -196,6 +197,7 @@ func New(dev int) (*Backend, error) {
 	b.moeDec = os.Getenv("MLXCEL_CUDA_MOEDEC") != "0"
 	b.fuseRoPE = os.Getenv("MLXCEL_CUDA_ROPEFUSE") != "0"
 	b.fuseNorm = os.Getenv("MLXCEL_CUDA_NORMFUSE") != "0"
+	b.gemvX = os.Getenv("MLXCEL_CUDA_GEMVX") == "1"
 	b.prof.at = profileAt()
 	// Off by default: 16-32 MiB (the o projection of an 8B model and
 	// prefixes of its gate and up matrices) measured no faster on the H200
@@ -271,6 +273,9 @@ func kernelNames() []string {
 				for _, m := range multiKernels {
 					if !strings.HasSuffix(m, "_v85") && !strings.HasSuffix(m, "_v86") {
 						names = append(names, m+"_f") // QMULTI_G's fold variants
+					}
+					if !strings.Contains(m, "_v") {
+						names = append(names, m+"_x") // QMULTI_X: x in shared memory
 					}
 				}
 			}

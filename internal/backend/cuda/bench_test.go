@@ -200,6 +200,13 @@ func TestBench(t *testing.T) {
 	for _, s := range [][2]int{{768, 2048}, {2048, 768}, {6144, 2048}} {
 		lin("q4g64", 1, s, "q4g64")
 	}
+	// x staged in shared memory, shared by two 128-thread halves (_x).
+	gx := b.gemvX
+	b.gemvX = !gx
+	for _, s := range append(shapes, [2]int{768, 2048}, [2]int{2048, 768}, [2]int{6144, 2048}) {
+		lin("q4g64", 1, s, fmt.Sprintf("q4g64-gemvx=%v", b.gemvX))
+	}
+	b.gemvX = gx
 	quick := os.Getenv("MLXCEL_BENCH_QUICK") == "1" // the defaults only
 	// One-row variants: register caps (v85, v86) against the default.
 	for _, v := range []string{"85", "86"} {
@@ -363,13 +370,14 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		mmav                   string // qmma4 variant (MLXCEL_CUDA_MMAV)
 		nofold                 bool   // norms and residual adds as their own launches (MLXCEL_CUDA_NORMFUSE=0)
 		pf                     bool   // attn_decode prefetches 24 MiB of the next weights (MLXCEL_CUDA_PREFETCH_MB=24)
+		gx                     bool   // the other one-row qgemvm form than the default (MLXCEL_CUDA_GEMVX)
 	}
-	pdl, splitKeys, mmav, pfBytes := b.pdl, b.decSplitKeys, b.mmaVariant, b.prefetchBytes
-	for _, c := range []cfg{{1, true, true, true, true, 0, "", false, false}, {1, true, true, true, true, 0, "", true, false}, {1, true, true, true, true, 0, "", false, true}, {1, true, true, true, false, 0, "", false, false},
-		{1, true, true, false, true, 0, "", false, false}, {1, false, true, true, true, 0, "", false, false}, {1, true, true, true, true, 8, "", false, false}, {1, true, true, true, true, 32, "", false, false},
-		{8, true, true, true, true, 0, "", false, false}, {8, true, true, true, true, 0, "none", false, false},
-		{16, true, true, true, true, 0, "", false, false}, {16, true, true, true, true, 0, "none", false, false},
-		{32, true, true, true, true, 0, "", false, false}} {
+	pdl, splitKeys, mmav, pfBytes, gemvX := b.pdl, b.decSplitKeys, b.mmaVariant, b.prefetchBytes, b.gemvX
+	for _, c := range []cfg{{1, true, true, true, true, 0, "", false, false, false}, {1, true, true, true, true, 0, "", false, false, true}, {1, true, true, true, true, 0, "", true, false, false}, {1, true, true, true, true, 0, "", false, true, false}, {1, true, true, true, false, 0, "", false, false, false},
+		{1, true, true, false, true, 0, "", false, false, false}, {1, false, true, true, true, 0, "", false, false, false}, {1, true, true, true, true, 8, "", false, false, false}, {1, true, true, true, true, 32, "", false, false, false},
+		{8, true, true, true, true, 0, "", false, false, false}, {8, true, true, true, true, 0, "none", false, false, false},
+		{16, true, true, true, true, 0, "", false, false, false}, {16, true, true, true, true, 0, "none", false, false, false},
+		{32, true, true, true, true, 0, "", false, false, false}} {
 		b.decSplitKeys = splitKeys
 		if c.splitKeys > 0 {
 			b.decSplitKeys = c.splitKeys
@@ -385,7 +393,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			b.SetGraphs(graphs)
 			b.mu.Lock()
 			b.fuse, b.useDecAttn, b.pdl, b.fuseNorm = c.fuse, c.dec, c.pdl && pdl, !c.nofold
-			b.prefetchBytes = pfBytes
+			b.prefetchBytes, b.gemvX = pfBytes, gemvX != c.gx
 			if c.pf {
 				b.prefetchBytes = 24 << 20
 			}
@@ -471,13 +479,16 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			if c.pf {
 				cfg += "-prefetch24"
 			}
+			if c.gx {
+				cfg += fmt.Sprintf("-gemvx=%v", b.gemvX)
+			}
 			o.add("decode-llama8b-q4", cfg, nseq, fmt.Sprintf("ctx%d", prompt+steps), float64(dt.Microseconds())/float64(n),
 				tokps, 0, fmt.Sprintf("tok/s in GB_per_s column; last step device %.0fus; prefill %d tok %.1f ms/seq",
 					float64(gpu.Microseconds()), prompt, float64(prefill.Microseconds())/1e3/float64(nseq)))
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			if nseq == 1 && graphs && c.fuse && c.dec && c.pdl && c.splitKeys == 0 && !c.nofold && !c.pf {
+			if nseq == 1 && graphs && c.fuse && c.dec && c.pdl && c.splitKeys == 0 && !c.nofold && !c.pf && !c.gx {
 				// One profiled step: where the device time of a decode step goes.
 				b.SetProfile(true)
 				batch := &backend.Batch{Tokens: toks[:1], Positions: []int32{int32(prompt + steps)}, LogitRows: []int{0},
@@ -498,7 +509,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	}
 	b.SetGraphs(true)
 	b.mu.Lock()
-	b.fuse, b.useDecAttn, b.pdl, b.decSplitKeys, b.mmaVariant, b.fuseNorm, b.prefetchBytes = true, true, pdl, splitKeys, mmav, true, pfBytes
+	b.fuse, b.useDecAttn, b.pdl, b.decSplitKeys, b.mmaVariant, b.fuseNorm, b.prefetchBytes, b.gemvX = true, true, pdl, splitKeys, mmav, true, pfBytes, gemvX
 	unbind := b.bind()
 	b.graphs.clear(b)
 	unbind()

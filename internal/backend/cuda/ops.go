@@ -247,11 +247,11 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 		name += rowGroupSuffix(w.in, w.bits)
 		nr *= 128 / rowGroupLanes(w.in, w.bits) // rows per block
 	}
-	fn, fnFold := b.fn(name), b.fns[name+"_f"]
+	fn, fnFold, fnX := b.fn(name), b.fns[name+"_f"], b.fns[name+"_x"]
 	nb := (w.out + nr - 1) / nr
 	if n := len(b.rec.ls); b.fuse && n > 0 {
 		l := &b.rec.ls[n-1]
-		if (l.fn == fn || (l.fn == fnFold && fnFold != 0)) && uintptr(l.args[mX]) == x && int(int32(l.args[mK])) == w.in && int(int32(l.args[mGshift])) == w.gshft &&
+		if (l.fn == fn || (l.fn == fnFold && fnFold != 0) || (l.fn == fnX && fnX != 0)) && uintptr(l.args[mX]) == x && int(int32(l.args[mK])) == w.in && int(int32(l.args[mGshift])) == w.gshft &&
 			l.args[mGLU] == 0 && l.args[mSeg0+2*mSegLen] == 0 && l.args[mResDst] == 0 && y != x && y != uintptr(l.args[mNSrc]) {
 			seg := 1
 			if l.args[mSeg0+mSegLen] != 0 {
@@ -267,10 +267,13 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 				o := mSeg0 + seg*mSegLen
 				l.args[o], l.args[o+1], l.args[o+2], l.args[o+3] = uint64(y), uint64(w.w), uint64(w.sb), uint64(bias)
 				l.args[o+4] = uint64(uint32(int32(w.out)))
+				vb := int(int32(l.args[mNB0])) + nb // virtual blocks (see multiGrid)
 				if seg == 1 {
 					l.args[mNB1] = uint64(nb)
+				} else {
+					vb += int(int32(l.args[mNB1]))
 				}
-				l.gx += uint32(nb)
+				l.gx = uint32(multiGrid(l, vb))
 				b.attnPrefetch(w, seg == 1)
 				return
 			}
@@ -278,18 +281,33 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 	}
 	var nsrc, nw uintptr
 	var eps float32
+	threads, smem := 128, 0
 	if fnFold != 0 {
 		nsrc, nw, eps = b.takeNorm(x, w.in, w.bytes)
 		if nsrc != 0 {
 			name += "_f"
 		}
 	}
-	l := b.newLaunch(name, nb, 1, 1, 128).p(x).i(w.in).i(w.gshft).p(y).p(w.w).p(w.sb).p(bias).i(w.out)
+	if nsrc == 0 && fnX != 0 && b.gemvX && 4*w.in <= 48<<10 {
+		name, threads, smem = name+"_x", 256, 4*w.in
+	}
+	l := b.newLaunch(name, nb, 1, 1, threads).p(x).i(w.in).i(w.gshft).p(y).p(w.w).p(w.sb).p(bias).i(w.out)
 	for l.n < mNB0 {
 		l.p(0)
 	}
 	l.i(nb).i(0).i(0).p(0).p(nsrc).p(nw).f(eps).p(0).p(0)
+	l.smem = uint32(smem)
+	l.gx = uint32(multiGrid(l, nb))
 	b.attnPrefetch(w, false)
+}
+
+// multiGrid is the grid of a qgemvm launch of vb virtual (128-thread)
+// blocks: the _x kernels run two per 256-thread block.
+func multiGrid(l *launch, vb int) int {
+	if l.block == 256 {
+		return (vb + 1) / 2
+	}
+	return vb
 }
 
 // foldNormMaxBytes is the largest first matrix a one-row norm is folded
@@ -385,7 +403,7 @@ func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
 	l := &b.rec.ls[n-1]
 	name, nr := "", 8 // nr: rows of each matrix per block
 	for _, c := range multiKernels {
-		if l.fn == b.fn(c) || l.fn == b.fns[c+"_f"] {
+		if l.fn == b.fn(c) || l.fn == b.fns[c+"_f"] || l.fn == b.fns[c+"_x"] {
 			name = c
 			switch {
 			case strings.Contains(c, "_v"):
@@ -407,7 +425,7 @@ func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
 		code = actGELU
 	}
 	l.args[mGLU], l.args[mD] = uint64(code), uint64(d.ptr)
-	l.gx = uint32((g.cols + nr/2 - 1) / (nr / 2))
+	l.gx = uint32(multiGrid(l, (g.cols+nr/2-1)/(nr/2)))
 	return true
 }
 
