@@ -89,13 +89,11 @@ type Backend struct {
 	// MLXCEL_CUDA_GEMM=tf32 (cuBLAS on f32 operands instead of bf16).
 	// MLXCEL_CUDA_MOEGROUP=0: MoE slot by slot instead of grouped.
 	useMMA, useFlash, useDecAttn, gemmBF16, moeGroup bool
-	pdl                                              bool  // programmatic dependent launch (runPDL)
-	decSplitKeys                                     int   // attn_decode keys per split block
-	fuseRoPE                                         bool  // decode: rope2 folded into attn_decode (takeRoPE)
-	fuseNorm                                         bool  // one-row RMSNorm and residual Add folded into qgemvm (takeNorm, foldAdd)
-	prefetchBytes                                    int64 // attn_decode's L2 prefetch budget for the next GEMVs' weights (attnPrefetch)
-	gemvX                                            bool  // one-row qgemvm with x staged in shared memory (the _x kernels)
-	moeDec                                           bool  // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
+	pdl                                              bool // programmatic dependent launch (runPDL)
+	decSplitKeys                                     int  // attn_decode keys per split block
+	fuseRoPE                                         bool // decode: rope2 folded into attn_decode (takeRoPE)
+	fuseNorm                                         bool // one-row RMSNorm and residual Add folded into qgemvm (takeNorm, foldAdd)
+	moeDec                                           bool // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
 
 	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
 	cntN   int    // counters zeroed so far
@@ -197,14 +195,7 @@ func New(dev int) (*Backend, error) {
 	b.moeDec = os.Getenv("MLXCEL_CUDA_MOEDEC") != "0"
 	b.fuseRoPE = os.Getenv("MLXCEL_CUDA_ROPEFUSE") != "0"
 	b.fuseNorm = os.Getenv("MLXCEL_CUDA_NORMFUSE") != "0"
-	b.gemvX = os.Getenv("MLXCEL_CUDA_GEMVX") == "1"
 	b.prof.at = profileAt()
-	// Off by default: 16-32 MiB (the o projection of an 8B model and
-	// prefixes of its gate and up matrices) measured no faster on the H200
-	// (notes/cuda-kernels.md); MLXCEL_CUDA_PREFETCH_MB sets a budget.
-	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_PREFETCH_MB")); err == nil && v >= 0 {
-		b.prefetchBytes = int64(v) << 20
-	}
 	b.decSplitKeys = decSplitKeys
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECSPLITKEYS")); err == nil && v > 0 {
 		b.decSplitKeys = v
@@ -273,9 +264,6 @@ func kernelNames() []string {
 				for _, m := range multiKernels {
 					if !strings.HasSuffix(m, "_v85") && !strings.HasSuffix(m, "_v86") {
 						names = append(names, m+"_f") // QMULTI_G's fold variants
-					}
-					if !strings.Contains(m, "_v") {
-						names = append(names, m+"_x") // QMULTI_X: x in shared memory
 					}
 				}
 			}

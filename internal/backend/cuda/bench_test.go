@@ -200,13 +200,6 @@ func TestBench(t *testing.T) {
 	for _, s := range [][2]int{{768, 2048}, {2048, 768}, {6144, 2048}} {
 		lin("q4g64", 1, s, "q4g64")
 	}
-	// x staged in shared memory, shared by two 128-thread halves (_x).
-	gx := b.gemvX
-	b.gemvX = !gx
-	for _, s := range append(shapes, [2]int{768, 2048}, [2]int{2048, 768}, [2]int{6144, 2048}) {
-		lin("q4g64", 1, s, fmt.Sprintf("q4g64-gemvx=%v", b.gemvX))
-	}
-	b.gemvX = gx
 	quick := os.Getenv("MLXCEL_BENCH_QUICK") == "1" // the defaults only
 	// One-row variants: register caps (v85, v86) against the default.
 	for _, v := range []string{"85", "86"} {
@@ -369,15 +362,13 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		splitKeys              int    // attn_decode keys per split (0: default)
 		mmav                   string // qmma4 variant (MLXCEL_CUDA_MMAV)
 		nofold                 bool   // norms and residual adds as their own launches (MLXCEL_CUDA_NORMFUSE=0)
-		pf                     bool   // attn_decode prefetches 24 MiB of the next weights (MLXCEL_CUDA_PREFETCH_MB=24)
-		gx                     bool   // the other one-row qgemvm form than the default (MLXCEL_CUDA_GEMVX)
 	}
-	pdl, splitKeys, mmav, pfBytes, gemvX := b.pdl, b.decSplitKeys, b.mmaVariant, b.prefetchBytes, b.gemvX
-	for _, c := range []cfg{{1, true, true, true, true, 0, "", false, false, false}, {1, true, true, true, true, 0, "", false, false, true}, {1, true, true, true, true, 0, "", true, false, false}, {1, true, true, true, true, 0, "", false, true, false}, {1, true, true, true, false, 0, "", false, false, false},
-		{1, true, true, false, true, 0, "", false, false, false}, {1, false, true, true, true, 0, "", false, false, false}, {1, true, true, true, true, 8, "", false, false, false}, {1, true, true, true, true, 32, "", false, false, false},
-		{8, true, true, true, true, 0, "", false, false, false}, {8, true, true, true, true, 0, "none", false, false, false},
-		{16, true, true, true, true, 0, "", false, false, false}, {16, true, true, true, true, 0, "none", false, false, false},
-		{32, true, true, true, true, 0, "", false, false, false}} {
+	pdl, splitKeys, mmav := b.pdl, b.decSplitKeys, b.mmaVariant
+	for _, c := range []cfg{{1, true, true, true, true, 0, "", false}, {1, true, true, true, true, 0, "", true}, {1, true, true, true, false, 0, "", false},
+		{1, true, true, false, true, 0, "", false}, {1, false, true, true, true, 0, "", false}, {1, true, true, true, true, 8, "", false}, {1, true, true, true, true, 32, "", false},
+		{8, true, true, true, true, 0, "", false}, {8, true, true, true, true, 0, "none", false},
+		{16, true, true, true, true, 0, "", false}, {16, true, true, true, true, 0, "none", false},
+		{32, true, true, true, true, 0, "", false}} {
 		b.decSplitKeys = splitKeys
 		if c.splitKeys > 0 {
 			b.decSplitKeys = c.splitKeys
@@ -393,10 +384,6 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			b.SetGraphs(graphs)
 			b.mu.Lock()
 			b.fuse, b.useDecAttn, b.pdl, b.fuseNorm = c.fuse, c.dec, c.pdl && pdl, !c.nofold
-			b.prefetchBytes, b.gemvX = pfBytes, gemvX != c.gx
-			if c.pf {
-				b.prefetchBytes = 24 << 20
-			}
 			unbind := b.bind()
 			b.graphs.clear(b) // graphs captured with the other launch mode
 			unbind()
@@ -476,19 +463,13 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			if c.nofold {
 				cfg += "-nonormfold"
 			}
-			if c.pf {
-				cfg += "-prefetch24"
-			}
-			if c.gx {
-				cfg += fmt.Sprintf("-gemvx=%v", b.gemvX)
-			}
 			o.add("decode-llama8b-q4", cfg, nseq, fmt.Sprintf("ctx%d", prompt+steps), float64(dt.Microseconds())/float64(n),
 				tokps, 0, fmt.Sprintf("tok/s in GB_per_s column; last step device %.0fus; prefill %d tok %.1f ms/seq",
 					float64(gpu.Microseconds()), prompt, float64(prefill.Microseconds())/1e3/float64(nseq)))
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			if nseq == 1 && graphs && c.fuse && c.dec && c.pdl && c.splitKeys == 0 && !c.nofold && !c.pf && !c.gx {
+			if nseq == 1 && graphs && c.fuse && c.dec && c.pdl && c.splitKeys == 0 && !c.nofold {
 				// One profiled step: where the device time of a decode step goes.
 				b.SetProfile(true)
 				batch := &backend.Batch{Tokens: toks[:1], Positions: []int32{int32(prompt + steps)}, LogitRows: []int{0},
@@ -509,7 +490,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	}
 	b.SetGraphs(true)
 	b.mu.Lock()
-	b.fuse, b.useDecAttn, b.pdl, b.decSplitKeys, b.mmaVariant, b.fuseNorm, b.prefetchBytes, b.gemvX = true, true, pdl, splitKeys, mmav, true, pfBytes, gemvX
+	b.fuse, b.useDecAttn, b.pdl, b.decSplitKeys, b.mmaVariant, b.fuseNorm = true, true, pdl, splitKeys, mmav, true
 	unbind := b.bind()
 	b.graphs.clear(b)
 	unbind()

@@ -247,11 +247,11 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 		name += rowGroupSuffix(w.in, w.bits)
 		nr *= 128 / rowGroupLanes(w.in, w.bits) // rows per block
 	}
-	fn, fnFold, fnX := b.fn(name), b.fns[name+"_f"], b.fns[name+"_x"]
+	fn, fnFold := b.fn(name), b.fns[name+"_f"]
 	nb := (w.out + nr - 1) / nr
 	if n := len(b.rec.ls); b.fuse && n > 0 {
 		l := &b.rec.ls[n-1]
-		if (l.fn == fn || (l.fn == fnFold && fnFold != 0) || (l.fn == fnX && fnX != 0)) && uintptr(l.args[mX]) == x && int(int32(l.args[mK])) == w.in && int(int32(l.args[mGshift])) == w.gshft &&
+		if (l.fn == fn || (l.fn == fnFold && fnFold != 0)) && uintptr(l.args[mX]) == x && int(int32(l.args[mK])) == w.in && int(int32(l.args[mGshift])) == w.gshft &&
 			l.args[mGLU] == 0 && l.args[mSeg0+2*mSegLen] == 0 && l.args[mResDst] == 0 && y != x && y != uintptr(l.args[mNSrc]) {
 			seg := 1
 			if l.args[mSeg0+mSegLen] != 0 {
@@ -267,47 +267,27 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 				o := mSeg0 + seg*mSegLen
 				l.args[o], l.args[o+1], l.args[o+2], l.args[o+3] = uint64(y), uint64(w.w), uint64(w.sb), uint64(bias)
 				l.args[o+4] = uint64(uint32(int32(w.out)))
-				vb := int(int32(l.args[mNB0])) + nb // virtual blocks (see multiGrid)
 				if seg == 1 {
 					l.args[mNB1] = uint64(nb)
-				} else {
-					vb += int(int32(l.args[mNB1]))
 				}
-				l.gx = uint32(multiGrid(l, vb))
-				b.attnPrefetch(w, seg == 1)
+				l.gx += uint32(nb)
 				return
 			}
 		}
 	}
 	var nsrc, nw uintptr
 	var eps float32
-	threads, smem := 128, 0
 	if fnFold != 0 {
 		nsrc, nw, eps = b.takeNorm(x, w.in, w.bytes)
 		if nsrc != 0 {
 			name += "_f"
 		}
 	}
-	if nsrc == 0 && fnX != 0 && b.gemvX && 4*w.in <= 48<<10 {
-		name, threads, smem = name+"_x", 256, 4*w.in
-	}
-	l := b.newLaunch(name, nb, 1, 1, threads).p(x).i(w.in).i(w.gshft).p(y).p(w.w).p(w.sb).p(bias).i(w.out)
+	l := b.newLaunch(name, nb, 1, 1, 128).p(x).i(w.in).i(w.gshft).p(y).p(w.w).p(w.sb).p(bias).i(w.out)
 	for l.n < mNB0 {
 		l.p(0)
 	}
 	l.i(nb).i(0).i(0).p(0).p(nsrc).p(nw).f(eps).p(0).p(0)
-	l.smem = uint32(smem)
-	l.gx = uint32(multiGrid(l, nb))
-	b.attnPrefetch(w, false)
-}
-
-// multiGrid is the grid of a qgemvm launch of vb virtual (128-thread)
-// blocks: the _x kernels run two per 256-thread block.
-func multiGrid(l *launch, vb int) int {
-	if l.block == 256 {
-		return (vb + 1) / 2
-	}
-	return vb
 }
 
 // foldNormMaxBytes is the largest first matrix a one-row norm is folded
@@ -403,7 +383,7 @@ func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
 	l := &b.rec.ls[n-1]
 	name, nr := "", 8 // nr: rows of each matrix per block
 	for _, c := range multiKernels {
-		if l.fn == b.fn(c) || l.fn == b.fns[c+"_f"] || l.fn == b.fns[c+"_x"] {
+		if l.fn == b.fn(c) || l.fn == b.fns[c+"_f"] {
 			name = c
 			switch {
 			case strings.Contains(c, "_v"):
@@ -425,7 +405,7 @@ func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
 		code = actGELU
 	}
 	l.args[mGLU], l.args[mD] = uint64(code), uint64(d.ptr)
-	l.gx = uint32(multiGrid(l, (g.cols+nr/2-1)/(nr/2)))
+	l.gx = uint32((g.cols + nr/2 - 1) / (nr / 2))
 	return true
 }
 
@@ -641,16 +621,10 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		}
 		invf, half, rscale := b.takeRoPE(qt, kt, p)
 		qn, kn, neps := b.takeHeadNorms(qt, kt, T, p)
-		l := b.newLaunch(fmt.Sprintf("attn_decode_%d", p.HeadDim), p.KVHeads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
+		b.newLaunch(fmt.Sprintf("attn_decode_%d", p.HeadDim), p.KVHeads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
 			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(kvw).p(cnt).
 			p(invf).i(half).f(rscale).p(qn).p(kn).f(neps)
-		for range adPrefetch {
-			l.p(0).i64(0)
-		}
-		if b.prefetchBytes > 0 {
-			b.rec.pfAt, b.rec.pfSlots, b.rec.pfLeft = len(b.rec.ls), adPrefetch, b.prefetchBytes
-		}
 		return
 	}
 	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
@@ -738,46 +712,6 @@ func (b *Backend) takeHeadNorms(qt, kt *Tensor, T int, p backend.AttnParams) (qn
 		b.rec.ls = b.rec.ls[:n-1]
 	}
 	return qn, kn, eps
-}
-
-// adPrefetch is attn_decode's number of prefetch ranges (AD_PF).
-const adPrefetch = 4
-
-// attnPrefetch hands a one-row GEMV's weights, recorded just after a
-// decode attention (the o projection, then gate and up), to that
-// attention launch to pull into L2: the attention is latency-bound and
-// leaves HBM idle for ~10 us per layer. Each matrix gets a prefix of its
-// rows (weights and their scales), at most half of the bytes left, so
-// the gate and up matrices of one launch get equal prefixes; second says
-// w joined a launch as its second matrix and takes the same share as the
-// first. Prefetching is a hint: what is evicted before use is read again.
-func (b *Backend) attnPrefetch(w *weight, second bool) {
-	r := &b.rec
-	if r.pfAt == 0 || r.pfSlots < 2 || len(b.rec.ls)-r.pfAt > 2 || !w.quant {
-		r.pfAt = 0
-		return
-	}
-	a := &b.rec.ls[r.pfAt-1]
-	rowW := int64(w.wordsPerRow()) * 4
-	rowS := int64(w.in/w.group) * 4
-	if w.sbF32 {
-		rowS *= 2
-	}
-	share := r.pfLeft / 2
-	if second {
-		share = r.pfLeft
-	}
-	rows := min(int64(w.out), share/(rowW+rowS))
-	if rows <= 0 {
-		r.pfAt = 0
-		return
-	}
-	// The launch's last 2*adPrefetch arguments are (pointer, bytes) pairs.
-	slot := a.n - uint32(2*r.pfSlots)
-	a.args[slot], a.args[slot+1] = uint64(w.w), uint64(rows*rowW)
-	a.args[slot+2], a.args[slot+3] = uint64(w.sb), uint64(rows*rowS)
-	r.pfSlots -= 2
-	r.pfLeft -= rows * (rowW + rowS)
 }
 
 // decSplitKeys is attn_decode's default target of keys per split block

@@ -131,7 +131,7 @@ type launch struct {
 	fn                      uintptr
 	gx, gy, gz, block, smem uint32
 	n                       uint32 // arguments used; args starts 8-byte aligned, no padding
-	args                    [40]uint64
+	args                    [32]uint64
 }
 
 const fnGemm = 1
@@ -139,14 +139,10 @@ const fnGemm = 1
 // recorder collects a step's launches until something needs results.
 type recorder struct {
 	ls     []launch
-	params [40]unsafe.Pointer
+	params [32]unsafe.Pointer
 	gemm   bool
-	// attnPrefetch: the attn_decode launch (index+1; 0: none) that may
-	// still take weight ranges to prefetch, its free slots and bytes left.
-	pfAt, pfSlots int
-	pfLeft        int64
-	cfg           launchConfig // runPDL's arguments: not on the goroutine stack,
-	attr          launchAttr   // which may move while C reads them
+	cfg    launchConfig // runPDL's arguments: not on the goroutine stack,
+	attr   launchAttr   // which may move while C reads them
 }
 
 func (b *Backend) newLaunch(name string, gx, gy, gz, block int) *launch {
@@ -245,7 +241,7 @@ func (b *Backend) flush() {
 	if len(ls) == 0 {
 		return
 	}
-	defer func() { b.rec.ls, b.rec.gemm, b.rec.pfAt = b.rec.ls[:0], false, 0 }()
+	defer func() { b.rec.ls, b.rec.gemm = b.rec.ls[:0], false }()
 	if b.err != nil {
 		return
 	}

@@ -275,13 +275,11 @@ DEV void head_norm(float (&v)[VPL], const float* w, float eps, int lane) {
 #define AD_DU 4 // keys per warp iteration
 #define AD_MAXS 64 // most splits (the Go side caps them)
 #define AD_ML 8 // partial loads in flight per thread while merging
-#define AD_PF 4 // weight ranges to prefetch into L2 (Go: attnPrefetch)
 template <int HD>
 DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,
                           const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
                           float softcap, float* kin, const float* vin, int ldk, int* cnt, const float* invf, int half,
-                          float rscale, const float* qn, const float* kn, float neps, const char* const (&pfp)[AD_PF],
-                          const long long (&pfn)[AD_PF]) {
+                          float rscale, const float* qn, const float* kn, float neps) {
     constexpr int VPL = HD / 32; // dims per lane: 2 or 4
     __shared__ float wm[4][AD_G], wl[4][AD_G];
     __shared__ float wo[4][AD_G][HD];
@@ -324,8 +322,6 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
         }
     };
     load_keys(c);
-#pragma unroll
-    for (int i = 0; i < AD_PF; i++) prefetch_span(pfp[i], pfn[i]);
     // With invf (RoPE fused, the rope2 launch dropped), q and this step's
     // k are rotated here, and with qn/kn normalised first (the q_norm and
     // k_norm launches dropped); the last block writes both back, as those
@@ -350,8 +346,6 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
         for (int i = 0; i < VPL; i++) qv[g][i] = g < G ? q[((long long)t * heads + kh * G + g) * HD + lane * VPL + i] : 0.f;
         if (qn && g < G) head_norm<VPL>(qv[g], qn, neps, lane);
         if (invf && g < G) rope_apply<VPL>(qv[g], rc, rs, rok, half, lane);
-#pragma unroll
-        for (int i = 0; i < VPL; i++) qv[g][i] *= scale;
     }
     float m[AD_G], l[AD_G], acc[AD_G][VPL];
 #pragma unroll
@@ -376,7 +370,9 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
                 float d = 0.f;
 #pragma unroll
                 for (int i = 0; i < VPL; i++) d = fmaf(qv[g][i], kr[u][i], d);
-                s[u] = warp_sum(d);
+                // scale on the score, not on q: qv stays the rotated q the
+                // last block writes back from registers
+                s[u] = warp_sum(d) * scale;
                 if (softcap > 0.f) s[u] = softcap * tanhf(s[u] / softcap);
                 if (c + u >= j1) s[u] = NEG_INF;
             }
@@ -430,16 +426,14 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     if (S > 1 && !last_block(cnt + (long long)t * kvh + kh, S)) return;
     if ((invf || qn || kn) && warp == 0) {
         // Every block of this kv head has read q and k (this is the last,
-        // or the only one): write the rotated rows back.
-        for (int g = 0; g < G; g++) {
+        // or the only one): write the rotated rows back, from registers
+        // (v2 reloaded and re-rotated each head: G dependent round trips).
+#pragma unroll
+        for (int g = 0; g < AD_G; g++) {
+            if (g >= G) break;
             float* qr = q + ((long long)t * heads + kh * G + g) * HD + lane * VPL;
-            float v[VPL];
 #pragma unroll
-            for (int i = 0; i < VPL; i++) v[i] = qr[i];
-            if (qn) head_norm<VPL>(v, qn, neps, lane);
-            if (invf) rope_apply<VPL>(v, rc, rs, rok, half, lane);
-#pragma unroll
-            for (int i = 0; i < VPL; i++) qr[i] = v[i];
+            for (int i = 0; i < VPL; i++) qr[i] = qv[g][i];
         }
 #pragma unroll
         for (int i = 0; i < VPL; i++) krow[i] = kself[i];
@@ -489,13 +483,9 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD(                                              \
         float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq, const int* btab,     \
         int btStride, int bs, int heads, int kvh, float scale, int window, float softcap, float* kin, const float* vin, \
-        int ldk, int* cnt, const float* invf, int half, float rscale, const float* qn, const float* kn, float neps,  \
-        const char* pf0, long long pn0, const char* pf1, long long pn1, const char* pf2, long long pn2,             \
-        const char* pf3, long long pn3) {                                                                            \
+        int ldk, int* cnt, const float* invf, int half, float rscale, const float* qn, const float* kn, float neps) { \
         grid_dep_launch();                                                                                            \
-        const char* const pfp[AD_PF] = {pf0, pf1, pf2, pf3};                                                          \
-        const long long pfn[AD_PF] = {pn0, pn1, pn2, pn3};                                                            \
         attn_decode_impl<HD>(out, part, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window,     \
-                             softcap, kin, vin, ldk, cnt, invf, half, rscale, qn, kn, neps, pfp, pfn);                \
+                             softcap, kin, vin, ldk, cnt, invf, half, rscale, qn, kn, neps);                          \
     }
 ATTN_DECODE(64) ATTN_DECODE(128)

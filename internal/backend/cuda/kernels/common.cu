@@ -24,16 +24,6 @@ DEV void grid_dep_launch() {}
 #endif
 // prefetch_l2 asks for the line holding p to be brought into L2.
 DEV void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-// prefetch_span pulls bytes [0, n) of p into L2, spread over every thread
-// of the grid, one 32-byte sector per prefetch. A latency-bound kernel
-// (decode attention) uses it for the weights of the GEMVs after it, while
-// HBM would otherwise idle.
-DEV void prefetch_span(const char* p, long long n) {
-    if (!p) return;
-    const long long nt = (long long)gridDim.x * gridDim.y * gridDim.z * blockDim.x;
-    const long long t = ((long long)(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
-    for (long long o = t * 32; o < n; o += nt * 32) prefetch_l2(p + o);
-}
 // grid_dep_start is the usual prologue: let the next kernel launch, then
 // wait for the previous one.
 DEV void grid_dep_start() {

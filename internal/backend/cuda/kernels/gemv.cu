@@ -275,26 +275,15 @@ DEV float dotchunk(uint4 wv, const float* xv, float sx) {
 #define QMULTI_ARGS x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2, sb2, bias2, N2, nb0, nb1, glu, d
 #define QMULTI_FOLD_PARAMS QMULTI_PARAMS, const float *nsrc, const float *nwt, float eps, const float *resA, float *resDst
 #define QMULTI_FOLD_ARGS QMULTI_ARGS, nsrc, nwt, eps, resA, resDst
-//
-// XS (the qgemvm*_x kernels, Go: MLXCEL_CUDA_GEMVX): blocks of 256
-// threads are two 128-thread halves, each the block the plain kernel would
-// be (virtual block 2*blockIdx.x + half), sharing one copy of x staged in
-// shared memory: each weight byte a block streams then costs half the x
-// bytes from L2 (the plain kernel reads as many bytes of f32 x from L2 as
-// of 4-bit weights from HBM). Chunk c's F float4s are stored XOR-swizzled
-// (slot i at i ^ (c & (F-1))) so the 8 lanes of a quarter warp, reading
-// the same slot of consecutive chunks, hit different banks.
-template <int BITS, class SB, int NR, bool PF, int L = 32 * QW, bool FOLD = false, bool XS = false>
+template <int BITS, class SB, int NR, bool PF, int L = 32 * QW, bool FOLD = false>
 DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
-    constexpr int EPW = 32 / BITS, EPC = 4 * EPW, F = EPC / 4;
+    constexpr int EPW = 32 / BITS, EPC = 4 * EPW;
     const int nc = K / EPC, ng = K >> gshift, nw = K / EPW;
-    const unsigned tid = XS ? threadIdx.x & 127u : threadIdx.x; // unsigned: % L stays a mask
-    const int vh = XS ? threadIdx.x >> 7 : 0;
-    const int lane = tid & 31, warp = tid >> 5;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     grid_dep_launch();
     // Row groups as in qgemv_impl: RG groups of L lanes, each its own rows.
-    const int li = tid % L, grp = L == 32 * QW ? 0 : tid / L, RG = 32 * QW / L;
-    int bx = XS ? 2 * blockIdx.x + vh : blockIdx.x;
+    const int li = threadIdx.x % L, grp = L == 32 * QW ? 0 : threadIdx.x / L, RG = 32 * QW / L;
+    int bx = blockIdx.x;
     const u32 *wa = w0, *sa = sb0, *wb = w1, *sbb = sb1;
     int Na = N0, row0, half = 0;
     if (glu) {
@@ -307,7 +296,6 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     } else {
         wa = w2, sa = sb2, Na = N2, row0 = ((bx - nb0 - nb1) * RG + grp) * NR;
     }
-    if (XS && Na <= 0) wa = w0, sa = sb0, Na = N0, row0 = N0; // the idle half of the last block
     const uint4* wr[NR];
     const u32* sr[NR];
     constexpr int SBW = sizeof(typename SB::raw) / 4;
@@ -342,15 +330,7 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     // from the same loads (no pass over the row before the products).
     const float* xin = FOLD && nsrc ? nsrc : x; // block 0 writes x: the others must not read it
     float ssl = 0.f;
-    extern __shared__ float4 qx_smem[];
-    if constexpr (XS) {
-        const float4* x4 = reinterpret_cast<const float4*>(x);
-        for (int i = threadIdx.x; i < K / 4; i += blockDim.x) {
-            const int cc = i / F, j = i % F;
-            qx_smem[cc * F + (j ^ (cc & (F - 1)))] = x4[i];
-        }
-        __syncthreads();
-    }
+
     for (; c < nc; c += L) {
         const int cn = c + L;
         uint4 pw[NR];
@@ -382,12 +362,6 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
             for (int i = 0; i < EPC / 4; i++) {
                 xv[4 * i] = f[i].x; xv[4 * i + 1] = f[i].y; xv[4 * i + 2] = f[i].z; xv[4 * i + 3] = f[i].w;
             }
-        } else if constexpr (XS) {
-#pragma unroll
-            for (int i = 0; i < EPC / 4; i++) {
-                float4 f = qx_smem[c * F + (i ^ (c & (F - 1)))];
-                xv[4 * i] = f.x; xv[4 * i + 1] = f.y; xv[4 * i + 2] = f.z; xv[4 * i + 3] = f.w;
-            }
         } else {
 #pragma unroll
             for (int i = 0; i < EPC / 4; i++) {
@@ -413,8 +387,7 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
             }
         }
     }
-    __shared__ float reds[XS ? 2 : 1][QW][NR], rss[QW];
-    float(&red)[QW][NR] = reds[vh];
+    __shared__ float red[QW][NR], rss[QW];
 #pragma unroll
     for (int r = 0; r < NR; r++) {
         float v = warp_sum(acc[r]);
@@ -485,11 +458,6 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
 // v85/v86: the default with a register cap from __launch_bounds__ (5 or 6
 // blocks of 128 threads per SM, so <= 102 or <= 85 registers): more warps
 // resident to overlap one block's loads with another's math.
-#define QMULTI_X(NAME, BITS, SBT, L)                                                                    \
-    extern "C" __global__ void __launch_bounds__(64 * QW, 2) NAME##_x(QMULTI_PARAMS) {                  \
-        qgemv_multi_impl<BITS, SBT, 8, false, L, false, true>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, \
-                                                              nullptr);                                 \
-    }
 #define QMULTI_LB(NAME, NR, MINB)                                                           \
     extern "C" __global__ void __launch_bounds__(32 * QW, MINB) NAME(QMULTI_PARAMS) {       \
         qgemv_multi_impl<4, SBbf, NR, false>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr); \
@@ -501,12 +469,6 @@ QMULTI_G(qgemvm4_bf_g64, 4, SBbf, 8, false, 64) QMULTI_G(qgemvm4_f32_g64, 4, SBf
 QMULTI_G(qgemvm8_bf_g64, 8, SBbf, 8, false, 64) QMULTI_G(qgemvm8_f32_g64, 8, SBf32, 8, false, 64)
 QMULTI_G(qgemvm4_bf_g32, 4, SBbf, 8, false, 32) QMULTI_G(qgemvm4_f32_g32, 4, SBf32, 8, false, 32)
 QMULTI_G(qgemvm8_bf_g32, 8, SBbf, 8, false, 32) QMULTI_G(qgemvm8_f32_g32, 8, SBf32, 8, false, 32)
-QMULTI_X(qgemvm4_bf, 4, SBbf, 32 * QW) QMULTI_X(qgemvm4_f32, 4, SBf32, 32 * QW)
-QMULTI_X(qgemvm8_bf, 8, SBbf, 32 * QW) QMULTI_X(qgemvm8_f32, 8, SBf32, 32 * QW)
-QMULTI_X(qgemvm4_bf_g64, 4, SBbf, 64) QMULTI_X(qgemvm4_f32_g64, 4, SBf32, 64)
-QMULTI_X(qgemvm8_bf_g64, 8, SBbf, 64) QMULTI_X(qgemvm8_f32_g64, 8, SBf32, 64)
-QMULTI_X(qgemvm4_bf_g32, 4, SBbf, 32) QMULTI_X(qgemvm4_f32_g32, 4, SBf32, 32)
-QMULTI_X(qgemvm8_bf_g32, 8, SBbf, 32) QMULTI_X(qgemvm8_f32_g32, 8, SBf32, 32)
 QMULTI(qgemvm4_bf_v80, 4, SBbf, 8, false) QMULTI(qgemvm4_bf_v40, 4, SBbf, 4, false)
 QMULTI(qgemvm4_bf_v41, 4, SBbf, 4, true) QMULTI(qgemvm4_bf_v81, 4, SBbf, 8, true)
 
