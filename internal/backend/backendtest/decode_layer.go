@@ -16,20 +16,23 @@ func init() {
 // model code issues their ops (norm, q/k/v, optional per-head q/k norms,
 // RoPE, attention, o projection, residual add, norm, gate/up, gated
 // activation, down projection, residual add) through a prefill step and
-// decode steps of one and two tokens. A backend that folds ops into their
-// neighbours at decode time (a norm into the projection that reads it, the
-// residual add into the projection before it, q/k norms and RoPE into the
+// decode steps of one and two tokens, two layers per step (so one layer's
+// last residual add meets the next layer's norm), with a gated MLP or a
+// routed MoE. A backend that folds ops into their neighbours at decode
+// time (a norm into the projection that reads it, the residual add into
+// the projection or expert sum before it, q/k norms and RoPE into the
 // attention) is checked on every tensor the separate ops leave behind.
 func runDecodeLayer(e *env) {
 	for _, c := range []struct {
 		k                      wkind
 		hidden, heads, kvh, hd int
 		inter                  int
-		qkNorm                 bool
+		qkNorm, moe            bool
 	}{
-		{wkind{tensor.BF16, 4, 64}, 256, 4, 2, 64, 384, false},
-		{wkind{tensor.BF16, 4, 64}, 512, 8, 2, 128, 768, true},
-		{wkind{tensor.F16, 8, 32}, 256, 4, 1, 64, 320, true},
+		{wkind{tensor.BF16, 4, 64}, 256, 4, 2, 64, 384, false, false},
+		{wkind{tensor.BF16, 4, 64}, 512, 8, 2, 128, 768, true, false},
+		{wkind{tensor.F16, 8, 32}, 256, 4, 1, 64, 320, true, false},
+		{wkind{tensor.BF16, 4, 64}, 256, 8, 2, 64, 128, true, true},
 	} {
 		p := backend.AttnParams{Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd)))}
 		qd, kd := c.heads*c.hd, c.kvh*c.hd
@@ -38,6 +41,12 @@ func runDecodeLayer(e *env) {
 		}
 		wq, wk, wv, wo := lin("q", qd, c.hidden), lin("k", kd, c.hidden), lin("v", kd, c.hidden), lin("o", c.hidden, qd)
 		wg, wu, wd := lin("g", c.inter, c.hidden), lin("u", c.inter, c.hidden), lin("d", c.hidden, c.inter)
+		const E, topk = 8, 2
+		ex := func(name string, out, in int) wpair {
+			return e.weight(c.k.host(name, []int{E, out, in}, e.randn(E*out*in, 1/math.Sqrt(float64(in)))))
+		}
+		router := e.weight(denseHost("router", []int{E, c.hidden}, e.randn(E*c.hidden, 0.5), tensor.BF16))
+		eg, eu, ed := ex("eg", c.inter, c.hidden), ex("eu", c.inter, c.hidden), ex("ed", c.hidden, c.inter)
 		vec := func(name string, n int) wpair {
 			x := e.randn(n, 0.2)
 			for i := range x {
@@ -51,9 +60,10 @@ func runDecodeLayer(e *env) {
 			inv[i] = float32(math.Pow(1e6, -2*float64(i)/float64(c.hd)))
 		}
 		rope := backend.RoPE{InvFreq: inv, RotaryDim: c.hd, Scale: 1}
-		spec := backend.KVSpec{NumBlocks: 8, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: c.kvh, HeadDim: c.hd}}}
+		spec := backend.KVSpec{NumBlocks: 16, BlockSize: 16,
+			Layers: []backend.KVLayer{{KVHeads: c.kvh, HeadDim: c.hd}, {KVHeads: c.kvh, HeadDim: c.hd}}}
 		kva, kvb := e.kvStores(spec)
-		tables := [][]int32{{5, 2, 7}, {0, 6, 3}}
+		tables := [][]int32{{5, 2, 7}, {0, 6, 3}} // blocks of both layers' caches
 		lens := []int{0, 0}
 		for si, plan := range [][]int{{21, 9}, {1, 0}, {0, 1}, {1, 1}, {1, 0}} {
 			T := e.planStep(plan, tables, lens)
@@ -66,34 +76,45 @@ func runDecodeLayer(e *env) {
 				pick := func(p pair) backend.Tensor { return []backend.Tensor{p.a, p.b}[i] }
 				pw := func(p wpair) backend.Weight { return []backend.Weight{p.a, p.b}[i] }
 				kv := []backend.KVStore{kva, kvb}[i]
-				be.RMSNorm(pick(hAttn), pick(x), pw(n1), 1e-6)
-				be.Linear(pick(q), pick(hAttn), pw(wq), nil)
-				be.Linear(pick(k), pick(hAttn), pw(wk), nil)
-				be.Linear(pick(v), pick(hAttn), pw(wv), nil)
-				if c.qkNorm {
-					qv := be.View(pick(q), T*c.heads, c.hd)
-					be.RMSNorm(qv, qv, pw(qn), 1e-6)
-					kvv := be.View(pick(k), T*c.kvh, c.hd)
-					be.RMSNorm(kvv, kvv, pw(kn), 1e-6)
+				for layer := range 2 {
+					be.RMSNorm(pick(hAttn), pick(x), pw(n1), 1e-6)
+					be.Linear(pick(q), pick(hAttn), pw(wq), nil)
+					be.Linear(pick(k), pick(hAttn), pw(wk), nil)
+					be.Linear(pick(v), pick(hAttn), pw(wv), nil)
+					if c.qkNorm {
+						qv := be.View(pick(q), T*c.heads, c.hd)
+						be.RMSNorm(qv, qv, pw(qn), 1e-6)
+						kvv := be.View(pick(k), T*c.kvh, c.hd)
+						be.RMSNorm(kvv, kvv, pw(kn), 1e-6)
+					}
+					be.ApplyRoPE(pick(q), c.heads, c.hd, rope)
+					be.ApplyRoPE(pick(k), c.kvh, c.hd, rope)
+					be.Attention(pick(att), pick(q), pick(k), pick(v), kv, layer, p)
+					be.Linear(pick(o), pick(att), pw(wo), nil)
+					be.Add(pick(x), pick(x), pick(o))
+					be.RMSNorm(pick(h), pick(x), pw(n2), 1e-6)
+					if c.moe {
+						be.MoE(pick(o), pick(h), pw(router), backend.Experts{Gate: pw(eg), Up: pw(eu), Down: pw(ed)},
+							backend.MoEParams{TopK: topk, Renorm: true, Act: backend.SiLU})
+					} else {
+						be.Linear(pick(g), pick(h), pw(wg), nil)
+						be.Linear(pick(u), pick(h), pw(wu), nil)
+						be.GatedAct(pick(g), pick(g), pick(u), backend.SiLU)
+						be.Linear(pick(o), pick(g), pw(wd), nil)
+					}
+					be.Add(pick(x), pick(x), pick(o))
 				}
-				be.ApplyRoPE(pick(q), c.heads, c.hd, rope)
-				be.ApplyRoPE(pick(k), c.kvh, c.hd, rope)
-				be.Attention(pick(att), pick(q), pick(k), pick(v), kv, 0, p)
-				be.Linear(pick(o), pick(att), pw(wo), nil)
-				be.Add(pick(x), pick(x), pick(o))
-				be.RMSNorm(pick(h), pick(x), pw(n2), 1e-6)
-				be.Linear(pick(g), pick(h), pw(wg), nil)
-				be.Linear(pick(u), pick(h), pw(wu), nil)
-				be.GatedAct(pick(g), pick(g), pick(u), backend.SiLU)
-				be.Linear(pick(o), pick(g), pw(wd), nil)
-				be.Add(pick(x), pick(x), pick(o))
 			}
-			name := fmt.Sprintf("DecodeLayer/%s/d%d/h%d/kv%d/qknorm=%v/step%d", c.k, c.hd, c.heads, c.kvh, c.qkNorm, si)
-			for _, t := range []struct {
+			name := fmt.Sprintf("DecodeLayer/%s/d%d/h%d/kv%d/qknorm=%v/moe=%v/step%d", c.k, c.hd, c.heads, c.kvh, c.qkNorm, c.moe, si)
+			type named struct {
 				name string
 				p    pair
-			}{{"norm1", hAttn}, {"q", q}, {"k", k}, {"v", v}, {"att", att}, {"norm2", h}, {"act", g}, {"up", u},
-				{"down", o}, {"residual", x}} {
+			}
+			checks := []named{{"norm1", hAttn}, {"q", q}, {"k", k}, {"v", v}, {"att", att}, {"norm2", h}, {"down", o}, {"residual", x}}
+			if !c.moe {
+				checks = append(checks, named{"act", g}, named{"up", u})
+			}
+			for _, t := range checks {
 				e.check(name+"/"+t.name, t.p, T)
 			}
 		}

@@ -337,8 +337,18 @@ func (b *Backend) takeNorm(x uintptr, K, bytes int) (src, w uintptr, eps float32
 
 // foldAdd makes the one-matrix qgemvm launch l, which wrote a or c (N =
 // cols), also write sum = a + c in its epilogue (resDst = resA + y0),
-// switching it to its _f kernel. It reports whether it did.
+// switching it to its _f kernel; or the one-token moe_down_sum launch l,
+// which wrote c (or a), add it into sum when sum is the other operand
+// (its res argument). It reports whether it did.
 func (b *Backend) foldAdd(l *launch, sum, a, c uintptr, cols int) bool {
+	if b.isMoEDownSum(l.fn) { // arguments: dst, res, ...
+		dst := uintptr(l.args[0])
+		if l.gy != 1 || l.args[1] != 0 || !((dst == c && sum == a) || (dst == a && sum == c)) {
+			return false
+		}
+		l.args[1] = uint64(sum)
+		return true
+	}
 	fold := b.foldVariant(l.fn)
 	if fold == 0 || l.args[mGLU] != 0 || l.args[mSeg0+mSegLen] != 0 || l.args[mResDst] != 0 ||
 		int(int32(l.args[mSeg0+4])) != cols {
@@ -361,6 +371,15 @@ func (b *Backend) foldAdd(l *launch, sum, a, c uintptr, cols int) bool {
 	l.fn = fold
 	l.args[mResA], l.args[mResDst] = uint64(other), uint64(sum)
 	return true
+}
+
+func (b *Backend) isMoEDownSum(fn uintptr) bool {
+	for n, f := range b.fns {
+		if f == fn {
+			return strings.HasPrefix(n, "moe_down_sum")
+		}
+	}
+	return false
 }
 
 // foldVariant is the _f kernel of a qgemvm kernel (itself for one), or 0.
