@@ -91,6 +91,7 @@ type Backend struct {
 	useMMA, useFlash, useDecAttn, gemmBF16, moeGroup bool
 	pdl                                              bool // programmatic dependent launch (runPDL)
 	decSplitKeys                                     int  // attn_decode keys per split block
+	decHeads                                         int  // attn_decode query heads per block (0: the whole GQA group)
 	fuseRoPE                                         bool // decode: rope2 folded into attn_decode (takeRoPE)
 	fuseNorm                                         bool // one-row RMSNorm and residual Add folded into qgemvm (takeNorm, foldAdd)
 	moeDec                                           bool // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
@@ -197,6 +198,10 @@ func New(dev int) (*Backend, error) {
 	b.fuseNorm = os.Getenv("MLXCEL_CUDA_NORMFUSE") != "0"
 	b.prof.at = profileAt()
 	b.decSplitKeys = decSplitKeys
+	b.decHeads = decHeadsPerBlock
+	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECHEADS")); err == nil && v >= 0 {
+		b.decHeads = v
+	}
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECSPLITKEYS")); err == nil && v > 0 {
 		b.decSplitKeys = v
 	}

@@ -633,17 +633,30 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		for ctx < b.step.maxCtx {
 			ctx *= 2
 		}
-		splits := max(1, min(ctx/b.decSplitKeys, 64, (2*b.SMs+T*p.KVHeads-1)/(T*p.KVHeads)))
-		part, cnt, ok := b.splitScratch(T*p.Heads, splits, p.HeadDim, T*p.KVHeads)
+		G := p.Heads / p.KVHeads
+		gl := G // query heads per block (head groups: decHeadsPerBlock)
+		if b.decHeads > 0 && b.decHeads < G && G%b.decHeads == 0 {
+			gl = b.decHeads
+		}
+		hb := T * p.KVHeads * (G / gl) // blocks per split
+		splits := max(1, min(ctx/b.decSplitKeys, 64, (2*b.SMs+hb-1)/hb))
+		// Counters: one per (token, head group) for the splits, then one
+		// per (token, kv head) for the head groups.
+		part, cnt, ok := b.splitScratch(T*p.Heads, splits, p.HeadDim, hb+T*p.KVHeads)
 		if !ok {
 			return
 		}
+		if cnt == 0 && gl < G {
+			if cnt = b.counters(hb + T*p.KVHeads); cnt == 0 {
+				return
+			}
+		}
 		invf, half, rscale := b.takeRoPE(qt, kt, p)
 		qn, kn, neps := b.takeHeadNorms(qt, kt, T, p)
-		b.newLaunch(fmt.Sprintf("attn_decode_%d", p.HeadDim), p.KVHeads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
+		b.newLaunch(fmt.Sprintf("attn_decode_%d", p.HeadDim), p.KVHeads*(G/gl), T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
 			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(kvw).p(cnt).
-			p(invf).i(half).f(rscale).p(qn).p(kn).f(neps)
+			p(invf).i(half).f(rscale).p(qn).p(kn).f(neps).i(gl)
 		return
 	}
 	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
@@ -732,6 +745,11 @@ func (b *Backend) takeHeadNorms(qt, kt *Tensor, T int, p backend.AttnParams) (qn
 	}
 	return qn, kn, eps
 }
+
+// decHeadsPerBlock is attn_decode's default number of query heads per
+// block (MLXCEL_CUDA_DECHEADS overrides it; 0 keeps a kv head's whole
+// group in one block): a group larger than this is split over blocks.
+const decHeadsPerBlock = 0
 
 // decSplitKeys is attn_decode's default target of keys per split block
 // (MLXCEL_CUDA_DECSPLITKEYS overrides it): 4 warps take 4 keys each per

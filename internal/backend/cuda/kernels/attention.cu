@@ -279,13 +279,17 @@ template <int HD>
 DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,
                           const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
                           float softcap, float* kin, const float* vin, int ldk, int* cnt, const float* invf, int half,
-                          float rscale, const float* qn, const float* kn, float neps) {
+                          float rscale, const float* qn, const float* kn, float neps, int gl) {
     constexpr int VPL = HD / 32; // dims per lane: 2 or 4
     __shared__ float wm[4][AD_G], wl[4][AD_G];
     __shared__ float wo[4][AD_G][HD];
-    const int kh = blockIdx.x, t = blockIdx.y, split = blockIdx.z, S = gridDim.z;
+    // Head groups: blockIdx.x is (kv head, group of gl of its query heads),
+    // so a large GQA group (Qwen3-30B-A3B: 8 per kv head) spreads over
+    // more blocks, each with a shorter head loop.
+    const int NG = heads / kvh / gl, kh = blockIdx.x / NG, hgi = blockIdx.x % NG;
+    const int t = blockIdx.y, split = blockIdx.z, S = gridDim.z;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int G = heads / kvh;
+    const int G = gl, h0 = kh * (heads / kvh) + hgi * gl; // this block's query heads: h0 .. h0+G-1
     const int p = pos[t];
     const int first = window > 0 ? max(0, p - window + 1) : 0;
     const int n = p - first + 1;
@@ -334,7 +338,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     for (int i = 0; i < VPL; i++) kself[i] = krow[i];
     if (kn) head_norm<VPL>(kself, kn, neps, lane);
     if (invf) rope_apply<VPL>(kself, rc, rs, rok, half, lane);
-    if (split == 0 && warp == 0) {
+    if (split == 0 && hgi == 0 && warp == 0) {
         long long dst = ((bt[p / bs] * (long long)kvh + kh) * bs + p % bs) * HD + lane * VPL;
 #pragma unroll
         for (int i = 0; i < VPL; i++) Kc[dst + i] = f16bits(kself[i]), Vc[dst + i] = f16bits(vself[i]);
@@ -343,7 +347,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
 #pragma unroll
     for (int g = 0; g < AD_G; g++) {
 #pragma unroll
-        for (int i = 0; i < VPL; i++) qv[g][i] = g < G ? q[((long long)t * heads + kh * G + g) * HD + lane * VPL + i] : 0.f;
+        for (int i = 0; i < VPL; i++) qv[g][i] = g < G ? q[((long long)t * heads + h0 + g) * HD + lane * VPL + i] : 0.f;
         if (qn && g < G) head_norm<VPL>(qv[g], qn, neps, lane);
         if (invf && g < G) rope_apply<VPL>(qv[g], rc, rs, rok, half, lane);
     }
@@ -402,7 +406,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
         for (int i = 0; i < VPL; i++) wo[warp][g][lane * VPL + i] = acc[g][i];
     }
     __syncthreads();
-    float* pb0 = part + ((long long)t * heads + kh * G) * S * (HD + 2);
+    float* pb0 = part + ((long long)t * heads + h0) * S * (HD + 2);
     for (int e = threadIdx.x; e < G * HD; e += 128) {
         const int g = e / HD, d = e - g * HD;
         float M = NEG_INF;
@@ -416,27 +420,32 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
             o += wo[w][g][d] * f;
         }
         if (S == 1) {
-            out[((long long)t * heads + kh * G + g) * HD + d] = L > 0.f ? o / L : 0.f;
+            out[((long long)t * heads + h0 + g) * HD + d] = L > 0.f ? o / L : 0.f;
         } else {
             float* pp = pb0 + ((long long)g * S + split) * (HD + 2);
             if (d == 0) pp[0] = M, pp[1] = L;
             pp[2 + d] = o;
         }
     }
-    if (S > 1 && !last_block(cnt + (long long)t * kvh + kh, S)) return;
-    if ((invf || qn || kn) && warp == 0) {
-        // Every block of this kv head has read q and k (this is the last,
-        // or the only one): write the rotated rows back, from registers
+    // Counters: one per (token, head group) for the splits, then one per
+    // (token, kv head) for the groups.
+    if (S > 1 && !last_block(cnt + (long long)t * gridDim.x + blockIdx.x, S)) return;
+    if (invf || qn || kn) {
+        // Every block of this head group has read its q rows (this is the
+        // last, or the only one): write them back rotated, from registers
         // (v2 reloaded and re-rotated each head: G dependent round trips).
+        if (warp == 0)
 #pragma unroll
-        for (int g = 0; g < AD_G; g++) {
-            if (g >= G) break;
-            float* qr = q + ((long long)t * heads + kh * G + g) * HD + lane * VPL;
+            for (int g = 0; g < AD_G; g++) {
+                if (g >= G) break;
+                float* qr = q + ((long long)t * heads + h0 + g) * HD + lane * VPL;
 #pragma unroll
-            for (int i = 0; i < VPL; i++) qr[i] = qv[g][i];
-        }
+                for (int i = 0; i < VPL; i++) qr[i] = qv[g][i];
+            }
+        // k is read by every group's blocks: the last group writes it.
+        if ((invf || kn) && (NG == 1 || last_block(cnt + (long long)gridDim.y * gridDim.x + t * kvh + kh, NG)) && warp == 0)
 #pragma unroll
-        for (int i = 0; i < VPL; i++) krow[i] = kself[i];
+            for (int i = 0; i < VPL; i++) krow[i] = kself[i];
     }
     if (S == 1) return;
     // Last split block: merge the S partials of each of the G heads. The
@@ -476,16 +485,17 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
             for (int u = 0; u < AD_ML; u++)
                 if (s0 + u < S) acc = fmaf(sw[g][s0 + u], v[u], acc);
         }
-        out[((long long)t * heads + kh * G + g) * HD + d] = acc * sinv[g];
+        out[((long long)t * heads + h0 + g) * HD + d] = acc * sinv[g];
     }
 }
 #define ATTN_DECODE(HD)                                                                                              \
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD(                                              \
         float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq, const int* btab,     \
         int btStride, int bs, int heads, int kvh, float scale, int window, float softcap, float* kin, const float* vin, \
-        int ldk, int* cnt, const float* invf, int half, float rscale, const float* qn, const float* kn, float neps) { \
+        int ldk, int* cnt, const float* invf, int half, float rscale, const float* qn, const float* kn, float neps,  \
+        int gl) {                                                                                                     \
         grid_dep_launch();                                                                                            \
         attn_decode_impl<HD>(out, part, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window,     \
-                             softcap, kin, vin, ldk, cnt, invf, half, rscale, qn, kn, neps);                          \
+                             softcap, kin, vin, ldk, cnt, invf, half, rscale, qn, kn, neps, gl);                      \
     }
 ATTN_DECODE(64) ATTN_DECODE(128)
