@@ -749,7 +749,10 @@ func (b *Backend) takeHeadNorms(qt, kt *Tensor, T int, p backend.AttnParams) (qn
 // decHeadsPerBlock is attn_decode's default number of query heads per
 // block (MLXCEL_CUDA_DECHEADS overrides it; 0 keeps a kv head's whole
 // group in one block): a group larger than this is split over blocks.
-const decHeadsPerBlock = 0
+// Measured on the H200 (notes/cuda-kernels.md): Qwen3-30B-A3B (8 query
+// heads per kv head) decodes at 288-291 tok/s with 2 or 4 against 243
+// with 8; Llama-3.1-8B (4) through the ops 380 (2) and 386 (1) against 379.
+const decHeadsPerBlock = 2
 
 // decSplitKeys is attn_decode's default target of keys per split block
 // (MLXCEL_CUDA_DECSPLITKEYS overrides it): 4 warps take 4 keys each per
