@@ -634,8 +634,8 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 			ctx *= 2
 		}
 		G := p.Heads / p.KVHeads
-		gl := G // query heads per block (head groups: decHeadsPerBlock)
-		if b.decHeads > 0 && b.decHeads < G && G%b.decHeads == 0 {
+		gl := G // query heads per block (head groups: decHeadsPerBlock, one-token steps)
+		if T == 1 && b.decHeads > 0 && b.decHeads < G && G%b.decHeads == 0 {
 			gl = b.decHeads
 		}
 		hb := T * p.KVHeads * (G / gl) // blocks per split
@@ -752,6 +752,9 @@ func (b *Backend) takeHeadNorms(qt, kt *Tensor, T int, p backend.AttnParams) (qn
 // Measured on the H200 (notes/cuda-kernels.md): Qwen3-30B-A3B (8 query
 // heads per kv head) decodes at 288-291 tok/s with 2 or 4 against 243
 // with 8; Llama-3.1-8B (4) through the ops 380 (2) and 386 (1) against 379.
+// Only one-token steps take groups: at 16 sequences the launch is already
+// 128 blocks wide, and serving at concurrency 16 fell from 1847 to
+// 1669-1705 tok/s with them.
 const decHeadsPerBlock = 2
 
 // decSplitKeys is attn_decode's default target of keys per split block
