@@ -277,9 +277,12 @@ DEV double dshfl_xor(double v, int o) {
     asm("mov.b64 %0, {%1,%2};" : "=d"(r) : "r"(lo), "r"(hi));
     return r;
 }
-extern "C" __global__ void moe_route_w(const float* logits, int T, int E, int topk, int renorm, int* idx, float* wts) { grid_dep_start();
-    const int t = blockIdx.x, lane = threadIdx.x;
-    const float* l = logits + (long long)t * E;
+// route_warp routes one token with one warp (lane = threadIdx.x & 31): l
+// holds its E logits (global or shared memory); writes topk ids and
+// weights. moe_route_w and moe_decode.cu's router both call it, so the
+// two paths choose the same experts.
+DEV void route_warp(const float* l, int E, int topk, int renorm, int* idx, float* wts) {
+    const int lane = threadIdx.x & 31;
     float mf = NEG_INF;
     for (int e = lane; e < E; e += 32) mf = fmaxf(mf, l[e]);
     mf = warp_max(mf);
@@ -309,9 +312,13 @@ extern "C" __global__ void moe_route_w(const float* logits, int T, int E, int to
     }
     if (lane == 0)
         for (int k = 0; k < topk; k++) {
-            idx[t * topk + k] = chosen[k];
-            wts[t * topk + k] = (float)(pr[k] / (renorm ? top : sum));
+            idx[k] = chosen[k];
+            wts[k] = (float)(pr[k] / (renorm ? top : sum));
         }
+}
+extern "C" __global__ void moe_route_w(const float* logits, int T, int E, int topk, int renorm, int* idx, float* wts) { grid_dep_start();
+    const int t = blockIdx.x;
+    route_warp(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
 }
 
 // moe_sum: dst[t] = sum over slots of wts[t, slot] * y[slot][t] (the

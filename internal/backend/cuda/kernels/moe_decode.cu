@@ -153,49 +153,14 @@ DEV float md_group(const float (*red)[NR], int r) {
     return v;
 }
 
-// md_route is moe_route_w (misc.cu) for one token by one warp, on logits
-// l that other blocks wrote (read once with ld.cg into shared memory):
-// softmax over E experts, top-k by rounds of warp argmax with ties to the
-// lower expert id, the max taken in float, the sum in double, optional
-// renormalisation. Same steps in the same order, so the same experts and
-// weights as the two-launch path.
+// md_route routes one token by one warp on logits other blocks wrote:
+// read once with ld.cg into shared memory, then route_warp (misc.cu), the
+// routine of moe_route_w, so both paths choose the same experts.
 DEV void md_route(const float* lg, int E, int topk, int renorm, int* idx, float* wts) {
     __shared__ float l[MD_MAXE];
-    const int lane = threadIdx.x;
-    for (int e = lane; e < E; e += 32) l[e] = ldcg(lg + e);
+    for (int e = threadIdx.x; e < E; e += 32) l[e] = ldcg(lg + e);
     __syncwarp();
-    float mf = NEG_INF;
-    for (int e = lane; e < E; e += 32) mf = fmaxf(mf, l[e]);
-    mf = warp_max(mf);
-    const double m = (double)mf;
-    double sum = 0;
-    for (int e = lane; e < E; e += 32) sum += exp((double)l[e] - m);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += dshfl_xor(sum, o);
-    u32 taken = 0; // bit i: expert lane + 32i chosen
-    double top = 0, pr[16];
-    int chosen[16];
-    for (int k = 0; k < topk; k++) {
-        float bv = NEG_INF;
-        int be = 0x7fffffff;
-        for (int e = lane, i = 0; e < E; e += 32, i++)
-            if (!((taken >> i) & 1u) && (be == 0x7fffffff || l[e] > bv)) bv = l[e], be = e;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-            int oe = __shfl_xor_sync(0xffffffffu, be, o);
-            if (oe != 0x7fffffff && (be == 0x7fffffff || ov > bv || (ov == bv && oe < be))) bv = ov, be = oe;
-        }
-        if ((be & 31) == lane) taken |= 1u << (be >> 5);
-        chosen[k] = be;
-        pr[k] = exp((double)bv - m);
-        top += pr[k];
-    }
-    if (lane == 0)
-        for (int k = 0; k < topk; k++) {
-            idx[k] = chosen[k];
-            wts[k] = (float)(pr[k] / (renorm ? top : sum));
-        }
+    route_warp(l, E, topk, renorm, idx, wts);
 }
 
 // moe_router: grid (row blocks of E, T), MD_THREADS threads. BITS 4 or 8:
