@@ -57,6 +57,8 @@ type Backend struct {
 	strm uintptr
 	mod  uintptr
 	fns  map[string]uintptr
+	// downSumFns: the moe_down_sum kernels (isMoEDownSum)
+	downSumFns map[uintptr]bool
 
 	Device      string // "NVIDIA H200"
 	Arch        string // "sm_90"

@@ -373,13 +373,18 @@ func (b *Backend) foldAdd(l *launch, sum, a, c uintptr, cols int) bool {
 	return true
 }
 
+// isMoEDownSum reports whether fn is one of the moe_down_sum kernels (a
+// set built once: this runs as each decode step is recorded).
 func (b *Backend) isMoEDownSum(fn uintptr) bool {
-	for n, f := range b.fns {
-		if f == fn {
-			return strings.HasPrefix(n, "moe_down_sum")
+	if b.downSumFns == nil {
+		b.downSumFns = map[uintptr]bool{}
+		for n, f := range b.fns {
+			if strings.HasPrefix(n, "moe_down_sum") {
+				b.downSumFns[f] = true
+			}
 		}
 	}
-	return false
+	return b.downSumFns[fn]
 }
 
 // foldVariant is the _f kernel of a qgemvm kernel (itself for one), or 0.

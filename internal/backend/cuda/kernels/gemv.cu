@@ -324,12 +324,8 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     // The first chunk's weights are in flight; x comes from the previous
     // kernel (PDL: this block may have started before it finished).
     grid_dep_wait();
-    // A folded norm (nsrc): the products run on nsrc*w, and the 1/rms
-    // factor, a scalar, multiplies the sums at the end; each row group's
-    // lanes read every chunk of the row once, so the sum of squares comes
-    // from the same loads (no pass over the row before the products).
     const float* xin = FOLD && nsrc ? nsrc : x; // block 0 writes x: the others must not read it
-    float ssl = 0.f;
+    float ssl = 0.f;                            // a folded norm's sum of squares
 
     for (; c < nc; c += L) {
         const int cn = c + L;
