@@ -82,28 +82,6 @@ DEV void rebase(float*& y, const float*& x, const u32*& w, const u32*& sb, int& 
     }
 }
 
-// finish sums each accumulator over the block's NW warps and writes y.
-template <int NR, int MR, int NW = GW>
-DEV void finish(float (&acc)[NR][MR], float* y, const float* bias, int row0, int N, int M, int ldy) {
-    __shared__ float red[NW][NR * MR];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int r = 0; r < NR; r++)
-#pragma unroll
-        for (int m = 0; m < MR; m++) {
-            float v = warp_sum(acc[r][m]);
-            if (lane == 0) red[warp][r * MR + m] = v;
-        }
-    __syncthreads();
-    for (int i = threadIdx.x; i < NR * MR; i += blockDim.x) {
-        int r = i / MR, m = i - r * MR;
-        float v = 0.f;
-#pragma unroll
-        for (int g = 0; g < NW; g++) v += red[g][i];
-        if (row0 + r < N && m < M) y[(long long)m * ldy + row0 + r] = v + (bias ? bias[row0 + r] : 0.f);
-    }
-}
-
 // qgemv v3: each lane loads 16-byte chunks (32 weights at 4 bits, 16 at 8)
 // of NR rows, so a warp keeps NR*512 bytes in flight per step (v2 loaded 4
 // bytes per lane and kept too few bytes in flight: 0.3-0.4 of the copy
@@ -122,11 +100,11 @@ DEV void finish(float (&acc)[NR][MR], float* y, const float* bias, int row0, int
 // own NR rows, 128/L groups per block. The Go side picks the kernel and
 // sizes the grid (rowGroupLanes).
 
-// finish_groups sums each accumulator over the warps of its row group (L
-// lanes: L/32 warps) and writes y.
-template <int NR, int MR, int L>
-DEV void finish_groups(float (&acc)[NR][MR], float* y, const float* bias, int row0, int N, int M, int ldy) {
-    __shared__ float red[QW][NR * MR];
+// finish sums each accumulator over the warps of its row group (L lanes,
+// L/32 warps; by default the whole block of NW warps) and writes y.
+template <int NR, int MR, int NW, int L = 32 * NW>
+DEV void finish(float (&acc)[NR][MR], float* y, const float* bias, int row0, int N, int M, int ldy) {
+    __shared__ float red[NW][NR * MR];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
     for (int r = 0; r < NR; r++)
@@ -137,7 +115,7 @@ DEV void finish_groups(float (&acc)[NR][MR], float* y, const float* bias, int ro
         }
     __syncthreads();
     constexpr int wpg = L / 32;
-    const int w0 = L == 32 * QW ? 0 : (threadIdx.x / L) * wpg;
+    const int w0 = L == 32 * NW ? 0 : (threadIdx.x / L) * wpg;
     for (int i = threadIdx.x % L; i < NR * MR; i += L) {
         int r = i / MR, m = i - r * MR;
         float v = 0.f;
@@ -221,7 +199,7 @@ DEV void qgemv_impl(GEMV_PARAMS) {
             }
         }
     }
-    finish_groups<NR, MR, L>(acc, y, bias, row0, N, M, ldy);
+    finish<NR, MR, QW, L>(acc, y, bias, row0, N, M, ldy);
 }
 
 // dotchunk is sum(x*q) over one 16-byte chunk of a row (sx = sum(x)).
@@ -666,7 +644,7 @@ DEV void dgemv_impl(GEMV_PARAMS) {
             }
         }
     }
-    finish<NR, MR>(acc, y, bias, row0, N, M, ldy);
+    finish<NR, MR, GW>(acc, y, bias, row0, N, M, ldy); // 8 warps of 256 threads
 }
 #define DGEMV(TN, TT, MR, J)                                                                \
     extern "C" __global__ void __launch_bounds__(256) dgemv_##TN##_##MR(GEMV_PARAMS) {       \

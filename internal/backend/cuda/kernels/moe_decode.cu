@@ -132,7 +132,7 @@ DEV void bfdots(float (&acc)[NR], const float* x, const uint4* (&wr)[NR], int nc
 
 // md_warps sums each accumulator over its warp into red[warp][r]; then
 // md_group adds row r over the warps of this thread's row group (in warp
-// order, as finish_groups does).
+// order, as finish does).
 template <int NR>
 DEV void md_warps(const float (&acc)[NR], float (*red)[NR]) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
