@@ -48,7 +48,10 @@ extern "C" __global__ void embedq_f32(float* d, const u32* w, const u32* sb, con
 #define NORM_V 4 // float4s per thread in the vector path
 DEV bool norm_vec(int cols) { return (cols & 3) == 0 && cols <= 4 * NORM_V * (int)blockDim.x; }
 
-extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int cols, float eps) {
+// norm_row is both kernels: with ADD, the row is a + b (written to sum,
+// which may alias a or b) before it is normalised into dst.
+template <bool ADD>
+DEV void norm_row(float* sum, const float* a, const float* b, float* dst, const float* w, int cols, float eps) {
     __shared__ float red[32];
     const long long o = (long long)blockIdx.x * cols;
     if (norm_vec(cols)) {
@@ -64,9 +67,22 @@ extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, i
 #pragma unroll
         for (int k = 0; k < NORM_V; k++) {
             const int i = threadIdx.x + k * blockDim.x;
-            v[k] = i < n4 ? reinterpret_cast<const float4*>(x + o)[i] : f4(0.f, 0.f, 0.f, 0.f);
+            if (!ADD) {
+                v[k] = i < n4 ? reinterpret_cast<const float4*>(a + o)[i] : f4(0.f, 0.f, 0.f, 0.f);
+            } else if (i < n4) {
+                const float4 x = reinterpret_cast<const float4*>(a + o)[i], y = reinterpret_cast<const float4*>(b + o)[i];
+                v[k] = f4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+            } else {
+                v[k] = f4(0.f, 0.f, 0.f, 0.f);
+            }
             ss += f4dot(v[k]);
         }
+        if (ADD)
+#pragma unroll
+            for (int k = 0; k < NORM_V; k++) {
+                const int i = threadIdx.x + k * blockDim.x;
+                if (i < n4) reinterpret_cast<float4*>(sum + o)[i] = v[k];
+            }
         ss = block_sum(ss, red);
         const float inv = 1.f / sqrtf(ss / (float)cols + eps);
 #pragma unroll
@@ -77,13 +93,26 @@ extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, i
         return;
     }
     grid_dep_start();
-    const float* xr = x + o;
-    float* dr = dst + o;
     float ss = 0.f;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) ss = fmaf(xr[c], xr[c], ss);
+    if (ADD) {
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+            float v = a[o + c] + b[o + c];
+            sum[o + c] = v;
+            ss = fmaf(v, v, ss);
+        }
+    } else {
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) ss = fmaf(a[o + c], a[o + c], ss);
+    }
     ss = block_sum(ss, red);
     float inv = 1.f / sqrtf(ss / (float)cols + eps);
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) dr[c] = w ? xr[c] * inv * w[c] : xr[c] * inv;
+    const float* src = ADD ? sum : a; // this thread's own sums: visible to it
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        float v = src[o + c];
+        dst[o + c] = w ? v * inv * w[c] : v * inv;
+    }
+}
+extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int cols, float eps) {
+    norm_row<false>(nullptr, x, nullptr, dst, w, cols, eps);
 }
 
 // add_rmsnorm fuses a residual add with the RMSNorm that reads its sum:
@@ -92,56 +121,7 @@ extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, i
 // are written. One block per row.
 extern "C" __global__ void add_rmsnorm(float* sum, const float* a, const float* b, float* dst, const float* w, int cols,
                                        float eps) {
-    __shared__ float red[32];
-    const long long o = (long long)blockIdx.x * cols;
-    if (norm_vec(cols)) {
-        const int n4 = cols >> 2;
-        float4 wv[NORM_V], v[NORM_V];
-#pragma unroll
-        for (int k = 0; k < NORM_V; k++) {
-            const int i = threadIdx.x + k * blockDim.x;
-            wv[k] = w && i < n4 ? reinterpret_cast<const float4*>(w)[i] : f4(1.f, 1.f, 1.f, 1.f);
-        }
-        grid_dep_start();
-        float ss = 0.f;
-#pragma unroll
-        for (int k = 0; k < NORM_V; k++) {
-            const int i = threadIdx.x + k * blockDim.x;
-            if (i < n4) {
-                const float4 x = reinterpret_cast<const float4*>(a + o)[i], y = reinterpret_cast<const float4*>(b + o)[i];
-                v[k] = f4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
-            } else {
-                v[k] = f4(0.f, 0.f, 0.f, 0.f);
-            }
-            ss += f4dot(v[k]);
-        }
-#pragma unroll
-        for (int k = 0; k < NORM_V; k++) {
-            const int i = threadIdx.x + k * blockDim.x;
-            if (i < n4) reinterpret_cast<float4*>(sum + o)[i] = v[k];
-        }
-        ss = block_sum(ss, red);
-        const float inv = 1.f / sqrtf(ss / (float)cols + eps);
-#pragma unroll
-        for (int k = 0; k < NORM_V; k++) {
-            const int i = threadIdx.x + k * blockDim.x;
-            if (i < n4) reinterpret_cast<float4*>(dst + o)[i] = f4mul4(f4mul(v[k], inv), wv[k]);
-        }
-        return;
-    }
-    grid_dep_start();
-    float ss = 0.f;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        float v = a[o + c] + b[o + c];
-        sum[o + c] = v;
-        ss = fmaf(v, v, ss);
-    }
-    ss = block_sum(ss, red);
-    float inv = 1.f / sqrtf(ss / (float)cols + eps);
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) { // this thread's own sums: visible to it
-        float v = sum[o + c];
-        dst[o + c] = w ? v * inv * w[c] : v * inv;
-    }
+    norm_row<true>(sum, a, b, dst, w, cols, eps);
 }
 
 // RoPE in the rotate_half layout on x[rows, heads*headDim], in place; grid
