@@ -101,13 +101,12 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	}
 	// A one-row RMSNorm that wrote x just before runs in the router
 	// (takeNorm, as for qgemvm): one launch fewer per decode layer.
-	var nsrc, nw uintptr
-	var eps float32
+	var f normFold
 	if T == 1 {
-		nsrc, nw, eps = b.takeNorm(s.ptr, hidden, rw.bytes)
+		f = b.takeNorm(s.ptr, hidden, rw.bytes, false)
 	}
 	b.newLaunch(rname, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
-		i(topk).i(renorm).p(idx).p(wts).p(nsrc).p(nw).f(eps)
+		i(topk).i(renorm).p(idx).p(wts).p(f.src).p(f.w).f(f.eps)
 
 	act := actSiLU
 	if p.Act == backend.GELUTanh {

@@ -131,23 +131,28 @@ type launch struct {
 	fn                      uintptr
 	gx, gy, gz, block, smem uint32
 	n                       uint32 // arguments used; args starts 8-byte aligned, no padding
-	args                    [32]uint64
+	args                    [40]uint64
 }
 
 const fnGemm = 1
 
 // recorder collects a step's launches until something needs results.
 type recorder struct {
-	ls     []launch
-	params [32]unsafe.Pointer
-	gemm   bool
-	cfg    launchConfig // runPDL's arguments: not on the goroutine stack,
-	attr   launchAttr   // which may move while C reads them
+	ls      []launch
+	dropped launch // MLXCEL_CUDA_SKIP's launches land here
+	params  [40]unsafe.Pointer
+	gemm    bool
+	cfg     launchConfig // runPDL's arguments: not on the goroutine stack,
+	attr    launchAttr   // which may move while C reads them
 }
 
 func (b *Backend) newLaunch(name string, gx, gy, gz, block int) *launch {
 	if gx <= 0 || gy <= 0 || gz <= 0 {
 		panic(fmt.Sprintf("cuda: %s launched with grid %dx%dx%d", name, gx, gy, gz))
+	}
+	if b.prof.skip[name] { // timing experiment: the launch is built and dropped
+		b.rec.dropped = launch{}
+		return &b.rec.dropped
 	}
 	b.rec.ls = append(b.rec.ls, launch{fn: b.fn(name), gx: uint32(gx), gy: uint32(gy), gz: uint32(gz), block: uint32(block)})
 	return &b.rec.ls[len(b.rec.ls)-1]
