@@ -100,6 +100,12 @@ type Backend struct {
 	foldMax                                          int  // largest first matrix a whole norm folds into (foldNormMaxBytes; tests lower it)
 	moeDec                                           bool // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
 
+	// Prefill flash kernel: flashV 2 (flash2_attn_*, the default) or 1
+	// (flash_attn_*, MLXCEL_CUDA_FLASHV=1); flash2 holds the head dims
+	// whose flash2 kernel got its dynamic shared memory (optInFlash2).
+	flashV int
+	flash2 map[int]bool
+
 	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
 	cntN   int    // counters zeroed so far
 
@@ -198,6 +204,11 @@ func New(dev int) (*Backend, error) {
 	b.gemmBF16 = os.Getenv("MLXCEL_CUDA_GEMM") != "tf32"
 	b.moeGroup = os.Getenv("MLXCEL_CUDA_MOEGROUP") != "0"
 	b.moeDec = os.Getenv("MLXCEL_CUDA_MOEDEC") != "0"
+	b.flashV = 2
+	if os.Getenv("MLXCEL_CUDA_FLASHV") == "1" {
+		b.flashV = 1
+	}
+	b.flash2 = b.optInFlash2()
 	b.fuseRoPE = os.Getenv("MLXCEL_CUDA_ROPEFUSE") != "0"
 	b.fuseNorm = os.Getenv("MLXCEL_CUDA_NORMFUSE") != "0"
 	b.splitNorm = os.Getenv("MLXCEL_CUDA_SPLITNORM") != "0"
@@ -287,7 +298,40 @@ func kernelNames() []string {
 	}
 	names = append(names, "qmma4_bf_1_d2", "qmma4_bf_1_d8", "qmma4_bf_2_d2", "qmma4_bf_2_d8",
 		"qmma4_bf_1_o2", "qmma4_bf_2_o2", "qmma4_bf_1_r4", "qmma4_bf_2_r4", "qmma4_bf_1_xp", "qmma4_bf_2_xp")
-	return append(names, "flash_attn_64", "flash_attn_128", "attn_decode_64", "attn_decode_128")
+	return append(names, "flash_attn_64", "flash_attn_128", "flash2_attn_64", "flash2_attn_128", "attn_decode_64", "attn_decode_128")
+}
+
+// Function attributes (CUfunction_attribute).
+const (
+	funcAttrMaxDynamicSmem = 8 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+	funcAttrSmemCarveout   = 9 // CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+)
+
+// flash2Smem is the dynamic shared memory of flash2_attn_<hd> (flash2_impl
+// in kernels/flash.cu): the block's Q rows and two stages of a K and a V
+// tile of 64 keys, rows padded by 8 halves. HD 128: 104448 bytes, two
+// blocks to an H100/H200 SM.
+func flash2Smem(hd int) int { return (flashTile + 4*64) * (hd + 8) * 2 }
+
+// optInFlash2 lets the flash2 kernels use more than the default 48 KB of
+// dynamic shared memory, and asks for the largest shared-memory carveout
+// (the kernel reads nothing through L1 that matters). A head dim whose
+// kernel the device refuses keeps flash_attn.
+func (b *Backend) optInFlash2() map[int]bool {
+	ok := map[int]bool{}
+	for _, hd := range []int{64, 128} {
+		n := flash2Smem(hd)
+		if n > b.d.attr(b.dev, attrMaxSmemOptin) {
+			continue
+		}
+		f := b.fns[fmt.Sprintf("flash2_attn_%d", hd)]
+		if b.d.call("cuFuncSetAttribute", b.d.funcSetAttribute, f, funcAttrMaxDynamicSmem, uintptr(n)) != nil {
+			continue
+		}
+		_ = b.d.call("cuFuncSetAttribute", b.d.funcSetAttribute, f, funcAttrSmemCarveout, 100) // a hint
+		ok[hd] = true
+	}
+	return ok
 }
 
 func (b *Backend) fn(name string) uintptr {

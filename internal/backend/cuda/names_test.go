@@ -16,7 +16,7 @@ func TestKernelNames(t *testing.T) {
 		t.Fatalf("only %d kernels found", len(names))
 	}
 	for _, n := range names {
-		if !strings.Contains(src, n+"(") && !strings.HasPrefix(n, "qgemv") && !strings.HasPrefix(n, "dgemv_") && !strings.HasPrefix(n, "qmma4_") && !strings.HasPrefix(n, "flash_attn_") && !strings.HasPrefix(n, "attn_decode_") {
+		if !strings.Contains(src, n+"(") && !strings.HasPrefix(n, "qgemv") && !strings.HasPrefix(n, "dgemv_") && !strings.HasPrefix(n, "qmma4_") && !strings.HasPrefix(n, "flash_attn_") && !strings.HasPrefix(n, "flash2_attn_") && !strings.HasPrefix(n, "attn_decode_") {
 			t.Errorf("kernel %s not in the source", n)
 		}
 	}

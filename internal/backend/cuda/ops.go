@@ -744,11 +744,18 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	}
 	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
 		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.KVHeads).i(p.HeadDim)
-	// Prefill chunks: tensor-core flash attention over query tiles.
+	// Prefill chunks: tensor-core flash attention over query tiles;
+	// flash2 (4 warps of 32 rows, dynamic shared memory) unless
+	// MLXCEL_CUDA_FLASHV=1 or the device refused its shared memory.
 	if b.useFlash && !b.step.decode && b.step.maxLen >= 16 && b.step.consecutive && (p.HeadDim == 64 || p.HeadDim == 128) && dense {
-		b.newLaunch(fmt.Sprintf("flash_attn_%d", p.HeadDim), b.step.ntiles, p.Heads, 1, 256).p(o.ptr).p(qt.ptr).
+		name, threads, smem := fmt.Sprintf("flash_attn_%d", p.HeadDim), 256, 0
+		if b.flashV != 1 && b.flash2[p.HeadDim] {
+			name, threads, smem = fmt.Sprintf("flash2_attn_%d", p.HeadDim), 128, flash2Smem(p.HeadDim)
+		}
+		l := b.newLaunch(name, b.step.ntiles, p.Heads, 1, threads).p(o.ptr).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
 			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(b.step.tiles).i(qt.cols).i(o.cols)
+		l.smem = uint32(smem)
 		return
 	}
 	// The generic kernel, split as above; the last split block of each

@@ -1,26 +1,35 @@
 // Flash attention for prefill on the tensor cores (mma.m16n8k16, f16
 // operands, f32 accumulation), after kv_store has written the step's keys
-// and values into the paged f16 cache. FlashAttention-2 structure.
+// and values into the paged f16 cache. FlashAttention-2 structure. Two
+// kernels over the same query tiles (FA_ROWS = 128 consecutive rows of one
+// sequence and one head per block; flashTile in step.go), walking the
+// keys in tiles of FA_KT = 64 that all warps share through shared memory
+// (each K or V tile is read from L2 once per 128 queries). S = QK^T, the
+// online softmax and O = PV stay in registers.
 //
-// A block takes FA_ROWS = 128 consecutive query rows of one sequence and
-// one head (8 warps of 16 rows; flashTile in step.go) and walks the keys
-// in tiles of 64 that all warps share through shared memory: each K or V
-// tile is read from L2 once per 128 queries. S = QK^T, the online softmax
-// and O = PV stay in registers; Q's A fragments are built once.
+// flash2_attn_* (the default): 4 warps of 32 query rows (two m16 tiles),
+// so each K/V fragment from ldmatrix feeds 4 mma instead of 2 and shared
+// memory is not the limit. Q (f16, pre-scaled) sits in shared memory and
+// its fragments are reloaded per tile, which leaves registers for two
+// blocks per SM: one block's softmax and barrier hide behind the other's
+// mma. K and V tiles are double-buffered in dynamic shared memory (104 KB
+// for HD 128, set through cuFuncSetAttribute at start), so a tile costs
+// one barrier: tile j+1 loads while tile j is used. A warp skips the
+// tiles no row of it sees (causal diagonal, window start).
+//
+// flash_attn_* (MLXCEL_CUDA_FLASHV=1): 8 warps of 16 rows, Q fragments in
+// registers, one K and one V buffer in 34.8 KB of static shared memory,
+// staggered: V(j) loads while S(j) runs, K(j+1) while the softmax and
+// P V(j) run; three barriers per tile.
 //
 // Tiles arrive by 16-byte cp.async straight from the paged cache (a key's
-// row is HD f16 contiguous), so no thread waits on a load: one K buffer
-// and one V buffer, staggered as in FlashAttention-2: V(j) loads while
-// S(j) = Q K(j)^T runs, K(j+1) loads while the softmax and P V(j) run.
-// Three barriers per tile. (Double-buffering both needs 68 KB for HD 128,
-// over the 48 KB of static shared memory.)
-//
-// B fragments come from the row-major tiles by ldmatrix: K non-transposed
-// (key rows, dims contiguous = the .col B operand of S), V with .trans
-// (the .col B operand of PV wants dims as columns). Rows are padded by 16
-// bytes (HD + 8 halves): the 8 row addresses of one 8x8 matrix then fall
-// in 8 distinct 16-byte bank groups, conflict-free, and 16-byte aligned
-// for cp.async.
+// row is HD f16 contiguous), so no thread waits on a load. B fragments
+// come from the row-major tiles by ldmatrix: K non-transposed (key rows,
+// dims contiguous = the .col B operand of S), V with .trans (the .col B
+// operand of PV wants dims as columns). Rows are padded by 16 bytes (HD +
+// 8 halves): the 8 row addresses of one 8x8 matrix then fall in 8
+// distinct 16-byte bank groups, conflict-free, and 16-byte aligned for
+// cp.async.
 //
 // Fragment layout as in mma.cu. S's C fragments of two adjacent key
 // 8-tiles are exactly P's A fragment for one 16-key step of PV, so P never
@@ -37,10 +46,13 @@
 // kernel. Q must fit f16 (|x| < 65504), true of post-norm activations.
 
 #define FA_KT 64             // keys per tile
-#define FA_W 8               // warps per block, 16 query rows each
+#define FA_W 8               // flash_attn: warps per block, 16 query rows each
 #define FA_T (FA_W * 32)     // threads per block (the launch in ops.go)
 #define FA_ROWS (FA_W * 16)  // query rows per block (flashTile in step.go)
+#define F2_W 4               // flash2_attn: warps per block, 32 query rows each
+#define F2_T (F2_W * 32)     // threads per block (the launch in ops.go)
 #define LOG2E 1.4426950408889634f
+static_assert(F2_W * 32 == FA_ROWS, "both kernels take the same query tiles");
 
 DEV float2 f2(float a, float b) {
     float2 r;
@@ -59,6 +71,7 @@ DEV void fa_cp16(u32 dst, const void* src, int n) {
 }
 DEV void fa_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 DEV void fa_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+DEV void fa_wait0() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 DEV void fa_ldsm(u32 (&r)[4], u32 a) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -75,37 +88,39 @@ DEV float fa_exp2(float x) {
     return y;
 }
 
-// A tile is copied by FA_T threads, FA_N 16-byte chunks each: thread x
-// takes chunk x % CH of rows x / CH + i * FA_T / CH (CH = HD / 8 chunks a
-// row). Consecutive threads take consecutive chunks of a row: coalesced
-// reads, and each 8 chunks cover the 32 banks once.
-#define FA_N(HD) (FA_KT * (HD) / 8 / FA_T)
+// A tile is copied by NT threads, FA_N 16-byte chunks each: thread x takes
+// chunk x % CH (CH = HD / 8 chunks a row) of FA_N consecutive rows from
+// (x / CH) * FA_N. At one copy instruction consecutive threads take
+// consecutive chunks of a row (coalesced; each 8 chunks cover the 32
+// banks once), and a thread's keys are consecutive, so its block-table
+// walk needs one division per tile.
+#define FA_N(HD, NT) (FA_KT * (HD) / 8 / (NT))
 
-// fa_rows finds, for keys j0.. of the thread's FA_N tile rows, the cache
+// fa_rows finds, for the thread's FA_N keys of the tile at j0, the cache
 // row ((block * kvh + kh) * bs + slot) or -1 past plast. K and V tiles of
 // the same keys share it, so the block-table lookups happen once per tile.
-template <int HD>
-DEV void fa_rows(int (&row)[FA_N(HD)], const int* bt, int j0, int plast, int bs, int kvh, int kh) {
+template <int HD, int NT>
+DEV void fa_rows(int (&row)[FA_N(HD, NT)], const int* bt, int j0, int plast, int bs, int kvh, int kh) {
+    const int j = j0 + (int)threadIdx.x / (HD / 8) * FA_N(HD, NT);
+    unsigned blk = (unsigned)j / (unsigned)bs, slot = (unsigned)j % (unsigned)bs;
 #pragma unroll
-    for (int i = 0; i < FA_N(HD); i++) {
-        const int j = j0 + (int)threadIdx.x / (HD / 8) + i * (FA_T / (HD / 8));
-        const unsigned jc = min(j, plast); // clamped: every lookup is in the table, none branches
-        const int blk = bt[jc / (unsigned)bs];
-        row[i] = j <= plast ? (blk * kvh + kh) * bs + (int)(jc % (unsigned)bs) : -1;
+    for (int i = 0; i < FA_N(HD, NT); i++) {
+        // Only keys up to plast look up the table (its width ends there).
+        row[i] = j + i <= plast ? (bt[blk] * kvh + kh) * bs + (int)slot : -1;
+        if (++slot == (unsigned)bs) slot = 0, blk++;
     }
 }
 // fa_copy starts the copy of one tile into the padded tile at shared
 // address dst; rows past the end become zeros (P is 0 there, but 0 *
 // stale garbage could be NaN).
-template <int HD>
-DEV void fa_copy(u32 dst, const u16* cache, const int (&row)[FA_N(HD)]) {
+template <int HD, int NT>
+DEV void fa_copy(u32 dst, const u16* cache, const int (&row)[FA_N(HD, NT)]) {
     constexpr int CH = HD / 8;
-    const int c = threadIdx.x % CH;
+    const int c = threadIdx.x % CH, r0 = (int)threadIdx.x / CH * FA_N(HD, NT);
 #pragma unroll
-    for (int i = 0; i < FA_N(HD); i++) {
-        const int r = (int)threadIdx.x / CH + i * (FA_T / CH);
+    for (int i = 0; i < FA_N(HD, NT); i++) {
         const u16* src = row[i] >= 0 ? cache + (long long)row[i] * HD + c * 8 : cache;
-        fa_cp16(dst + (r * (HD + 8) + c * 8) * 2, src, row[i] >= 0 ? 16 : 0);
+        fa_cp16(dst + ((r0 + i) * (HD + 8) + c * 8) * 2, src, row[i] >= 0 ? 16 : 0);
     }
 }
 
@@ -116,6 +131,129 @@ template <int HD>
 DEV constexpr u32 fa_koff(int s) { return ((s % (FA_KT / 16)) * 16 * (HD + 8) + (s / (FA_KT / 16)) * 16) * 2; }
 template <int HD>
 DEV constexpr u32 fa_voff(int s) { return ((s / (HD / 16)) * 16 * (HD + 8) + (s % (HD / 16)) * 16) * 2; }
+// ldmatrix row addresses of a lane (matrix lane/8, row lane%8), bytes
+// from a padded tile. K, x4 = {keys 0-7, 8-15} x {dims 0-7, 8-15} of a
+// 16x16 block: b0, b1 of key 8-tile nt, then b0, b1 of nt+1.
+template <int HD>
+DEV u32 fa_klane(int lane) { return (((lane >> 4) * 8 + (lane & 7)) * (HD + 8) + ((lane >> 3) & 1) * 8) * 2; }
+// V, x4 .trans = {dims 0-7, 8-15} x {keys 0-7, 8-15}: b0, b1 of dim
+// 8-tile nd, then b0, b1 of nd+1.
+template <int HD>
+DEV u32 fa_vlane(int lane) { return ((((lane >> 3) & 1) * 8 + (lane & 7)) * (HD + 8) + (lane >> 4) * 8) * 2; }
+
+// fa_blk is what a block serves: head h (kv head kh) for query rows r0..
+// r0+cnt-1 of one sequence at positions pfirst..plast, keys from kstart.
+struct fa_blk {
+    int h, kh, r0, cnt, pfirst, plast, kstart;
+    const int* bt; // the sequence's block table
+};
+DEV fa_blk fa_block(const int* pos, const int* tok2seq, const int* btab, int btStride, int heads, int kvh, int window,
+                    const int* tiles) {
+    fa_blk b;
+    const int lin = blockIdx.x + blockIdx.y * gridDim.x;
+    const int tile = gridDim.x - 1 - lin / heads;
+    b.h = lin % heads, b.kh = b.h / (heads / kvh);
+    b.r0 = tiles[2 * tile], b.cnt = tiles[2 * tile + 1];
+    b.bt = btab + (long long)tok2seq[b.r0] * btStride;
+    b.pfirst = pos[b.r0], b.plast = pos[b.r0 + b.cnt - 1];
+    b.kstart = window > 0 ? max(0, b.pfirst - window + 1) : 0;
+    return b;
+}
+
+// The per-tile softmax of one 16-row m-tile: scores sf (C fragments of
+// key 8-tiles), this thread's rows ra and ra + 8 of the block (g and g+8
+// of the m-tile), their running max and share of the row sum.
+//
+// fa_mods applies the softcap and, when mask, the masks. Positions are
+// consecutive within a tile (ops.go checks b.step.consecutive).
+template <int NK>
+DEV void fa_mods(float (&sf)[NK / 8][4], float softcap, bool mask, int j0, int pfirst, int ra, int cnt, int window) {
+    if (softcap > 0.f) {
+        // softcap * tanh(x / softcap), branch-free: tanh|y| = (1 - e) / (1
+        // + e) with e = 2^(-2|y| log2 e); the absolute error stays near
+        // softcap * 1e-7, which is what the softmax sees.
+        const float k = __fdividef(-2.f * LOG2E, softcap), c = softcap * LOG2E;
+#pragma unroll
+        for (int nt = 0; nt < NK / 8; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float e = fa_exp2(fabsf(sf[nt][i]) * k);
+                sf[nt][i] = copysignf(__fdividef(1.f - e, 1.f + e) * c, sf[nt][i]);
+            }
+    }
+    if (mask) {
+        const int t = threadIdx.x & 3;
+#pragma unroll
+        for (int nt = 0; nt < NK / 8; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int r = i < 2 ? ra : ra + 8, p = pfirst + r, j = j0 + nt * 8 + 2 * t + (i & 1);
+                const bool ok = r < cnt && j <= p && (window <= 0 || j > p - window);
+                sf[nt][i] = ok ? sf[nt][i] : NEG_INF;
+            }
+    }
+}
+// fa_softmax turns sf into P (unnormalised, base 2) and rescales o and the
+// sums to the new row maxima. Called by whole warps (it votes).
+template <int HD, int NK>
+DEV void fa_softmax(float (&sf)[NK / 8][4], float (&o)[HD / 8][4], float& ma, float& mb, float& la, float& lb) {
+    float mxa = NEG_INF, mxb = NEG_INF;
+#pragma unroll
+    for (int nt = 0; nt < NK / 8; nt++) {
+        mxa = fmaxf(mxa, fmaxf(sf[nt][0], sf[nt][1]));
+        mxb = fmaxf(mxb, fmaxf(sf[nt][2], sf[nt][3]));
+    }
+    mxa = fmaxf(mxa, __shfl_xor_sync(0xffffffffu, mxa, 1));
+    mxa = fmaxf(mxa, __shfl_xor_sync(0xffffffffu, mxa, 2));
+    mxb = fmaxf(mxb, __shfl_xor_sync(0xffffffffu, mxb, 1));
+    mxb = fmaxf(mxb, __shfl_xor_sync(0xffffffffu, mxb, 2));
+    const float na = fmaxf(ma, mxa), nb = fmaxf(mb, mxb);
+    // A row with no key yet keeps max -inf: use 0 so exp2 gives 0, not NaN.
+    const float ua = na == NEG_INF ? 0.f : na, ub = nb == NEG_INF ? 0.f : nb;
+    const float ca = fa_exp2(ma - ua), cb = fa_exp2(mb - ub);
+    ma = na, mb = nb;
+    // Once the maxima settle (after the first tiles, or at an attention
+    // sink) no row moves: skip the HD/2 multiplies (x * 1 == x exactly).
+    if (__any_sync(0xffffffffu, ca != 1.f || cb != 1.f)) {
+        la *= ca, lb *= cb;
+#pragma unroll
+        for (int i = 0; i < HD / 8; i++) o[i][0] *= ca, o[i][1] *= ca, o[i][2] *= cb, o[i][3] *= cb;
+    }
+#pragma unroll
+    for (int nt = 0; nt < NK / 8; nt++) {
+        sf[nt][0] = fa_exp2(sf[nt][0] - ua), sf[nt][1] = fa_exp2(sf[nt][1] - ua);
+        sf[nt][2] = fa_exp2(sf[nt][2] - ub), sf[nt][3] = fa_exp2(sf[nt][3] - ub);
+        la += sf[nt][0] + sf[nt][1], lb += sf[nt][2] + sf[nt][3];
+    }
+}
+// fa_pack makes P's A fragments, one per 16-key step of PV.
+template <int NK>
+DEV void fa_pack(u32 (&pf)[NK / 16][4], const float (&sf)[NK / 8][4]) {
+#pragma unroll
+    for (int kc = 0; kc < NK / 16; kc++) {
+        pf[kc][0] = f16x2(sf[2 * kc][0], sf[2 * kc][1]), pf[kc][1] = f16x2(sf[2 * kc][2], sf[2 * kc][3]);
+        pf[kc][2] = f16x2(sf[2 * kc + 1][0], sf[2 * kc + 1][1]);
+        pf[kc][3] = f16x2(sf[2 * kc + 1][2], sf[2 * kc + 1][3]);
+    }
+}
+// fa_store normalises and writes rows ra and ra + 8 (those before cnt).
+template <int HD>
+DEV void fa_store(float* out, const float (&o)[HD / 8][4], float la, float lb, int r0, int ra, int cnt, int ldo, int h) {
+    la += __shfl_xor_sync(0xffffffffu, la, 1);
+    la += __shfl_xor_sync(0xffffffffu, la, 2);
+    lb += __shfl_xor_sync(0xffffffffu, lb, 1);
+    lb += __shfl_xor_sync(0xffffffffu, lb, 2);
+    const float ia = la > 0.f ? 1.f / la : 0.f, ib = lb > 0.f ? 1.f / lb : 0.f;
+    const int rb = ra + 8, t = threadIdx.x & 3;
+    float* oa = out + (long long)(r0 + ra) * ldo + h * HD;
+    float* ob = out + (long long)(r0 + rb) * ldo + h * HD;
+#pragma unroll
+    for (int nd = 0; nd < HD / 8; nd++) {
+        const int d = nd * 8 + 2 * t;
+        if (ra < cnt) *reinterpret_cast<float2*>(oa + d) = f2(o[nd][0] * ia, o[nd][1] * ia);
+        if (rb < cnt) *reinterpret_cast<float2*>(ob + d) = f2(o[nd][2] * ib, o[nd][3] * ib);
+    }
+}
 
 template <int HD>
 DEV void flash_impl(float* out, const float* q, const u16* Kc, const u16* Vc, const int* pos, const int* tok2seq,
@@ -123,35 +261,24 @@ DEV void flash_impl(float* out, const float* q, const u16* Kc, const u16* Vc, co
                     const int* tiles, int ldq, int ldo) {
     constexpr int KS = HD + 8; // padded row, in halves
     __shared__ __align__(16) u16 kvs[2 * FA_KT * KS]; // K tile, then V tile
-    const int lin = blockIdx.x + blockIdx.y * gridDim.x;
-    const int h = lin % heads, tile = gridDim.x - 1 - lin / heads;
-    const int r0 = tiles[2 * tile], cnt = tiles[2 * tile + 1];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int kh = h / (heads / kvh);
-    const int* bt = btab + (long long)tok2seq[r0] * btStride;
-    const int pfirst = pos[r0], plast = pos[r0 + cnt - 1];
-    const int ra = warp * 16 + g, rb = ra + 8; // this thread's two query rows in the tile
+    const fa_blk B = fa_block(pos, tok2seq, btab, btStride, heads, kvh, window, tiles);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3;
+    const int cnt = B.cnt, pfirst = B.pfirst, plast = B.plast, h = B.h;
+    const int ra = warp * 16 + (lane >> 2), rb = ra + 8; // this thread's two query rows in the tile
     const bool rows = warp * 16 < cnt; // warp-uniform, as mma.sync needs
     const float qs = softcap > 0.f ? scale : scale * LOG2E;
     const u32 ks = fa_smem(kvs), vs = ks + FA_KT * KS * 2;
-    // ldmatrix row addresses of this lane (matrix lane/8, row lane%8).
-    // K, x4 = {keys 0-7, 8-15} x {dims 0-7, 8-15} of a 16x16 block:
-    // b0, b1 of key 8-tile nt, then b0, b1 of nt+1.
-    const u32 kl = ks + (((lane >> 4) * 8 + (lane & 7)) * KS + ((lane >> 3) & 1) * 8) * 2;
-    // V, x4 .trans = {dims 0-7, 8-15} x {keys 0-7, 8-15}: b0, b1 of dim
-    // 8-tile nd, then b0, b1 of nd+1.
-    const u32 vl = vs + ((((lane >> 3) & 1) * 8 + (lane & 7)) * KS + (lane >> 4) * 8) * 2;
+    const u32 kl = ks + fa_klane<HD>(lane), vl = vs + fa_vlane<HD>(lane);
 
-    const int kstart = window > 0 ? max(0, pfirst - window + 1) : 0;
-    int row[FA_N(HD)]; // cache rows of the next tile to copy
-    fa_rows<HD>(row, bt, kstart, plast, bs, kvh, kh);
-    fa_copy<HD>(ks, Kc, row);
+    int row[FA_N(HD, FA_T)]; // cache rows of the next tile to copy
+    fa_rows<HD, FA_T>(row, B.bt, B.kstart, plast, bs, kvh, B.kh);
+    fa_copy<HD, FA_T>(ks, Kc, row);
     fa_commit();
 
     u32 qf[HD / 16][4];
     {
-        const float* qa = q + (long long)(r0 + min(ra, cnt - 1)) * ldq + h * HD + 2 * t;
-        const float* qb = q + (long long)(r0 + min(rb, cnt - 1)) * ldq + h * HD + 2 * t;
+        const float* qa = q + (long long)(B.r0 + min(ra, cnt - 1)) * ldq + h * HD + 2 * t;
+        const float* qb = q + (long long)(B.r0 + min(rb, cnt - 1)) * ldq + h * HD + 2 * t;
 #pragma unroll
         for (int kc = 0; kc < HD / 16; kc++) {
             float2 a0 = ra < cnt ? *reinterpret_cast<const float2*>(qa + kc * 16) : f2(0.f, 0.f);
@@ -169,12 +296,12 @@ DEV void flash_impl(float* out, const float* q, const u16* Kc, const u16* Vc, co
     for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float ma = NEG_INF, mb = NEG_INF, la = 0.f, lb = 0.f; // l: this thread's share of the row sum
 
-    for (int j0 = kstart; j0 <= plast; j0 += FA_KT) {
+    for (int j0 = B.kstart; j0 <= plast; j0 += FA_KT) {
         __syncthreads(); // every warp is done with the previous V tile
-        fa_copy<HD>(vs, Vc, row);
+        fa_copy<HD, FA_T>(vs, Vc, row);
         fa_commit();
         // The next tile's rows: the lookups' latency hides behind the wait.
-        if (j0 + FA_KT <= plast) fa_rows<HD>(row, bt, j0 + FA_KT, plast, bs, kvh, kh);
+        if (j0 + FA_KT <= plast) fa_rows<HD, FA_T>(row, B.bt, j0 + FA_KT, plast, bs, kvh, B.kh);
         fa_wait1(); // this thread's K(j0) copies have landed...
         __syncthreads(); // ...and everyone's
 
@@ -198,54 +325,15 @@ DEV void flash_impl(float* out, const float* q, const u16* Kc, const u16* Vc, co
             }
         }
         __syncthreads(); // every warp is done with K(j0)
-        if (j0 + FA_KT <= plast) fa_copy<HD>(ks, Kc, row);
+        if (j0 + FA_KT <= plast) fa_copy<HD, FA_T>(ks, Kc, row);
         fa_commit(); // possibly empty: keeps one group per stage
 
         if (rows) {
-            if (softcap > 0.f) {
-                const float ics = 1.f / softcap;
-#pragma unroll
-                for (int nt = 0; nt < FA_KT / 8; nt++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) sf[nt][i] = softcap * tanhf(sf[nt][i] * ics) * LOG2E;
-            }
             // Masks only where some key of the tile is past the first
             // row's position or before the last row's window.
-            if (j0 + FA_KT - 1 > pfirst || (window > 0 && j0 <= plast - window)) {
-#pragma unroll
-                for (int nt = 0; nt < FA_KT / 8; nt++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        // Positions are consecutive within a tile (ops.go checks b.step.consecutive).
-                        const int r = i < 2 ? ra : rb, p = pfirst + r, j = j0 + nt * 8 + 2 * t + (i & 1);
-                        const bool ok = r < cnt && j <= p && (window <= 0 || j > p - window);
-                        sf[nt][i] = ok ? sf[nt][i] : NEG_INF;
-                    }
-            }
-            float mxa = NEG_INF, mxb = NEG_INF;
-#pragma unroll
-            for (int nt = 0; nt < FA_KT / 8; nt++) {
-                mxa = fmaxf(mxa, fmaxf(sf[nt][0], sf[nt][1]));
-                mxb = fmaxf(mxb, fmaxf(sf[nt][2], sf[nt][3]));
-            }
-            mxa = fmaxf(mxa, __shfl_xor_sync(0xffffffffu, mxa, 1));
-            mxa = fmaxf(mxa, __shfl_xor_sync(0xffffffffu, mxa, 2));
-            mxb = fmaxf(mxb, __shfl_xor_sync(0xffffffffu, mxb, 1));
-            mxb = fmaxf(mxb, __shfl_xor_sync(0xffffffffu, mxb, 2));
-            const float na = fmaxf(ma, mxa), nb = fmaxf(mb, mxb);
-            // A row with no key yet keeps max -inf: use 0 so exp2 gives 0, not NaN.
-            const float ua = na == NEG_INF ? 0.f : na, ub = nb == NEG_INF ? 0.f : nb;
-            const float ca = fa_exp2(ma - ua), cb = fa_exp2(mb - ub);
-            ma = na, mb = nb;
-            la *= ca, lb *= cb;
-#pragma unroll
-            for (int i = 0; i < HD / 8; i++) o[i][0] *= ca, o[i][1] *= ca, o[i][2] *= cb, o[i][3] *= cb;
-#pragma unroll
-            for (int nt = 0; nt < FA_KT / 8; nt++) {
-                sf[nt][0] = fa_exp2(sf[nt][0] - ua), sf[nt][1] = fa_exp2(sf[nt][1] - ua);
-                sf[nt][2] = fa_exp2(sf[nt][2] - ub), sf[nt][3] = fa_exp2(sf[nt][3] - ub);
-                la += sf[nt][0] + sf[nt][1], lb += sf[nt][2] + sf[nt][3];
-            }
+            fa_mods<FA_KT>(sf, softcap, j0 + FA_KT - 1 > pfirst || (window > 0 && j0 <= plast - window), j0, pfirst, ra, cnt,
+                    window);
+            fa_softmax<HD, FA_KT>(sf, o, ma, mb, la, lb);
         }
         fa_wait1(); // V(j0) has landed (only K(j0+FA_KT) may be pending)
         __syncthreads();
@@ -253,12 +341,7 @@ DEV void flash_impl(float* out, const float* q, const u16* Kc, const u16* Vc, co
             // O += P V; step s = (key chunk kc, dim pair dp), ldmatrix two
             // steps ahead as above.
             u32 pf[FA_KT / 16][4];
-#pragma unroll
-            for (int kc = 0; kc < FA_KT / 16; kc++) {
-                pf[kc][0] = f16x2(sf[2 * kc][0], sf[2 * kc][1]), pf[kc][1] = f16x2(sf[2 * kc][2], sf[2 * kc][3]);
-                pf[kc][2] = f16x2(sf[2 * kc + 1][0], sf[2 * kc + 1][1]);
-                pf[kc][3] = f16x2(sf[2 * kc + 1][2], sf[2 * kc + 1][3]);
-            }
+            fa_pack<FA_KT>(pf, sf);
             constexpr int NS = FA_KT / 16 * (HD / 16);
             u32 b[3][4];
             fa_ldsm_t(b[0], vl + fa_voff<HD>(0));
@@ -272,29 +355,163 @@ DEV void flash_impl(float* out, const float* q, const u16* Kc, const u16* Vc, co
             }
         }
     }
-    la += __shfl_xor_sync(0xffffffffu, la, 1);
-    la += __shfl_xor_sync(0xffffffffu, la, 2);
-    lb += __shfl_xor_sync(0xffffffffu, lb, 1);
-    lb += __shfl_xor_sync(0xffffffffu, lb, 2);
-    const float ia = la > 0.f ? 1.f / la : 0.f, ib = lb > 0.f ? 1.f / lb : 0.f;
-    float* oa = out + (long long)(r0 + ra) * ldo + h * HD;
-    float* ob = out + (long long)(r0 + rb) * ldo + h * HD;
+    fa_store<HD>(out, o, la, lb, B.r0, ra, cnt, ldo, h);
+}
+
+// flash2 works on half tiles of FA_KH keys: S of 32 rows x 64 keys
+// would hold 64 registers next to O's 128 (HD 128) and spill.
+#define FA_KH 32
+// S = Q K^T for a warp's two m-tiles over FA_KH keys: A fragments of Q
+// from the padded Q rows at qa (m-tile 1 16 rows below), B fragments of K
+// from the padded key rows at kl. Steps s = (dim chunk kc, key pair np);
+// each K fragment feeds 4 mma.
+template <int HD>
+DEV void fa2_qk(float (&sf)[2][FA_KH / 8][4], u32 qa, u32 kl) {
+    constexpr int NP = FA_KH / 16, NS = HD / 16 * NP, QM = 16 * (HD + 8) * 2;
 #pragma unroll
-    for (int nd = 0; nd < HD / 8; nd++) {
-        const int d = nd * 8 + 2 * t;
-        if (ra < cnt) *reinterpret_cast<float2*>(oa + d) = f2(o[nd][0] * ia, o[nd][1] * ia);
-        if (rb < cnt) *reinterpret_cast<float2*>(ob + d) = f2(o[nd][2] * ib, o[nd][3] * ib);
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int nt = 0; nt < FA_KH / 8; nt++) sf[m][nt][0] = sf[m][nt][1] = sf[m][nt][2] = sf[m][nt][3] = 0.f;
+    u32 a[2][4], b[4];
+#pragma unroll
+    for (int s = 0; s < NS; s++) {
+        const int kc = s / NP, np = s % NP;
+        if (np == 0) {
+            fa_ldsm(a[0], qa + kc * 32);
+            fa_ldsm(a[1], qa + QM + kc * 32);
+        }
+        fa_ldsm(b, kl + (np * 16 * (HD + 8) + kc * 16) * 2);
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+            mma_f16(sf[m][2 * np], a[m][0], a[m][1], a[m][2], a[m][3], b[0], b[1]);
+            mma_f16(sf[m][2 * np + 1], a[m][0], a[m][1], a[m][2], a[m][3], b[2], b[3]);
+        }
     }
 }
+// O += P V for both m-tiles over FA_KH keys, V fragments from the padded
+// key rows at vl; steps s = (key chunk kc, dim pair dp).
+template <int HD>
+DEV void fa2_pv(float (&o)[2][HD / 8][4], const u32 (&pf)[2][FA_KH / 16][4], u32 vl) {
+    constexpr int NS = FA_KH / 16 * (HD / 16);
+    u32 b[4];
+#pragma unroll
+    for (int s = 0; s < NS; s++) {
+        const int kc = s / (HD / 16), dp = s % (HD / 16);
+        fa_ldsm_t(b, vl + fa_voff<HD>(s));
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+            const u32(&y)[4] = pf[m][kc];
+            mma_f16(o[m][2 * dp], y[0], y[1], y[2], y[3], b[0], b[1]);
+            mma_f16(o[m][2 * dp + 1], y[0], y[1], y[2], y[3], b[2], b[3]);
+        }
+    }
+}
+
+// Dynamic shared memory of flash2 (flash2Smem in backend.go): Q, then two
+// stages of a K tile and a V tile, all padded rows.
+template <int HD>
+DEV void flash2_impl(float* out, const float* q, const u16* Kc, const u16* Vc, const int* pos, const int* tok2seq,
+                     const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window, float softcap,
+                     const int* tiles, int ldq, int ldo) {
+    constexpr int KS = HD + 8, TB = FA_KT * KS * 2; // padded row (halves), tile bytes
+    extern __shared__ __align__(16) u16 fsm[];
+    const fa_blk B = fa_block(pos, tok2seq, btab, btStride, heads, kvh, window, tiles);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int cnt = B.cnt, pfirst = B.pfirst, plast = B.plast;
+    const u32 qsm = fa_smem(fsm), kv = qsm + FA_ROWS * KS * 2; // stage st: K at kv + 2*TB*st, V after it
+
+    int row[FA_N(HD, F2_T)]; // cache rows of the next tile to copy
+    fa_rows<HD, F2_T>(row, B.bt, B.kstart, plast, bs, kvh, B.kh);
+    fa_copy<HD, F2_T>(kv, Kc, row);
+    fa_copy<HD, F2_T>(kv + TB, Vc, row);
+    fa_commit();
+
+    // Q rows to f16 in shared memory, pre-scaled; rows past cnt are zeros.
+    // Visible to all after the first barrier of the loop.
+    {
+        constexpr int CH = HD / 8, RP = F2_T / CH; // 8-dim chunks a row, rows a pass
+        const float qs = softcap > 0.f ? scale : scale * LOG2E;
+        const int c = threadIdx.x % CH;
+#pragma unroll 4
+        for (int i = 0; i < FA_ROWS / RP; i++) {
+            const int r = (int)threadIdx.x / CH + i * RP;
+            float4 x = {0.f, 0.f, 0.f, 0.f}, y = {0.f, 0.f, 0.f, 0.f};
+            if (r < cnt) {
+                const float4* src = reinterpret_cast<const float4*>(q + (long long)(B.r0 + r) * ldq + B.h * HD + c * 8);
+                x = src[0], y = src[1];
+            }
+            uint4 v;
+            v.x = f16x2(x.x * qs, x.y * qs), v.y = f16x2(x.z * qs, x.w * qs);
+            v.z = f16x2(y.x * qs, y.y * qs), v.w = f16x2(y.z * qs, y.w * qs);
+            *reinterpret_cast<uint4*>(fsm + r * KS + c * 8) = v;
+        }
+    }
+
+    // This warp's rows: w0..w0+31 at positions pw0..pwl (pwl: the last row
+    // before cnt; -1 when the warp has none, so it skips every tile).
+    const int w0 = warp * 32, pw0 = pfirst + w0, pwl = w0 < cnt ? pfirst + min(w0 + 31, cnt - 1) : -1;
+    // ldmatrix addresses of this lane: Q rows (A, x4 = {rows 0-7, 8-15} x
+    // {dims 0-7, 8-15}), K and V in stage 0.
+    const u32 qa = qsm + ((w0 + (lane & 7) + ((lane >> 3) & 1) * 8) * KS + (lane >> 4) * 8) * 2;
+    const u32 kl = kv + fa_klane<HD>(lane), vl = kv + TB + fa_vlane<HD>(lane);
+    float o[2][HD / 8][4];
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int i = 0; i < HD / 8; i++) o[m][i][0] = o[m][i][1] = o[m][i][2] = o[m][i][3] = 0.f;
+    float mx[2][2] = {{NEG_INF, NEG_INF}, {NEG_INF, NEG_INF}}, l[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+
+    u32 so = 0; // this tile's stage offset
+    for (int j0 = B.kstart; j0 <= plast; j0 += FA_KT, so ^= 2 * TB) {
+        const bool more = j0 + FA_KT <= plast;
+        // The next tile's rows: the lookups' latency hides behind the wait.
+        if (more) fa_rows<HD, F2_T>(row, B.bt, j0 + FA_KT, plast, bs, kvh, B.kh);
+        fa_wait0(); // this thread's copies of tile j0 have landed...
+        __syncthreads(); // ...and everyone's; every warp is done with the other stage (tile j0 - FA_KT)
+        if (more) {
+            fa_copy<HD, F2_T>(kv + (so ^ 2 * TB), Kc, row);
+            fa_copy<HD, F2_T>(kv + (so ^ 2 * TB) + TB, Vc, row);
+            fa_commit();
+        }
+#pragma unroll
+        for (int hk = 0; hk < FA_KT / FA_KH; hk++) {
+            const int jh = j0 + hk * FA_KH;
+            // Skip keys no row of this warp sees (warp-uniform): all after
+            // its last row, or all before its first row's window.
+            if (jh > pwl || (window > 0 && jh + FA_KH - 1 <= pw0 - window)) continue;
+            const u32 ho = so + hk * FA_KH * KS * 2;
+            float sf[2][FA_KH / 8][4];
+            fa2_qk<HD>(sf, qa, kl + ho);
+            // Masks only where some key is past the warp's first row or
+            // before its last row's window.
+            const bool mask = jh + FA_KH - 1 > pw0 || (window > 0 && jh <= pwl - window);
+            u32 pf[2][FA_KH / 16][4];
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                fa_mods<FA_KH>(sf[m], softcap, mask, jh, pfirst, w0 + m * 16 + (lane >> 2), cnt, window);
+                fa_softmax<HD, FA_KH>(sf[m], o[m], mx[m][0], mx[m][1], l[m][0], l[m][1]);
+                fa_pack<FA_KH>(pf[m], sf[m]);
+            }
+            fa2_pv<HD>(o, pf, vl + ho);
+        }
+    }
+    // Read the tile again rather than hold r0 and h in registers through the loop.
+    const fa_blk E = fa_block(pos, tok2seq, btab, btStride, heads, kvh, window, tiles);
+#pragma unroll
+    for (int m = 0; m < 2; m++) fa_store<HD>(out, o[m], l[m][0], l[m][1], E.r0, w0 + m * 16 + (lane >> 2), cnt, ldo, E.h);
+}
+
 // Kc, Vc: the layer's paged f16 cache, [block][kvHead][slot][HD]. Grid
-// (query tiles, heads), FA_T threads.
-#define FLASH(HD, MINB)                                                                                               \
-    extern "C" __global__ void __launch_bounds__(FA_T, MINB) flash_attn_##HD(                                        \
+// (query tiles, heads); FA_T threads (flash_attn), F2_T threads and
+// flash2Smem bytes of dynamic shared memory (flash2_attn).
+#define FLASH(NAME, IMPL, NT, HD, MINB)                                                                               \
+    extern "C" __global__ void __launch_bounds__(NT, MINB) NAME##_##HD(                                             \
         float* out, const float* q, const u16* Kc, const u16* Vc, const int* pos, const int* tok2seq,                \
         const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window, float softcap,           \
         const int* tiles, int ldq, int ldo) {                                                                        \
         grid_dep_start();                                                                                             \
-        flash_impl<HD>(out, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, softcap, tiles,   \
-                       ldq, ldo);                                                                                     \
+        IMPL<HD>(out, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, softcap, tiles, ldq,    \
+                 ldo);                                                                                                \
     }
-FLASH(64, 2) FLASH(128, 1)
+FLASH(flash_attn, flash_impl, FA_T, 64, 2) FLASH(flash_attn, flash_impl, FA_T, 128, 1)
+FLASH(flash2_attn, flash2_impl, F2_T, 64, 2) FLASH(flash2_attn, flash2_impl, F2_T, 128, 2)
