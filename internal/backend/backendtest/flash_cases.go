@@ -16,12 +16,13 @@ func init() {
 // keys over many key tiles, two sequences of ragged lengths in one step, a
 // chunk whose keys start in an earlier step (next to a one-token
 // sequence), GQA, sliding windows that start mid-tile and softcaps, at
-// head dims 64 and 128 with scattered cache blocks.
+// head dims 64 and 128 with scattered cache blocks of several sizes (5: a
+// block size that is not a power of two, walked key by key).
 func runPrefillAttention(e *env) {
 	for _, c := range []struct {
 		heads, kvh, hd, bs, window int
 		softcap                    float32
-	}{{8, 2, 128, 16, 0, 0}, {4, 1, 64, 32, 0, 0}, {4, 2, 128, 16, 100, 0}, {6, 3, 64, 8, 77, 30}, {4, 4, 128, 16, 0, 50}} {
+	}{{8, 2, 128, 16, 0, 0}, {4, 1, 64, 32, 0, 0}, {4, 2, 128, 16, 100, 0}, {6, 3, 64, 8, 77, 30}, {4, 4, 128, 16, 0, 50}, {8, 4, 128, 5, 200, 0}} {
 		p := backend.AttnParams{Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd))),
 			Window: c.window, Softcap: c.softcap}
 		// Each step: how many new tokens each sequence gets.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/rand"
 	"os"
 	"sort"
 	"testing"
@@ -570,4 +571,110 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	b.mu.Unlock()
 	c, r, d, f, lastErr := b.GraphStats()
 	t.Logf("graphs: %d captured, %d replays, %d direct launches, %d failed (%v)", c, r, d, f, lastErr)
+}
+
+// TestBenchFlash times the prefill attention kernel alone on
+// Llama-3.1-8B's shapes (32 query heads, 8 kv heads, head dim 128,
+// causal, block size 16): one sequence of T tokens in one chunk,
+// flash_attn (MLXCEL_CUDA_FLASHV=1) against flash2_attn (the default),
+// counting 4*heads*hd*T^2/2 flops. It also checks that the two agree.
+// MLXCEL_CUDA_BENCH=1 enables it (-test.run TestBenchFlash alone).
+func TestBenchFlash(t *testing.T) {
+	o := benchEnabled(t)
+	b := newOrSkip(t)
+	defer b.Close()
+	defer o.print()
+	defer func(v int) { b.flashV = v }(b.flashV)
+	m, bs := llama8b, 16
+	p := backend.AttnParams{Heads: m.heads, KVHeads: m.kvh, HeadDim: m.hd, Scale: float32(1 / math.Sqrt(float64(m.hd)))}
+	rng := rand.New(rand.NewSource(7))
+	for _, T := range []int{2048, 8192} {
+		spec := backend.KVSpec{NumBlocks: (T + bs - 1) / bs, BlockSize: bs, Layers: []backend.KVLayer{{KVHeads: m.kvh, HeadDim: m.hd}}}
+		kv, err := b.NewKVStore(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch := &backend.Batch{LogitRows: []int{T - 1}, Seqs: []backend.SeqSlice{{Start: 0, Len: T, Blocks: make([]int32, spec.NumBlocks)}}}
+		for i := range spec.NumBlocks {
+			batch.Seqs[0].Blocks[i] = int32(i)
+		}
+		for i := range T {
+			batch.Tokens = append(batch.Tokens, int32(i))
+			batch.Positions = append(batch.Positions, int32(i))
+		}
+		if err := b.BeginStep(batch); err != nil {
+			t.Fatal(err)
+		}
+		// q, k, v: N(0, 1) rows placed by Embed (token i -> row i).
+		input := func(cols int) backend.Tensor {
+			x := make([]float32, T*cols)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			w, err := b.UploadWeight(&tensor.Host{Name: "x", Shape: []int{T, cols}, DType: tensor.F32, Data: f32le(x)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := b.NewTensor(T, cols)
+			b.Embed(d, w)
+			return d
+		}
+		q, k, v := input(m.heads*m.hd), input(m.kvh*m.hd), input(m.kvh*m.hd)
+		out := b.NewTensor(T, m.heads*m.hd)
+		flops := 4 * float64(m.heads*m.hd) * float64(T) * float64(T) / 2
+		var outs [2][]float32
+		var base time.Duration
+		for vi, ver := range []int{1, 2} {
+			b.flashV = ver
+			// One call stores K/V and runs the kernel; its flash launch is
+			// then replayed alone.
+			b.Attention(out, q, k, v, kv, 0, p)
+			b.mu.Lock()
+			fl := b.rec.ls[len(b.rec.ls)-1]
+			name := map[int]string{1: "flash_attn_128", 2: "flash2_attn_128"}[ver]
+			if fl.fn != b.fn(name) {
+				b.mu.Unlock()
+				t.Fatalf("T=%d: the last launch is not %s", T, name)
+			}
+			b.mu.Unlock()
+			outs[vi] = make([]float32, T*m.heads*m.hd)
+			b.ReadRows(out, outs[vi])
+			tm := b.NewTimer()
+			const calls = 10
+			var ds []time.Duration
+			for it := 0; it < 7; it++ {
+				tm.Start()
+				b.mu.Lock()
+				for range calls {
+					b.rec.ls = append(b.rec.ls, fl)
+				}
+				b.mu.Unlock()
+				if d := tm.Stop(); it >= 2 { // run 0 launches directly, 1 captures a graph, then replays
+					ds = append(ds, d/calls)
+				}
+			}
+			sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+			d := ds[len(ds)/2]
+			if ver == 1 {
+				base = d
+			}
+			o.add("flash-llama8b", name, T, fmt.Sprintf("h%dkv%dd%d-causal", m.heads, m.kvh, m.hd), float64(d.Nanoseconds())/1e3,
+				flops/d.Seconds()/1e12, base.Seconds()/d.Seconds(),
+				fmt.Sprintf("%.3f ms per call; TFLOP/s in GB_per_s column, speedup over flash_attn in ratio column", d.Seconds()*1e3))
+		}
+		if err := b.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		var num, den float64
+		for i := range outs[0] {
+			dd := float64(outs[1][i]) - float64(outs[0][i])
+			num += dd * dd
+			den += float64(outs[0][i]) * float64(outs[0][i])
+		}
+		rel := math.Sqrt(num / max(den, 1e-30))
+		t.Logf("T=%d flash2_attn vs flash_attn: normalised difference %.3g", T, rel)
+		if rel > 2e-3 || math.IsNaN(rel) || den == 0 {
+			t.Errorf("T=%d: flash2_attn differs from flash_attn by %.3g", T, rel)
+		}
+	}
 }
