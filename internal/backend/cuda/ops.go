@@ -323,6 +323,10 @@ type normFold struct {
 // a 2048-wide model's projections) gain the launch.
 const foldNormMaxBytes = 6 << 20
 
+// splitMaxPart is the most partial sums a split-norm consumer takes
+// (SPLIT_MAXPART in gemv.cu: its shared-memory copy).
+const splitMaxPart = 1024
+
 // takeNorm folds the one-row norm just recorded, which wrote x (K
 // columns), into the qgemvm launch about to read it (the _f kernels, see
 // qgemv_multi_impl) when that product's first matrix has at most
@@ -376,6 +380,9 @@ func (b *Backend) takeNorm(x uintptr, K, bytes int, split bool) normFold {
 			return normFold{}
 		}
 		npart := (K + nr - 1) / nr
+		if npart > splitMaxPart {
+			return normFold{}
+		}
 		hw, err := b.arenaAlloc(4 * K)
 		if err != nil {
 			return normFold{}

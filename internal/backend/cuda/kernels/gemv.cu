@@ -263,6 +263,7 @@ DEV float dotchunk(uint4 wv, const float* xv, float sx) {
 #define FOLD_NONE 0
 #define FOLD_WHOLE 1
 #define FOLD_SPLIT 2
+#define SPLIT_MAXPART 1024 // partial sums a split-norm consumer takes (Go: splitMaxPart)
 #define QMULTI_FOLD_PARAMS                                                                                   \
     QMULTI_PARAMS, const float *nsrc, const float *nwt, float eps, const float *resA, float *resDst,           \
         const float *part, int npart, float *ndst, const float *pnw, float *phw, float *ppart
@@ -319,9 +320,12 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     grid_dep_wait();
     const float* xin = FOLD == FOLD_WHOLE && nsrc ? nsrc : x; // block 0 writes x: the others must not read it
     float ssl = 0.f;                            // a folded norm's sum of squares
-    if (FOLD && part)                           // split norm: the producer's per-row-group partial sums
-#pragma unroll 4
-        for (int i = li; i < npart; i += L) ssl += part[i];
+    // Split norm: the producer's partial sums, copied to shared memory
+    // while the products run (a plain load would stall the first x loads
+    // behind an L2 round trip); each thread sums its own after the loop.
+    __shared__ float psum[FOLD == FOLD_SPLIT ? SPLIT_MAXPART : 1];
+    if (FOLD == FOLD_SPLIT && part)
+        for (int i = li; i < npart; i += L) cp_async4(&psum[i], part + i); // row groups copy the same values
 
     for (; c < nc; c += L) {
         const int cn = c + L;
@@ -378,6 +382,10 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
                 sv[r] = PF ? psv[r] : SB::load(sr[r], (cn * EPC) >> gshift);
             }
         }
+    }
+    if (FOLD == FOLD_SPLIT && part) {
+        cp_async_wait();
+        for (int i = li; i < npart; i += L) ssl += psum[i];
     }
     __shared__ float red[QW][NR], rss[QW];
 #pragma unroll
