@@ -96,8 +96,6 @@ type Backend struct {
 	decHeads                                         int  // attn_decode query heads per block (0: the whole GQA group)
 	fuseRoPE                                         bool // decode: rope2 folded into attn_decode (takeRoPE)
 	fuseNorm                                         bool // one-row RMSNorm and residual Add folded into qgemvm (takeNorm, foldAdd)
-	splitNorm                                        bool // MLXCEL_CUDA_SPLITNORM=0: no split norm for large consumers (takeNorm)
-	foldMax                                          int  // largest first matrix a whole norm folds into (foldNormMaxBytes; tests lower it)
 	moeDec                                           bool // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
 
 	// Prefill flash kernel: flashV 2 (flash2_attn_*, the default) or 1
@@ -211,8 +209,6 @@ func New(dev int) (*Backend, error) {
 	b.flash2 = b.optInFlash2()
 	b.fuseRoPE = os.Getenv("MLXCEL_CUDA_ROPEFUSE") != "0"
 	b.fuseNorm = os.Getenv("MLXCEL_CUDA_NORMFUSE") != "0"
-	b.splitNorm = os.Getenv("MLXCEL_CUDA_SPLITNORM") != "0"
-	b.foldMax = foldNormMaxBytes
 	b.prof.at = profileAt()
 	b.prof.skip = skipKernels()
 	b.decSplitKeys = decSplitKeys
@@ -286,7 +282,7 @@ func kernelNames() []string {
 				names = append(names, multiKernels...)
 				for _, m := range multiKernels {
 					if !strings.HasSuffix(m, "_v85") && !strings.HasSuffix(m, "_v86") {
-						names = append(names, m+"_f", m+"_s") // QMULTI_G's fold variants
+						names = append(names, m+"_f") // QMULTI_G's fold variants
 					}
 				}
 			}

@@ -364,14 +364,13 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		mmav                   string // qmma4 variant (MLXCEL_CUDA_MMAV)
 		nofold                 bool   // norms and residual adds as their own launches (MLXCEL_CUDA_NORMFUSE=0)
 		heads                  int    // attn_decode query heads per block (MLXCEL_CUDA_DECHEADS; 0: default)
-		nosplit                bool   // no split norms (MLXCEL_CUDA_SPLITNORM=0)
 	}
 	pdl, splitKeys, mmav, decHeads := b.pdl, b.decSplitKeys, b.mmaVariant, b.decHeads
-	for _, c := range []cfg{{1, true, true, true, true, 0, "", false, 0, false}, {1, true, true, true, true, 0, "", false, 0, true}, {1, true, true, true, true, 0, "", true, 0, false}, {1, true, true, true, true, 0, "", false, 2, false}, {1, true, true, true, true, 0, "", false, 1, false}, {1, true, true, true, false, 0, "", false, 0, false},
-		{1, true, true, false, true, 0, "", false, 0, false}, {1, false, true, true, true, 0, "", false, 0, false}, {1, true, true, true, true, 8, "", false, 0, false}, {1, true, true, true, true, 32, "", false, 0, false},
-		{8, true, true, true, true, 0, "", false, 0, false}, {8, true, true, true, true, 0, "none", false, 0, false},
-		{16, true, true, true, true, 0, "", false, 0, false}, {16, true, true, true, true, 0, "none", false, 0, false},
-		{32, true, true, true, true, 0, "", false, 0, false}} {
+	for _, c := range []cfg{{1, true, true, true, true, 0, "", false, 0}, {1, true, true, true, true, 0, "", true, 0}, {1, true, true, true, true, 0, "", false, 2}, {1, true, true, true, true, 0, "", false, 1}, {1, true, true, true, false, 0, "", false, 0},
+		{1, true, true, false, true, 0, "", false, 0}, {1, false, true, true, true, 0, "", false, 0}, {1, true, true, true, true, 8, "", false, 0}, {1, true, true, true, true, 32, "", false, 0},
+		{8, true, true, true, true, 0, "", false, 0}, {8, true, true, true, true, 0, "none", false, 0},
+		{16, true, true, true, true, 0, "", false, 0}, {16, true, true, true, true, 0, "none", false, 0},
+		{32, true, true, true, true, 0, "", false, 0}} {
 		b.decSplitKeys = splitKeys
 		if c.splitKeys > 0 {
 			b.decSplitKeys = c.splitKeys
@@ -386,7 +385,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		{
 			b.SetGraphs(graphs)
 			b.mu.Lock()
-			b.fuse, b.useDecAttn, b.pdl, b.fuseNorm, b.splitNorm = c.fuse, c.dec, c.pdl && pdl, !c.nofold, !c.nosplit
+			b.fuse, b.useDecAttn, b.pdl, b.fuseNorm = c.fuse, c.dec, c.pdl && pdl, !c.nofold
 			b.decHeads = decHeads
 			if c.heads > 0 {
 				b.decHeads = c.heads
@@ -473,16 +472,13 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			if c.heads > 0 {
 				cfg += fmt.Sprintf("-decheads%d", c.heads)
 			}
-			if c.nosplit {
-				cfg += "-nosplitnorm"
-			}
 			o.add("decode-llama8b-q4", cfg, nseq, fmt.Sprintf("ctx%d", prompt+steps), float64(dt.Microseconds())/float64(n),
 				tokps, 0, fmt.Sprintf("tok/s in GB_per_s column; last step device %.0fus; prefill %d tok %.1f ms/seq",
 					float64(gpu.Microseconds()), prompt, float64(prefill.Microseconds())/1e3/float64(nseq)))
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			if nseq == 1 && graphs && c.fuse && c.dec && c.pdl && c.splitKeys == 0 && !c.nofold && c.heads == 0 && !c.nosplit {
+			if nseq == 1 && graphs && c.fuse && c.dec && c.pdl && c.splitKeys == 0 && !c.nofold && c.heads == 0 {
 				// One profiled step: where the device time of a decode step goes.
 				b.SetProfile(true)
 				batch := &backend.Batch{Tokens: toks[:1], Positions: []int32{int32(prompt + steps)}, LogitRows: []int{0},

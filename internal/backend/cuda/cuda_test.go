@@ -72,16 +72,6 @@ func TestConformance(t *testing.T) {
 	backendtest.Run(t, b)
 }
 
-// TestConformanceSplitNorm runs the conformance cases with every one-row
-// norm that follows a product split between producer and consumer (the
-// path large decode GEMVs take; the cases' matrices are small).
-func TestConformanceSplitNorm(t *testing.T) {
-	b := newOrSkip(t)
-	defer b.Close()
-	b.foldMax = -1
-	backendtest.Run(t, b)
-}
-
 // TestGraphReplay runs the same small step shape several times: the first
 // run launches directly, the second captures, later ones replay; every
 // result must equal the direct run's.

@@ -199,8 +199,6 @@ const (
 	mNB0, mNB1, mGLU, mD = 18, 19, 20, 21
 	mNSrc, mNW, mEps     = 22, 23, 24 // folded RMSNorm: source row, weight, eps
 	mResA, mResDst       = 25, 26     // folded residual Add: resDst = resA + y0
-	mPart, mNPart, mNDst = 27, 28, 29 // split norm, consumer: partial sums, their count, the norm's output
-	mPNW, mPHW, mPPart   = 30, 31, 32 // split norm, producer: norm weight, weighted row, partial sums
 	multiRows            = 8          // MULTI_NR
 	actSiLU, actGELU     = 1, 2
 )
@@ -249,18 +247,12 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 		name += rowGroupSuffix(w.in, w.bits)
 		nr *= 128 / rowGroupLanes(w.in, w.bits) // rows per block
 	}
-	fn, fnFold, fnSplit := b.fn(name), b.fns[name+"_f"], b.fns[name+"_s"]
+	fn, fnFold := b.fn(name), b.fns[name+"_f"]
 	nb := (w.out + nr - 1) / nr
 	if n := len(b.rec.ls); b.fuse && n > 0 {
 		l := &b.rec.ls[n-1]
-		// A split-norm launch runs on the weighted row but stands for the
-		// norm's output (mNDst).
-		lx := uintptr(l.args[mX])
-		if l.args[mNDst] != 0 {
-			lx = uintptr(l.args[mNDst])
-		}
-		if (l.fn == fn || (l.fn == fnFold && fnFold != 0) || (l.fn == fnSplit && fnSplit != 0)) && lx == x && int(int32(l.args[mK])) == w.in && int(int32(l.args[mGshift])) == w.gshft &&
-			l.args[mGLU] == 0 && l.args[mSeg0+2*mSegLen] == 0 && l.args[mResDst] == 0 && y != x && y != uintptr(l.args[mNSrc]) && y != uintptr(l.args[mX]) {
+		if (l.fn == fn || (l.fn == fnFold && fnFold != 0)) && uintptr(l.args[mX]) == x && int(int32(l.args[mK])) == w.in && int(int32(l.args[mGshift])) == w.gshft &&
+			l.args[mGLU] == 0 && l.args[mSeg0+2*mSegLen] == 0 && l.args[mResDst] == 0 && y != x && y != uintptr(l.args[mNSrc]) {
 			seg := 1
 			if l.args[mSeg0+mSegLen] != 0 {
 				seg = 2
@@ -283,36 +275,19 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 			}
 		}
 	}
-	var f normFold
+	var nsrc, nw uintptr
+	var eps float32
 	if fnFold != 0 {
-		switch f = b.takeNorm(x, w.in, w.bytes, true); {
-		case f.src != 0:
+		nsrc, nw, eps = b.takeNorm(x, w.in, w.bytes)
+		if nsrc != 0 {
 			name += "_f"
-		case f.part != 0:
-			name += "_s"
 		}
 	}
-	xa := x
-	if f.part != 0 {
-		xa = f.hw
-	}
-	l := b.newLaunch(name, nb, 1, 1, 128).p(xa).i(w.in).i(w.gshft).p(y).p(w.w).p(w.sb).p(bias).i(w.out)
+	l := b.newLaunch(name, nb, 1, 1, 128).p(x).i(w.in).i(w.gshft).p(y).p(w.w).p(w.sb).p(bias).i(w.out)
 	for l.n < mNB0 {
 		l.p(0)
 	}
-	l.i(nb).i(0).i(0).p(0).p(f.src).p(f.w).f(f.eps).p(0).p(0).p(f.part).i(f.npart).p(f.ndst).p(0).p(0).p(0)
-}
-
-// normFold is what takeNorm folded into the qgemvm launch about to be
-// recorded: a whole norm (src, w: the _f kernel normalises in its
-// loads), or a split norm (part: the previous product already weighted
-// the row into hw and left npart partial sums of squares; ndst is the
-// norm's output, which block 0 writes).
-type normFold struct {
-	src, w         uintptr
-	eps            float32
-	part, hw, ndst uintptr
-	npart          int
+	l.i(nb).i(0).i(0).p(0).p(nsrc).p(nw).f(eps).p(0).p(0)
 }
 
 // foldNormMaxBytes is the largest first matrix a one-row norm is folded
@@ -323,10 +298,6 @@ type normFold struct {
 // a 2048-wide model's projections) gain the launch.
 const foldNormMaxBytes = 6 << 20
 
-// splitMaxPart is the most partial sums a split-norm consumer takes
-// (SPLIT_MAXPART in gemv.cu: its shared-memory copy).
-const splitMaxPart = 1024
-
 // takeNorm folds the one-row norm just recorded, which wrote x (K
 // columns), into the qgemvm launch about to read it (the _f kernels, see
 // qgemv_multi_impl) when that product's first matrix has at most
@@ -336,81 +307,32 @@ const splitMaxPart = 1024
 // add_rmsnorm whose add read the output of the one-matrix qgemvm launch
 // just before it (a decode step's o or down projection), whose epilogue
 // then does the add (foldAdd).
-//
-// For larger products (split set, the add_rmsnorm form, a qgemvm
-// producer) the norm is split instead: the producer's epilogue also
-// weights the summed row and leaves per-row-group sums of squares
-// (mPNW..mPPart), and the consumer runs on that row and scales its sums
-// by 1/rms. The consumer then reads nothing a plain GEMV does not, so
-// the fold pays on 4096-wide Llama layers where the whole norm did not.
-func (b *Backend) takeNorm(x uintptr, K, bytes int, split bool) normFold {
+func (b *Backend) takeNorm(x uintptr, K, bytes int) (src, w uintptr, eps float32) {
 	n := len(b.rec.ls)
-	if !b.fuse || !b.fuseNorm || n == 0 || K%4 != 0 {
-		return normFold{}
+	if !b.fuse || !b.fuseNorm || n == 0 || K%4 != 0 || bytes > foldNormMaxBytes {
+		return 0, 0, 0
 	}
 	l := &b.rec.ls[n-1]
 	if l.gx != 1 {
-		return normFold{}
+		return 0, 0, 0
 	}
-	small := bytes <= b.foldMax
 	switch l.fn {
 	case b.fn("rmsnorm"): // dst, x, w, cols, eps
-		if !small || uintptr(l.args[0]) != x || uintptr(l.args[1]) == x || int(int32(l.args[3])) != K {
-			return normFold{}
+		if uintptr(l.args[0]) != x || uintptr(l.args[1]) == x || int(int32(l.args[3])) != K {
+			return 0, 0, 0
 		}
 		b.rec.ls = b.rec.ls[:n-1]
-		return normFold{src: uintptr(l.args[1]), w: uintptr(l.args[2]), eps: math.Float32frombits(uint32(l.args[4]))}
+		return uintptr(l.args[1]), uintptr(l.args[2]), math.Float32frombits(uint32(l.args[4]))
 	case b.fn("add_rmsnorm"): // sum, a, b, dst, w, cols, eps
-		sum, nw, eps := uintptr(l.args[0]), uintptr(l.args[4]), math.Float32frombits(uint32(l.args[6]))
-		if n < 2 || uintptr(l.args[3]) != x || sum == x || int(int32(l.args[5])) != K {
-			return normFold{}
+		sum := uintptr(l.args[0])
+		if n < 2 || uintptr(l.args[3]) != x || sum == x || int(int32(l.args[5])) != K ||
+			!b.foldAdd(&b.rec.ls[n-2], sum, uintptr(l.args[1]), uintptr(l.args[2]), K) {
+			return 0, 0, 0
 		}
-		prod := &b.rec.ls[n-2]
-		if small {
-			if !b.foldAdd(prod, sum, uintptr(l.args[1]), uintptr(l.args[2]), K) {
-				return normFold{}
-			}
-			b.rec.ls = b.rec.ls[:n-1]
-			return normFold{src: sum, w: nw, eps: eps}
-		}
-		// Split norm: the producer (a qgemvm, not moe_down_sum) weights
-		// the row and leaves partial sums of squares.
-		nr := multiGroupRows(b, prod.fn)
-		if !split || !b.splitNorm || nw == 0 || nr == 0 {
-			return normFold{}
-		}
-		npart := (K + nr - 1) / nr
-		if npart > splitMaxPart {
-			return normFold{}
-		}
-		hw, err := b.arenaAlloc(4 * K)
-		if err != nil {
-			return normFold{}
-		}
-		part, err := b.arenaAlloc(4 * npart)
-		if err != nil || !b.foldAdd(prod, sum, uintptr(l.args[1]), uintptr(l.args[2]), K) {
-			return normFold{}
-		}
-		prod.args[mPNW], prod.args[mPHW], prod.args[mPPart] = uint64(nw), uint64(hw), uint64(part)
 		b.rec.ls = b.rec.ls[:n-1]
-		return normFold{eps: eps, part: part, hw: hw, ndst: x, npart: npart}
+		return sum, uintptr(l.args[4]), math.Float32frombits(uint32(l.args[6]))
 	}
-	return normFold{}
-}
-
-// multiGroupRows is the rows per row group (NR) of qgemvm kernel fn or its
-// _f form, 0 for another kernel.
-func multiGroupRows(b *Backend, fn uintptr) int {
-	for _, c := range multiKernels {
-		if fn != b.fn(c) && (b.fns[c+"_f"] == 0 || fn != b.fns[c+"_f"]) && (b.fns[c+"_s"] == 0 || fn != b.fns[c+"_s"]) {
-			continue
-		}
-		if i := strings.Index(c, "_v"); i >= 0 {
-			return int(c[i+2] - '0')
-		}
-		return multiRows
-	}
-	return 0
+	return 0, 0, 0
 }
 
 // foldAdd makes the one-matrix qgemvm launch l, which wrote a or c (N =
@@ -427,7 +349,7 @@ func (b *Backend) foldAdd(l *launch, sum, a, c uintptr, cols int) bool {
 		l.args[1] = uint64(sum)
 		return true
 	}
-	fold := b.foldVariant(l)
+	fold := b.foldVariant(l.fn)
 	if fold == 0 || l.args[mGLU] != 0 || l.args[mSeg0+mSegLen] != 0 || l.args[mResDst] != 0 ||
 		int(int32(l.args[mSeg0+4])) != cols {
 		return false
@@ -465,19 +387,12 @@ func (b *Backend) isMoEDownSum(fn uintptr) bool {
 	return b.downSumFns[fn]
 }
 
-// foldVariant is the kernel of the qgemvm launch l once an epilogue fold
-// joins it: _f when l normalises x in its loop (a whole norm), else _s,
-// which keeps the plain loop. 0 for another kernel.
-func (b *Backend) foldVariant(l *launch) uintptr {
+// foldVariant is the _f kernel of a qgemvm kernel (itself for one), or 0.
+func (b *Backend) foldVariant(fn uintptr) uintptr {
 	for _, c := range multiKernels {
-		f, s := b.fns[c+"_f"], b.fns[c+"_s"]
-		if f == 0 || (l.fn != b.fn(c) && l.fn != f && l.fn != s) {
-			continue
-		}
-		if l.args[mNSrc] != 0 {
+		if f := b.fns[c+"_f"]; f != 0 && (fn == b.fn(c) || fn == f) {
 			return f
 		}
-		return s
 	}
 	return 0
 }
@@ -492,7 +407,7 @@ func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
 	l := &b.rec.ls[n-1]
 	name, nr := "", 8 // nr: rows of each matrix per block
 	for _, c := range multiKernels {
-		if l.fn == b.fn(c) || l.fn == b.fns[c+"_f"] || l.fn == b.fns[c+"_s"] {
+		if l.fn == b.fn(c) || l.fn == b.fns[c+"_f"] {
 			name = c
 			switch {
 			case strings.Contains(c, "_v"):

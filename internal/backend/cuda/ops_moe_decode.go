@@ -101,12 +101,13 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	}
 	// A one-row RMSNorm that wrote x just before runs in the router
 	// (takeNorm, as for qgemvm): one launch fewer per decode layer.
-	var f normFold
+	var nsrc, nw uintptr
+	var eps float32
 	if T == 1 {
-		f = b.takeNorm(s.ptr, hidden, rw.bytes, false)
+		nsrc, nw, eps = b.takeNorm(s.ptr, hidden, rw.bytes)
 	}
 	b.newLaunch(rname, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
-		i(topk).i(renorm).p(idx).p(wts).p(f.src).p(f.w).f(f.eps)
+		i(topk).i(renorm).p(idx).p(wts).p(nsrc).p(nw).f(eps)
 
 	act := actSiLU
 	if p.Act == backend.GELUTanh {

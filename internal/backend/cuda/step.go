@@ -131,7 +131,7 @@ type launch struct {
 	fn                      uintptr
 	gx, gy, gz, block, smem uint32
 	n                       uint32 // arguments used; args starts 8-byte aligned, no padding
-	args                    [40]uint64
+	args                    [32]uint64
 }
 
 const fnGemm = 1
@@ -140,7 +140,7 @@ const fnGemm = 1
 type recorder struct {
 	ls      []launch
 	dropped launch // MLXCEL_CUDA_SKIP's launches land here
-	params  [40]unsafe.Pointer
+	params  [32]unsafe.Pointer
 	gemm    bool
 	cfg     launchConfig // runPDL's arguments: not on the goroutine stack,
 	attr    launchAttr   // which may move while C reads them

@@ -24,13 +24,6 @@ DEV void grid_dep_launch() {}
 #endif
 // prefetch_l2 asks for the line holding p to be brought into L2.
 DEV void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-// cp_async4 copies 4 bytes global -> shared without holding a register
-// until cp_async_wait: a load whose latency hides behind other work.
-DEV void cp_async4(void* dst, const void* src) {
-    asm volatile("{ .reg .u64 t; .reg .u32 a; cvta.to.shared.u64 t, %0; cvt.u32.u64 a, t; cp.async.ca.shared.global [a], [%1], 4; }"
-                 ::"l"(dst), "l"(src) : "memory");
-}
-DEV void cp_async_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 // grid_dep_start is the usual prologue: let the next kernel launch, then
 // wait for the previous one.
 DEV void grid_dep_start() {

@@ -244,32 +244,16 @@ DEV float dotchunk(uint4 wv, const float* xv, float sx) {
 //   so the Go side folds only small ones (foldNormMaxBytes).
 // - resDst set (one matrix, no glu): the residual Add that read y0 runs
 //   here too: resDst[row] = resA[row] + y0[row].
-// - Split norm, for large consumers (Go: takeNorm): the producer (pnw set,
-//   with resDst) also writes phw = resDst*pnw and each row group's sum of
-//   squares of resDst to ppart; the consumer (part set) runs on x = phw,
-//   sums the npart partials (2 KB from L2, beside x) and scales its sums
-//   by 1/rms; its block 0 writes the norm's output ndst. The consumer
-//   reads no norm weights and no second row, which is what made the
-//   nsrc fold slow on large matrices.
-// FOLD_WHOLE (_f kernels) normalises x in the loop; FOLD_SPLIT (_s) keeps
-// the plain loop and does the rest (split norm, residual add) around it.
-// The plain kernels are the same code without them (FOLD_NONE): the
+// The plain kernels are the same code without them (FOLD false): the
 // extra operands in the loop cost the plain GEMV ~15% on the H200.
 #define QMULTI_PARAMS                                                                                             \
     const float *x, int K, int gshift, float *y0, const u32 *w0, const u32 *sb0, const float *bias0, int N0,    \
         float *y1, const u32 *w1, const u32 *sb1, const float *bias1, int N1, float *y2, const u32 *w2,            \
         const u32 *sb2, const float *bias2, int N2, int nb0, int nb1, int glu, float *d
 #define QMULTI_ARGS x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2, sb2, bias2, N2, nb0, nb1, glu, d
-#define FOLD_NONE 0
-#define FOLD_WHOLE 1
-#define FOLD_SPLIT 2
-#define SPLIT_MAXPART 1024 // partial sums a split-norm consumer takes (Go: splitMaxPart)
-#define QMULTI_FOLD_PARAMS                                                                                   \
-    QMULTI_PARAMS, const float *nsrc, const float *nwt, float eps, const float *resA, float *resDst,           \
-        const float *part, int npart, float *ndst, const float *pnw, float *phw, float *ppart
-#define QMULTI_FOLD_ARGS QMULTI_ARGS, nsrc, nwt, eps, resA, resDst, part, npart, ndst, pnw, phw, ppart
-#define QMULTI_NOFOLD nullptr, nullptr, 0.f, nullptr, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr
-template <int BITS, class SB, int NR, bool PF, int L = 32 * QW, int FOLD = FOLD_NONE>
+#define QMULTI_FOLD_PARAMS QMULTI_PARAMS, const float *nsrc, const float *nwt, float eps, const float *resA, float *resDst
+#define QMULTI_FOLD_ARGS QMULTI_ARGS, nsrc, nwt, eps, resA, resDst
+template <int BITS, class SB, int NR, bool PF, int L = 32 * QW, bool FOLD = false>
 DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     constexpr int EPW = 32 / BITS, EPC = 4 * EPW;
     const int nc = K / EPC, ng = K >> gshift, nw = K / EPW;
@@ -318,14 +302,8 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     // The first chunk's weights are in flight; x comes from the previous
     // kernel (PDL: this block may have started before it finished).
     grid_dep_wait();
-    const float* xin = FOLD == FOLD_WHOLE && nsrc ? nsrc : x; // block 0 writes x: the others must not read it
+    const float* xin = FOLD && nsrc ? nsrc : x; // block 0 writes x: the others must not read it
     float ssl = 0.f;                            // a folded norm's sum of squares
-    // Split norm: the producer's partial sums, copied to shared memory
-    // while the products run (a plain load would stall the first x loads
-    // behind an L2 round trip); each thread sums its own after the loop.
-    __shared__ float psum[FOLD == FOLD_SPLIT ? SPLIT_MAXPART : 1];
-    if (FOLD == FOLD_SPLIT && part)
-        for (int i = li; i < npart; i += L) cp_async4(&psum[i], part + i); // row groups copy the same values
 
     for (; c < nc; c += L) {
         const int cn = c + L;
@@ -339,7 +317,7 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
         }
         float xv[EPC];
         const float4* xp = reinterpret_cast<const float4*>(xin + c * EPC);
-        if constexpr (FOLD == FOLD_WHOLE) {
+        if constexpr (FOLD) {
             float4 f[EPC / 4];
 #pragma unroll
             for (int i = 0; i < EPC / 4; i++) f[i] = xp[i]; // all loads before any use
@@ -383,17 +361,13 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
             }
         }
     }
-    if (FOLD == FOLD_SPLIT && part) {
-        cp_async_wait();
-        for (int i = li; i < npart; i += L) ssl += psum[i];
-    }
     __shared__ float red[QW][NR], rss[QW];
 #pragma unroll
     for (int r = 0; r < NR; r++) {
         float v = warp_sum(acc[r]);
         if (lane == 0) red[warp][r] = v;
     }
-    if (FOLD && (nsrc || part)) {
+    if (FOLD && nsrc) {
         ssl = warp_sum(ssl);
         if (lane == 0) rss[warp] = ssl;
     }
@@ -401,14 +375,11 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     constexpr int wpg = L / 32;
     const int wg0 = grp * wpg; // this row group's warps
     float ninv = 1.f;
-    if (FOLD && (nsrc || part)) {
+    if (FOLD && nsrc) {
         float ss = 0.f;
         for (int k = wg0; k < wg0 + wpg; k++) ss += rss[k];
         ninv = 1.f / sqrtf(ss / (float)K + eps);
-        if (part && blockIdx.x == 0) // the norm's output, (v*w)*inv
-            for (int i = threadIdx.x; i < K / 4; i += blockDim.x)
-                reinterpret_cast<float4*>(ndst)[i] = f4mul(reinterpret_cast<const float4*>(x)[i], ninv);
-        if (nsrc && blockIdx.x == 0) // x as the rmsnorm kernel would have left it: (v*inv)*w
+        if (blockIdx.x == 0) // x as the rmsnorm kernel would have left it: (v*inv)*w
             for (int i = threadIdx.x; i < K / 4; i += blockDim.x)
                 reinterpret_cast<float4*>(const_cast<float*>(x))[i] = f4mul4(f4mul(reinterpret_cast<const float4*>(nsrc)[i], ninv),
                                                          nwt ? reinterpret_cast<const float4*>(nwt)[i] : f4(1.f, 1.f, 1.f, 1.f));
@@ -433,7 +404,6 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     }
     float* y = bx < nb0 ? y0 : bx < nb0 + nb1 ? y1 : y2;
     const float* bias = bx < nb0 ? bias0 : bx < nb0 + nb1 ? bias1 : bias2;
-    float sq = 0.f;
     if (li < NR) {
         int r = li, row = row0 + r;
         float v = 0.f;
@@ -442,32 +412,17 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
         if (row < Na) {
             v += bias ? bias[row] : 0.f;
             y[row] = v;
-            if (FOLD && resDst && bx < nb0) {
-                const float s = resA[row] + v;
-                resDst[row] = s;
-                if (pnw) phw[row] = s * pnw[row], sq = s * s;
-            }
+            if (FOLD && resDst && bx < nb0) resDst[row] = resA[row] + v;
         }
-    }
-    // Split norm, producer side: the group's first warp holds its NR rows'
-    // squares; one partial per row group, summed in a fixed order by the
-    // consumer (deterministic, no atomics).
-    static_assert(NR <= 32, "a row group's outputs must sit in one warp");
-    if (FOLD && pnw && li < 32) {
-        sq = warp_sum(sq);
-        if (li == 0 && row0 < Na) ppart[row0 / NR] = sq;
     }
 }
 #define QMULTI(NAME, BITS, SBT, NR, PF) QMULTI_G(NAME, BITS, SBT, NR, PF, 32 * QW)
 #define QMULTI_G(NAME, BITS, SBT, NR, PF, L)                                                            \
     extern "C" __global__ void __launch_bounds__(32 * QW) NAME(QMULTI_PARAMS) {                         \
-        qgemv_multi_impl<BITS, SBT, NR, PF, L>(QMULTI_ARGS, QMULTI_NOFOLD);   \
+        qgemv_multi_impl<BITS, SBT, NR, PF, L>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr);   \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(32 * QW) NAME##_f(QMULTI_FOLD_PARAMS) {                \
-        qgemv_multi_impl<BITS, SBT, NR, PF, L, FOLD_WHOLE>(QMULTI_FOLD_ARGS);                           \
-    }                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(32 * QW) NAME##_s(QMULTI_FOLD_PARAMS) {                \
-        qgemv_multi_impl<BITS, SBT, NR, PF, L, FOLD_SPLIT>(QMULTI_FOLD_ARGS);                           \
+        qgemv_multi_impl<BITS, SBT, NR, PF, L, true>(QMULTI_FOLD_ARGS);                                 \
     }
 // The default (Go: multiRows, multiPrefetch) and the variants the
 // benchmark compares (qgemvm4_bf_v<NR><PF>).
@@ -479,7 +434,7 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
 // resident to overlap one block's loads with another's math.
 #define QMULTI_LB(NAME, NR, MINB)                                                           \
     extern "C" __global__ void __launch_bounds__(32 * QW, MINB) NAME(QMULTI_PARAMS) {       \
-        qgemv_multi_impl<4, SBbf, NR, false>(QMULTI_ARGS, QMULTI_NOFOLD); \
+        qgemv_multi_impl<4, SBbf, NR, false>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr); \
     }
 QMULTI_LB(qgemvm4_bf_v85, 8, 5) QMULTI_LB(qgemvm4_bf_v86, 8, 6)
 QMULTI(qgemvm4_bf, 4, SBbf, 8, false) QMULTI(qgemvm4_f32, 4, SBf32, 8, false)
