@@ -481,7 +481,9 @@ func (b *Backend) gemm(d, s *Tensor, w *weight, bias uintptr) {
 func (b *Backend) gemmBF(d, s *Tensor, w *weight, bias uintptr) {
 	N, K, M := w.out, w.in, s.rows
 	unbind := b.bind()
+	xp := b.scratchX.ptr
 	err := b.grow(&b.scratchX, M*K*2)
+	ready := err == nil && b.scratchX.ptr == xp && b.bf16Ready(s.ptr, M*K)
 	if err == nil && w.quant {
 		err = b.grow(&b.scratch, N*K*2)
 	}
@@ -495,7 +497,9 @@ func (b *Backend) gemmBF(d, s *Tensor, w *weight, bias uintptr) {
 		wp = b.scratch.ptr
 		b.newLaunch("dequant_bf16_"+w.sbName(), b.gridFor(N*K/8), 1, 1, 256).p(wp).p(w.w).p(w.sb).i(N).i(K).i(w.bits).i(w.gshft)
 	}
-	b.newLaunch("f32_to_bf16", b.gridFor(M*K), 1, 1, 256).p(b.scratchX.ptr).p(s.ptr).i64(M * K)
+	if !ready {
+		b.newLaunch("f32_to_bf16", b.gridFor(M*K), 1, 1, 256).p(b.scratchX.ptr).p(s.ptr).i64(M * K)
+	}
 	b.rec.ls = append(b.rec.ls, launch{fn: fnGemm})
 	l := &b.rec.ls[len(b.rec.ls)-1]
 	l.p(d.ptr).p(b.scratchX.ptr).p(wp).i(M).i(N).i(K).i(1)
@@ -503,6 +507,24 @@ func (b *Backend) gemmBF(d, s *Tensor, w *weight, bias uintptr) {
 	if bias != 0 {
 		b.newLaunch("add_bias", b.gridFor(M*N), 1, 1, 256).p(d.ptr).p(bias).i(M).i(N)
 	}
+}
+
+// bf16Ready reports whether scratchX already holds x (n elements) in
+// bf16: the launches recorded since are a product that read it (the
+// conversion, a GEMM on scratchX writing elsewhere, maybe its bias add).
+// Called before this product's dequantization is recorded. A layer's q, k and v (and gate
+// and up) read the same x, so two of three conversions go.
+func (b *Backend) bf16Ready(x uintptr, n int) bool {
+	ls := b.rec.ls
+	i := len(ls) - 1
+	if i >= 0 && ls[i].fn == b.fn("add_bias") && uintptr(ls[i].args[0]) != x {
+		i--
+	}
+	if i < 1 || ls[i].fn != fnGemm || uintptr(ls[i].args[1]) != b.scratchX.ptr || uintptr(ls[i].args[0]) == x {
+		return false
+	}
+	c := &ls[i-1]
+	return c.fn == b.fn("f32_to_bf16") && uintptr(c.args[0]) == b.scratchX.ptr && uintptr(c.args[1]) == x && int(c.args[2]) == n
 }
 
 const cublasComputeTF32 = 77 // CUBLAS_COMPUTE_32F_FAST_TF32

@@ -1,0 +1,43 @@
+package backendtest
+
+import (
+	"fmt"
+
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+func init() {
+	register("LinearSharedX", runLinearSharedX)
+}
+
+// runLinearSharedX runs several many-row products on one x, as a layer's
+// q, k and v (and gate and up) do, then changes x and multiplies again: a
+// backend that converts x once for consecutive products (CUDA rounds it
+// to bf16 for cuBLAS) must notice the change.
+func runLinearSharedX(e *env) {
+	const rows, K = 40, 256
+	for _, k := range []wkind{{tensor.BF16, 4, 64}, {tensor.BF16, 0, 0}} {
+		lin := func(name string, n int) wpair {
+			return e.weight(k.host(name, []int{n, K}, e.randn(n*K, 0.05)))
+		}
+		w1, w2, w3 := lin("w1", 96), lin("w2", 64), lin("w3", 96)
+		bias := e.weight(denseHost("bias", []int{96}, e.randn(96, 0.1), tensor.F32))
+		e.simpleStep(rows)
+		x := e.input(rows, K, e.randn(rows*K, 1))
+		a, b, c := e.poisoned(rows, 96), e.poisoned(rows, 64), e.poisoned(rows, 96)
+		e.test.Linear(a.a, x.a, w1.a, bias.a)
+		e.test.Linear(b.a, x.a, w2.a, nil)
+		e.test.Add(x.a, x.a, x.a)
+		e.test.Linear(c.a, x.a, w3.a, nil)
+		e.ref.Linear(a.b, x.b, w1.b, bias.b)
+		e.ref.Linear(b.b, x.b, w2.b, nil)
+		e.ref.Add(x.b, x.b, x.b)
+		e.ref.Linear(c.b, x.b, w3.b, nil)
+		for _, o := range []struct {
+			name string
+			p    pair
+		}{{"first", a}, {"second", b}, {"after-add", c}} {
+			e.check(fmt.Sprintf("Linear/shared-x/%s/%s", k, o.name), o.p, rows)
+		}
+	}
+}
