@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/mlxcel/mlxcel/internal/engine"
 )
 
 // Main runs `mlxcel bench <decode|ladder|serve> [flags]`.
@@ -101,7 +103,8 @@ func (m *modelFlags) register(fs *flag.FlagSet, maxTokens, warmup int) {
 	fs.IntVar(&m.maxTokens, "max-tokens", maxTokens, "tokens to decode after the prompt (greedy, no EOS stop)")
 	fs.IntVar(&m.warmup, "warmup", warmup, "untimed runs before the measured ones")
 	fs.IntVar(&m.repeat, "repeat", 1, "measured runs; the row has their mean")
-	fs.IntVar(&m.prefillChunk, "prefill-chunk", 2048, "prompt tokens per forward step during prefill")
+	fs.IntVar(&m.prefillChunk, "prefill-chunk", 0, fmt.Sprintf("prompt tokens per forward step during prefill (0: %d on cuda, as mlxcel serve; %d on cpu)",
+		engine.DefaultPrefillChunkGPU, cpuBenchChunk))
 	fs.Float64Var(&m.maxPrefillSec, "max-prefill-seconds", 0, "skip a prompt whose prefill is estimated (quadratically, from the model's previous point) to take longer (0: no limit)")
 	fs.Uint64Var(&m.seed, "seed", 0, "seed of synthetic weights")
 	fs.BoolVar(&m.skipMemCheck, "skip-mem-check", false, "run even when the memory estimate says it will not fit")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/model"
 	"github.com/mlxcel/mlxcel/internal/model/synthetic"
 	"github.com/mlxcel/mlxcel/internal/weights"
@@ -29,7 +30,7 @@ type DecodeOptions struct {
 	MaxTokens    int
 	Warmup       int
 	Repeat       int
-	PrefillChunk int
+	PrefillChunk int // 0: DefaultPrefillChunk of the backend
 	// MaxPrefillSeconds (> 0) skips a prompt whose prefill is estimated to
 	// take longer (StatusSkipTime).
 	MaxPrefillSeconds float64
@@ -55,9 +56,6 @@ func (o *DecodeOptions) defaults() {
 	}
 	if o.Repeat <= 0 {
 		o.Repeat = 1
-	}
-	if o.PrefillChunk <= 0 {
-		o.PrefillChunk = 2048
 	}
 	if len(o.PromptTokens) == 0 {
 		o.PromptTokens = []int{0}
@@ -157,6 +155,9 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 	}
 	defer be.Close()
 	base.Hardware = Hardware(be)
+	if o.PrefillChunk <= 0 {
+		o.PrefillChunk = DefaultPrefillChunk(be.Name())
+	}
 
 	// 3. Tokenizer.
 	tokDir, err := synthetic.FindTokenizer(tokSpec)
@@ -450,4 +451,19 @@ func spread(xs []float64) string {
 	}
 	sd := math.Sqrt(v / float64(len(xs)-1))
 	return fmt.Sprintf(", ±%.1f%% over %d runs, min %.1f ms", 100*sd/m, len(xs), slices.Min(xs))
+}
+
+// cpuBenchChunk is the benchmarks' prefill chunk on the CPU (the CPU
+// figures in docs/benchmark_results were measured with it; mlxcel serve
+// uses engine.DefaultPrefillChunk there).
+const cpuBenchChunk = 2048
+
+// DefaultPrefillChunk is the benchmarks' prefill chunk on a backend: on
+// a GPU the server's default, so the ladder measures what mlxcel serve
+// does with a long prompt.
+func DefaultPrefillChunk(backendName string) int {
+	if backendName == "cuda" {
+		return engine.DefaultPrefillChunkGPU
+	}
+	return cpuBenchChunk
 }

@@ -216,8 +216,12 @@ func writeSummary(path string, o LadderOptions, res *LadderResult) error {
 			// it was (a quiet machine reads near 0).
 			fmt.Fprintf(&b, "- load average (1, 5, 15 min): %s at the start, %s at the end\n", cmpStr(o.startLoad, "?"), la)
 		}
-		fmt.Fprintf(&b, "- decode: %d greedy tokens after the prompt (no EOS stop); prefill in chunks of %d tokens; "+
-			"%d warm-up and %d measured run(s) per point\n", o.Decode.MaxTokens, o.Decode.PrefillChunk, o.Decode.Warmup, o.Decode.Repeat)
+		chunk := fmt.Sprint(o.Decode.PrefillChunk)
+		if o.Decode.PrefillChunk <= 0 {
+			chunk = fmt.Sprintf("%d (cuda) or %d (cpu)", DefaultPrefillChunk("cuda"), DefaultPrefillChunk("cpu"))
+		}
+		fmt.Fprintf(&b, "- decode: %d greedy tokens after the prompt (no EOS stop); prefill in chunks of %s tokens; "+
+			"%d warm-up and %d measured run(s) per point\n", o.Decode.MaxTokens, chunk, o.Decode.Warmup, o.Decode.Repeat)
 	}
 	fmt.Fprintf(&b, "- data: [%s](%s); chart: [%s](%s)\n\n", filepath.Base(res.CSV), filepath.Base(res.CSV),
 		filepath.Base(res.ChartSVG), filepath.Base(res.ChartSVG))

@@ -649,3 +649,19 @@ func ExampleEngine() {
 	}
 	// Output: length 4
 }
+
+// TestPrefillChunkByBackend: with no chunk given, a GPU backend gets the
+// large chunk and the CPU default stays small; an explicit chunk wins.
+func TestPrefillChunkByBackend(t *testing.T) {
+	for _, c := range []struct {
+		m     Model
+		chunk int
+		want  int
+	}{{newFake(), 0, DefaultPrefillChunk}, {gpuModel{newFake()}, 0, DefaultPrefillChunkGPU}, {gpuModel{newFake()}, 300, 300}} {
+		e := newEngine(t, c.m, Config{Parallel: 2, PrefillChunk: c.chunk})
+		if e.cfg.PrefillChunk != c.want || e.cfg.MaxBatchTokens != c.want+2 {
+			t.Errorf("%s backend, chunk %d: got chunk %d, batch tokens %d; want %d", c.m.Backend().Name(), c.chunk,
+				e.cfg.PrefillChunk, e.cfg.MaxBatchTokens, c.want)
+		}
+	}
+}

@@ -251,3 +251,13 @@ func (k *fakeKV) checkRing(b *backend.Batch) error {
 	}
 	return nil
 }
+
+// gpuBackend names itself as the CUDA backend does.
+type gpuBackend struct{ fakeBackend }
+
+func (gpuBackend) Name() string { return "cuda" }
+
+// gpuModel is the fake model on a backend named "cuda".
+type gpuModel struct{ *fakeModel }
+
+func (gpuModel) Backend() backend.Backend { return gpuBackend{} }

@@ -52,7 +52,8 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&o.BlockSize, "block-size", 16, "KV cache block size in tokens")
 	fs.BoolVar(&o.NoPrefixCache, "no-prefix-cache", false, "do not reuse the KV of prompt prefixes shared with earlier requests")
 	fs.IntVar(&o.MaxQueue, "max-queue", engine.DefaultMaxQueue, "requests that may wait beyond the running ones before 429 (-1: none)")
-	fs.IntVar(&o.PrefillChunk, "prefill-chunk", engine.DefaultPrefillChunk, "most prompt tokens processed per step (long prompts are chunked)")
+	fs.IntVar(&o.PrefillChunk, "prefill-chunk", 0, fmt.Sprintf("most prompt tokens processed per step (long prompts are chunked; 0: %d on cuda, %d on cpu)",
+		engine.DefaultPrefillChunkGPU, engine.DefaultPrefillChunk))
 	fs.StringVar(&o.APIKey, "api-key", "", "require 'Authorization: Bearer <key>' (default: $MLXCEL_API_KEY; empty: no auth)")
 	fs.StringVar(&o.ServedModelName, "served-model-name", "", "model id in the API (default: the model directory's name)")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body", DefaultMaxBodyBytes, "largest request body in bytes (413 beyond)")

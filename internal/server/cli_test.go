@@ -41,7 +41,7 @@ func TestFlags(t *testing.T) {
 	}
 	// Defaults.
 	f, _ = parseFlags(t, "-m", "/d")
-	if f.Model != "/d" || f.Host != "127.0.0.1" || f.Port != 8080 || f.Options.PrefillChunk != 512 {
+	if f.Model != "/d" || f.Host != "127.0.0.1" || f.Port != 8080 || f.Options.PrefillChunk != 0 { // 0: the engine picks by backend
 		t.Errorf("defaults %+v", f)
 	}
 	for _, bad := range [][]string{{"--kv-mem", "8", "--kv-blocks", "8"}, {"--parallel", "0"}, {"--port", "70000"}, {"--ctx-size", "-1"}} {
