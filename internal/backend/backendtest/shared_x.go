@@ -3,6 +3,7 @@ package backendtest
 import (
 	"fmt"
 
+	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
@@ -38,6 +39,31 @@ func runLinearSharedX(e *env) {
 			p    pair
 		}{{"first", a}, {"second", b}, {"after-add", c}} {
 			e.check(fmt.Sprintf("Linear/shared-x/%s/%s", k, o.name), o.p, rows)
+		}
+
+		// A product right after the op that wrote its x: a norm, an
+		// add+norm and a gated activation (CUDA has them write x's bf16
+		// copy as well).
+		nw := e.weight(denseHost("nw", []int{K}, e.randn(K, 0.3), tensor.F32))
+		g, u := e.input(rows, K, e.randn(rows*K, 1)), e.input(rows, K, e.randn(rows*K, 1))
+		h, act := e.poisoned(rows, K), e.poisoned(rows, K)
+		p1, p2, p3 := e.poisoned(rows, 96), e.poisoned(rows, 64), e.poisoned(rows, 96)
+		for i, be := range []backend.Backend{e.test, e.ref} {
+			pick := func(p pair) backend.Tensor { return []backend.Tensor{p.a, p.b}[i] }
+			pw := func(p wpair) backend.Weight { return []backend.Weight{p.a, p.b}[i] }
+			be.RMSNorm(pick(h), pick(g), pw(nw), 1e-5)
+			be.Linear(pick(p1), pick(h), pw(w1), pw(bias))
+			be.Add(pick(g), pick(g), pick(u))
+			be.RMSNorm(pick(h), pick(g), pw(nw), 1e-5)
+			be.Linear(pick(p2), pick(h), pw(w2), nil)
+			be.GatedAct(pick(act), pick(g), pick(u), backend.SiLU)
+			be.Linear(pick(p3), pick(act), pw(w3), nil)
+		}
+		for _, o := range []struct {
+			name string
+			p    pair
+		}{{"after-norm", p1}, {"after-add-norm", p2}, {"after-act", p3}, {"norm", h}, {"act", act}} {
+			e.check(fmt.Sprintf("Linear/producer-x/%s/%s", k, o.name), o.p, rows)
 		}
 	}
 }

@@ -317,13 +317,13 @@ func (b *Backend) takeNorm(x uintptr, K, bytes int) (src, w uintptr, eps float32
 		return 0, 0, 0
 	}
 	switch l.fn {
-	case b.fn("rmsnorm"): // dst, x, w, cols, eps
+	case b.fn("rmsnorm"): // dst, x, w, cols, eps, dbf
 		if uintptr(l.args[0]) != x || uintptr(l.args[1]) == x || int(int32(l.args[3])) != K {
 			return 0, 0, 0
 		}
 		b.rec.ls = b.rec.ls[:n-1]
 		return uintptr(l.args[1]), uintptr(l.args[2]), math.Float32frombits(uint32(l.args[4]))
-	case b.fn("add_rmsnorm"): // sum, a, b, dst, w, cols, eps
+	case b.fn("add_rmsnorm"): // sum, a, b, dst, w, cols, eps, dbf
 		sum := uintptr(l.args[0])
 		if n < 2 || uintptr(l.args[3]) != x || sum == x || int(int32(l.args[5])) != K ||
 			!b.foldAdd(&b.rec.ls[n-2], sum, uintptr(l.args[1]), uintptr(l.args[2]), K) {
@@ -483,7 +483,7 @@ func (b *Backend) gemmBF(d, s *Tensor, w *weight, bias uintptr) {
 	unbind := b.bind()
 	xp := b.scratchX.ptr
 	err := b.grow(&b.scratchX, M*K*2)
-	ready := err == nil && b.scratchX.ptr == xp && b.bf16Ready(s.ptr, M*K)
+	ready := err == nil && (b.scratchX.ptr == xp && b.bf16Ready(s.ptr, M*K) || b.bf16FromProducer(s.ptr, M*K))
 	if err == nil && w.quant {
 		err = b.grow(&b.scratch, N*K*2)
 	}
@@ -527,6 +527,35 @@ func (b *Backend) bf16Ready(x uintptr, n int) bool {
 	return c.fn == b.fn("f32_to_bf16") && uintptr(c.args[0]) == b.scratchX.ptr && uintptr(c.args[1]) == x && int(c.args[2]) == n
 }
 
+// bf16FromProducer makes the launch just recorded, when it is an RMSNorm,
+// an add+RMSNorm or a gated activation that writes x (n elements), also
+// write x's bf16 copy into scratchX (their dbf argument), and reports
+// whether it did: the product then skips its conversion pass, which
+// re-read x (a prefill's norm output, or its 14336-wide activation).
+func (b *Backend) bf16FromProducer(x uintptr, n int) bool {
+	if len(b.rec.ls) == 0 {
+		return false
+	}
+	l := &b.rec.ls[len(b.rec.ls)-1]
+	var dst uintptr
+	var elems, slot int
+	switch l.fn {
+	case b.fn("rmsnorm"): // dst, x, w, cols, eps, dbf
+		dst, elems, slot = uintptr(l.args[0]), int(l.gx)*int(int32(l.args[3])), 5
+	case b.fn("add_rmsnorm"): // sum, a, b, dst, w, cols, eps, dbf
+		dst, elems, slot = uintptr(l.args[3]), int(l.gx)*int(int32(l.args[5])), 7
+	case b.fn("gated_silu"), b.fn("gated_gelu"): // d, g, u, n, dbf
+		dst, elems, slot = uintptr(l.args[0]), int(l.args[3]), 4
+	default:
+		return false
+	}
+	if dst != x || elems != n || l.args[slot] != 0 {
+		return false
+	}
+	l.args[slot] = uint64(b.scratchX.ptr)
+	return true
+}
+
 const cublasComputeTF32 = 77 // CUBLAS_COMPUTE_32F_FAST_TF32
 
 func (b *Backend) runGemm(l *launch) error {
@@ -564,11 +593,11 @@ func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) 
 		if l.fn == b.fn("add_f32") && uintptr(l.args[0]) == s.ptr && int(l.args[3]) == s.rows*s.cols {
 			a, c := uintptr(l.args[1]), uintptr(l.args[2])
 			b.rec.ls = b.rec.ls[:n-1]
-			b.newLaunch("add_rmsnorm", s.rows, 1, 1, threads).p(s.ptr).p(a).p(c).p(d.ptr).p(wp).i(s.cols).f(eps)
+			b.newLaunch("add_rmsnorm", s.rows, 1, 1, threads).p(s.ptr).p(a).p(c).p(d.ptr).p(wp).i(s.cols).f(eps).p(0)
 			return
 		}
 	}
-	b.newLaunch("rmsnorm", s.rows, 1, 1, threads).p(d.ptr).p(s.ptr).p(wp).i(s.cols).f(eps)
+	b.newLaunch("rmsnorm", s.rows, 1, 1, threads).p(d.ptr).p(s.ptr).p(wp).i(s.cols).f(eps).p(0)
 }
 
 func (b *Backend) ApplyRoPE(x backend.Tensor, heads, headDim int, r backend.RoPE) {
@@ -869,7 +898,7 @@ func (b *Backend) GatedAct(dst, gate, up backend.Tensor, act backend.Activation)
 	if b.fuseGLU(d, g, u, act) {
 		return
 	}
-	b.elementwise(name, n).p(d.ptr).p(g.ptr).p(u.ptr).i64(n)
+	b.elementwise(name, n).p(d.ptr).p(g.ptr).p(u.ptr).i64(n).p(0)
 }
 
 func (b *Backend) Add(dst, a, c backend.Tensor) {
@@ -988,7 +1017,7 @@ func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Ex
 		b.gemv(g, s.ptr, gw, 0, T, inter, hidden, idx, p.TopK, -1)
 		b.gemv(u, s.ptr, uw, 0, T, inter, hidden, idx, p.TopK, -1)
 		n := slots * T * inter
-		b.elementwise(act, n).p(g).p(g).p(u).i64(n)
+		b.elementwise(act, n).p(g).p(g).p(u).i64(n).p(0)
 		b.gemv(y, g, dw, 0, T, hidden, inter, idx, p.TopK, -2)
 		b.newLaunch("moe_sum", T, 1, 1, min(256, roundUp(hidden, 32))).p(d.ptr).p(y).p(wts).i(T).i(p.TopK).i(hidden)
 		return
@@ -996,7 +1025,7 @@ func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Ex
 	for k := 0; k < p.TopK; k++ {
 		b.gemv(g, s.ptr, gw, 0, T, inter, hidden, idx, p.TopK, k)
 		b.gemv(u, s.ptr, uw, 0, T, inter, hidden, idx, p.TopK, k)
-		b.elementwise(act, T*inter).p(g).p(g).p(u).i64(T * inter)
+		b.elementwise(act, T*inter).p(g).p(g).p(u).i64(T * inter).p(0)
 		b.gemv(y, g, dw, 0, T, hidden, inter, idx, p.TopK, k)
 		first := 0
 		if k == 0 {

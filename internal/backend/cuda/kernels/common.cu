@@ -31,6 +31,13 @@ DEV void grid_dep_start() {
     grid_dep_wait();
 }
 
+// bf16rn rounds to the nearest bf16, ties to even (NaN stays NaN).
+DEV u16 bf16rn(float f) {
+    u32 u = __float_as_uint(f);
+    if ((u & 0x7f800000u) == 0x7f800000u) return (u16)((u >> 16) | ((u & 0xffffu) ? 0x40u : 0u)); // inf/nan
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (u16)(u >> 16);
+}
 DEV float bf16lo(u32 v) { return __uint_as_float(v << 16); }
 DEV float bf16hi(u32 v) { return __uint_as_float(v & 0xffff0000u); }
 DEV u16 f16bits(float f) {

@@ -51,7 +51,7 @@ DEV bool norm_vec(int cols) { return (cols & 3) == 0 && cols <= 4 * NORM_V * (in
 // norm_row is both kernels: with ADD, the row is a + b (written to sum,
 // which may alias a or b) before it is normalised into dst.
 template <bool ADD>
-DEV void norm_row(float* sum, const float* a, const float* b, float* dst, const float* w, int cols, float eps) {
+DEV void norm_row(float* sum, const float* a, const float* b, float* dst, const float* w, int cols, float eps, u16* dbf) {
     __shared__ float red[32];
     const long long o = (long long)blockIdx.x * cols;
     if (norm_vec(cols)) {
@@ -88,7 +88,13 @@ DEV void norm_row(float* sum, const float* a, const float* b, float* dst, const 
 #pragma unroll
         for (int k = 0; k < NORM_V; k++) {
             const int i = threadIdx.x + k * blockDim.x;
-            if (i < n4) reinterpret_cast<float4*>(dst + o)[i] = f4mul4(f4mul(v[k], inv), wv[k]);
+            if (i < n4) {
+                const float4 r = f4mul4(f4mul(v[k], inv), wv[k]);
+                reinterpret_cast<float4*>(dst + o)[i] = r;
+                if (dbf)
+                    reinterpret_cast<uint2*>(dbf + o)[i] =
+                        make_uint2(bf16rn(r.x) | (u32)bf16rn(r.y) << 16, bf16rn(r.z) | (u32)bf16rn(r.w) << 16);
+            }
         }
         return;
     }
@@ -107,12 +113,13 @@ DEV void norm_row(float* sum, const float* a, const float* b, float* dst, const 
     float inv = 1.f / sqrtf(ss / (float)cols + eps);
     const float* src = ADD ? sum : a; // this thread's own sums: visible to it
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        float v = src[o + c];
-        dst[o + c] = w ? v * inv * w[c] : v * inv;
+        float v = src[o + c], r = w ? v * inv * w[c] : v * inv;
+        dst[o + c] = r;
+        if (dbf) dbf[o + c] = bf16rn(r);
     }
 }
-extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int cols, float eps) {
-    norm_row<false>(nullptr, x, nullptr, dst, w, cols, eps);
+extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int cols, float eps, u16* dbf) {
+    norm_row<false>(nullptr, x, nullptr, dst, w, cols, eps, dbf);
 }
 
 // add_rmsnorm fuses a residual add with the RMSNorm that reads its sum:
@@ -120,8 +127,8 @@ extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, i
 // records it in place of an Add followed by such an RMSNorm; both outputs
 // are written. One block per row.
 extern "C" __global__ void add_rmsnorm(float* sum, const float* a, const float* b, float* dst, const float* w, int cols,
-                                       float eps) {
-    norm_row<true>(sum, a, b, dst, w, cols, eps);
+                                       float eps, u16* dbf) {
+    norm_row<true>(sum, a, b, dst, w, cols, eps, dbf);
 }
 
 // RoPE in the rotate_half layout on x[rows, heads*headDim], in place; grid
@@ -159,13 +166,22 @@ extern "C" __global__ void rope2(float* x1, int heads1, int ld1, float* x2, int 
     }
 }
 
-extern "C" __global__ void gated_silu(float* d, const float* g, const float* u, long long n) { grid_dep_start();
-    GRID_STRIDE(i, n) { float x = g[i]; d[i] = x / (1.f + expf(-x)) * u[i]; }
-}
-extern "C" __global__ void gated_gelu(float* d, const float* g, const float* u, long long n) { grid_dep_start();
+// The gated activations (and the norms above) also write a bf16 copy of
+// their output to dbf when it is set: the Go side sets it when a many-row
+// product reads the output next, which then skips its own f32_to_bf16 pass
+// (same rounding, bf16rn).
+extern "C" __global__ void gated_silu(float* d, const float* g, const float* u, long long n, u16* dbf) { grid_dep_start();
     GRID_STRIDE(i, n) {
-        float x = g[i];
-        d[i] = 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
+        float x = g[i], v = x / (1.f + expf(-x)) * u[i];
+        d[i] = v;
+        if (dbf) dbf[i] = bf16rn(v);
+    }
+}
+extern "C" __global__ void gated_gelu(float* d, const float* g, const float* u, long long n, u16* dbf) { grid_dep_start();
+    GRID_STRIDE(i, n) {
+        float x = g[i], v = 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
+        d[i] = v;
+        if (dbf) dbf[i] = bf16rn(v);
     }
 }
 extern "C" __global__ void add_f32(float* d, const float* a, const float* b, long long n) { grid_dep_start(); GRID_STRIDE(i, n) d[i] = a[i] + b[i]; }

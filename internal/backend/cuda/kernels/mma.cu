@@ -274,12 +274,7 @@ QMMA_X(qmma4_bf_1_xp, SBbf, 1, 4, 2, 1, true) QMMA_X(qmma4_bf_2_xp, SBbf, 2, 2, 
 // cublasGemmEx multiplies on the tensor cores with f32 accumulation and an
 // f32 result (TF32 on f32 operands runs at half the rate and moves twice
 // the bytes).
-DEV u16 bf16rn(float f) {
-    u32 u = __float_as_uint(f);
-    if ((u & 0x7f800000u) == 0x7f800000u) return (u16)((u >> 16) | ((u & 0xffffu) ? 0x40u : 0u)); // inf/nan
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (u16)(u >> 16);
-}
+// (bf16rn, the round-to-nearest-even conversion, is in common.cu.)
 extern "C" __global__ void f32_to_bf16(u16* out, const float* in, long long n) { grid_dep_start();
     GRID_STRIDE(i, n) out[i] = bf16rn(in[i]);
 }
