@@ -281,7 +281,7 @@ func kernelNames() []string {
 			if mr == 1 && dt == "f32" {
 				names = append(names, multiKernels...)
 				for _, m := range multiKernels {
-					if !strings.HasSuffix(m, "_v85") && !strings.HasSuffix(m, "_v86") {
+					if !strings.HasSuffix(m, "_v85") && !strings.HasSuffix(m, "_v86") && !strings.HasSuffix(m, "_v8n") {
 						names = append(names, m+"_f") // QMULTI_G's fold variants
 					}
 				}

@@ -202,8 +202,9 @@ func TestBench(t *testing.T) {
 		lin("q4g64", 1, s, "q4g64")
 	}
 	quick := os.Getenv("MLXCEL_BENCH_QUICK") == "1" // the defaults only
-	// One-row variants: register caps (v85, v86) against the default.
-	for _, v := range []string{"85", "86"} {
+	// One-row variants: register caps (v85, v86), weights loaded without L1
+	// allocation (v8n), against the default.
+	for _, v := range []string{"85", "86", "8n"} {
 		if quick {
 			break
 		}

@@ -253,7 +253,20 @@ DEV float dotchunk(uint4 wv, const float* xv, float sx) {
 #define QMULTI_ARGS x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2, sb2, bias2, N2, nb0, nb1, glu, d
 #define QMULTI_FOLD_PARAMS QMULTI_PARAMS, const float *nsrc, const float *nwt, float eps, const float *resA, float *resDst
 #define QMULTI_FOLD_ARGS QMULTI_ARGS, nsrc, nwt, eps, resA, resDst
-template <int BITS, class SB, int NR, bool PF, int L = 32 * QW, bool FOLD = false>
+// ldw loads 16 bytes of weights; NA: without allocating them in L1 (they
+// are read once), which leaves L1 to x (the v8n variant, for measuring).
+template <bool NA>
+DEV uint4 ldw(const uint4* p) {
+    if constexpr (NA) {
+        uint4 v;
+        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+        return v;
+    } else {
+        return *p;
+    }
+}
+
+template <int BITS, class SB, int NR, bool PF, int L = 32 * QW, bool FOLD = false, bool NA = false>
 DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     constexpr int EPW = 32 / BITS, EPC = 4 * EPW;
     const int nc = K / EPC, ng = K >> gshift, nw = K / EPW;
@@ -295,7 +308,7 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     int c = li;
     if (c < nc) {
 #pragma unroll
-        for (int r = 0; r < NR; r++) wv[r] = wr[r][c];
+        for (int r = 0; r < NR; r++) wv[r] = ldw<NA>(wr[r] + c);
 #pragma unroll
         for (int r = 0; r < NR; r++) sv[r] = SB::load(sr[r], (c * EPC) >> gshift);
     }
@@ -311,7 +324,7 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
         typename SB::raw psv[NR];
         if (PF && cn < nc) {
 #pragma unroll
-            for (int r = 0; r < NR; r++) pw[r] = wr[r][cn];
+            for (int r = 0; r < NR; r++) pw[r] = ldw<NA>(wr[r] + cn);
 #pragma unroll
             for (int r = 0; r < NR; r++) psv[r] = SB::load(sr[r], (cn * EPC) >> gshift);
         }
@@ -356,7 +369,7 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
         if (cn < nc) {
 #pragma unroll
             for (int r = 0; r < NR; r++) {
-                wv[r] = PF ? pw[r] : wr[r][cn];
+                wv[r] = PF ? pw[r] : ldw<NA>(wr[r] + cn);
                 sv[r] = PF ? psv[r] : SB::load(sr[r], (cn * EPC) >> gshift);
             }
         }
@@ -445,6 +458,9 @@ QMULTI_G(qgemvm4_bf_g32, 4, SBbf, 8, false, 32) QMULTI_G(qgemvm4_f32_g32, 4, SBf
 QMULTI_G(qgemvm8_bf_g32, 8, SBbf, 8, false, 32) QMULTI_G(qgemvm8_f32_g32, 8, SBf32, 8, false, 32)
 QMULTI(qgemvm4_bf_v80, 4, SBbf, 8, false) QMULTI(qgemvm4_bf_v40, 4, SBbf, 4, false)
 QMULTI(qgemvm4_bf_v41, 4, SBbf, 4, true) QMULTI(qgemvm4_bf_v81, 4, SBbf, 8, true)
+extern "C" __global__ void __launch_bounds__(32 * QW) qgemvm4_bf_v8n(QMULTI_PARAMS) {
+    qgemv_multi_impl<4, SBbf, 8, false, 32 * QW, false, true>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr);
+}
 
 // qgemv_rows (2..8 activation rows): one warp streams NR weight rows down
 // the whole of K, 4 bytes per lane per row, and applies each word to all MR
