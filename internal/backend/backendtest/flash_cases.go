@@ -16,13 +16,18 @@ func init() {
 // keys over many key tiles, two sequences of ragged lengths in one step, a
 // chunk whose keys start in an earlier step (next to a one-token
 // sequence), GQA, sliding windows that start mid-tile and softcaps, at
-// head dims 64 and 128 with scattered cache blocks of several sizes (5: a
-// block size that is not a power of two, walked key by key).
+// head dims 64, 128, 256 and 512 (Gemma 4's sliding and global layers)
+// with scattered cache blocks of several sizes (5 and 7: block sizes that
+// are not powers of two, walked key by key). The chunks of 300, 150 and
+// 200 rows end in partial query tiles of 44, 22 and 72 rows (a GPU
+// backend that serves a tile in halves of 64 rows gets an empty, a
+// partial and a full half).
 func runPrefillAttention(e *env) {
 	for _, c := range []struct {
 		heads, kvh, hd, bs, window int
 		softcap                    float32
-	}{{8, 2, 128, 16, 0, 0}, {4, 1, 64, 32, 0, 0}, {4, 2, 128, 16, 100, 0}, {6, 3, 64, 8, 77, 30}, {4, 4, 128, 16, 0, 50}, {8, 4, 128, 5, 200, 0}} {
+	}{{8, 2, 128, 16, 0, 0}, {4, 1, 64, 32, 0, 0}, {4, 2, 128, 16, 100, 0}, {6, 3, 64, 8, 77, 30}, {4, 4, 128, 16, 0, 50}, {8, 4, 128, 5, 200, 0},
+		{4, 2, 256, 16, 0, 0}, {2, 1, 256, 7, 100, 30}, {4, 2, 512, 16, 0, 50}, {2, 1, 512, 5, 77, 0}} {
 		p := backend.AttnParams{Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd))),
 			Window: c.window, Softcap: c.softcap}
 		// Each step: how many new tokens each sequence gets.

@@ -294,7 +294,7 @@ func kernelNames() []string {
 	}
 	names = append(names, "qmma4_bf_1_d2", "qmma4_bf_1_d8", "qmma4_bf_2_d2", "qmma4_bf_2_d8",
 		"qmma4_bf_1_o2", "qmma4_bf_2_o2", "qmma4_bf_1_r4", "qmma4_bf_2_r4", "qmma4_bf_1_xp", "qmma4_bf_2_xp")
-	return append(names, "flash_attn_64", "flash_attn_128", "flash2_attn_64", "flash2_attn_128", "attn_decode_64", "attn_decode_128")
+	return append(names, "flash_attn_64", "flash_attn_128", "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_decode_64", "attn_decode_128")
 }
 
 // Function attributes (CUfunction_attribute).
@@ -303,19 +303,39 @@ const (
 	funcAttrSmemCarveout   = 9 // CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
 )
 
+// flash2Geom is the shape of flash2_attn_<hd> (f2cfg in kernels/flash.cu):
+// threads a block, query rows a block (a divisor of flashTile: each query
+// tile is served by flashTile/rows blocks, grid x = tiles * that), keys a
+// K/V tile, and the bytes of its score-exchange slots (HD 512: the pair of
+// warps sharing 16 rows sums its halves of S through 2 KB a warp).
+func flash2Geom(hd int) (threads, rows, keys, xchg int) {
+	switch hd {
+	case 256:
+		return 256, 128, 64, 0
+	case 512:
+		return 256, 64, 32, 8 * 2048
+	}
+	return 128, flashTile, 64, 0
+}
+
 // flash2Smem is the dynamic shared memory of flash2_attn_<hd> (flash2_impl
-// in kernels/flash.cu): the block's Q rows and two stages of a K and a V
-// tile of 64 keys, rows padded by 8 halves. HD 128: 104448 bytes, two
-// blocks to an H100/H200 SM.
-func flash2Smem(hd int) int { return (flashTile + 4*64) * (hd + 8) * 2 }
+// in kernels/flash.cu): the block's Q rows, two stages of a K and a V
+// tile, rows padded by 8 halves, then the exchange slots. HD 128: 104448
+// bytes, two blocks to an H100/H200 SM; HD 256: 202752 and HD 512:
+// 216064, one.
+func flash2Smem(hd int) int {
+	_, rows, keys, xchg := flash2Geom(hd)
+	return (rows+4*keys)*(hd+8)*2 + xchg
+}
 
 // optInFlash2 lets the flash2 kernels use more than the default 48 KB of
 // dynamic shared memory, and asks for the largest shared-memory carveout
 // (the kernel reads nothing through L1 that matters). A head dim whose
-// kernel the device refuses keeps flash_attn.
+// kernel the device refuses keeps flash_attn (64, 128) or the generic
+// attention kernel (256, 512).
 func (b *Backend) optInFlash2() map[int]bool {
 	ok := map[int]bool{}
-	for _, hd := range []int{64, 128} {
+	for _, hd := range []int{64, 128, 256, 512} {
 		n := flash2Smem(hd)
 		if n > b.d.attr(b.dev, attrMaxSmemOptin) {
 			continue

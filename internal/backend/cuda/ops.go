@@ -718,14 +718,19 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
 		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.KVHeads).i(p.HeadDim)
 	// Prefill chunks: tensor-core flash attention over query tiles;
-	// flash2 (4 warps of 32 rows, dynamic shared memory) unless
-	// MLXCEL_CUDA_FLASHV=1 or the device refused its shared memory.
-	if b.useFlash && !b.step.decode && b.step.maxLen >= 16 && b.step.consecutive && (p.HeadDim == 64 || p.HeadDim == 128) && dense {
-		name, threads, smem := fmt.Sprintf("flash_attn_%d", p.HeadDim), 256, 0
-		if b.flashV != 1 && b.flash2[p.HeadDim] {
-			name, threads, smem = fmt.Sprintf("flash2_attn_%d", p.HeadDim), 128, flash2Smem(p.HeadDim)
+	// flash2 (dynamic shared memory) unless MLXCEL_CUDA_FLASHV=1 or the
+	// device refused its shared memory. Head dims 256 and 512 have only
+	// flash2 (the generic kernel when refused); at 512 two blocks of 64
+	// rows serve each query tile.
+	wide := p.HeadDim == 256 || p.HeadDim == 512
+	if b.useFlash && !b.step.decode && b.step.maxLen >= 16 && b.step.consecutive && (p.HeadDim == 64 || p.HeadDim == 128 || wide && b.flash2[p.HeadDim]) && dense {
+		name, threads, smem, grid := fmt.Sprintf("flash_attn_%d", p.HeadDim), 256, 0, b.step.ntiles
+		if (b.flashV != 1 || wide) && b.flash2[p.HeadDim] {
+			var rows int
+			threads, rows, _, _ = flash2Geom(p.HeadDim)
+			name, smem, grid = fmt.Sprintf("flash2_attn_%d", p.HeadDim), flash2Smem(p.HeadDim), b.step.ntiles*(flashTile/rows)
 		}
-		l := b.newLaunch(name, b.step.ntiles, p.Heads, 1, threads).p(o.ptr).p(qt.ptr).
+		l := b.newLaunch(name, grid, p.Heads, 1, threads).p(o.ptr).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
 			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(b.step.tiles).i(qt.cols).i(o.cols)
 		l.smem = uint32(smem)

@@ -14,7 +14,7 @@ import "strings"
 //   - the KV cache holds f16 (11 significant bits), so every attention
 //     result carries f16 rounding of K and V;
 //   - attention over steps with a sequence of 16 or more tokens runs the
-//     flash kernel on f16 Q, K, V and P (head dims 64 and 128);
+//     flash kernel on f16 Q, K, V and P (head dims 64, 128, 256 and 512);
 //   - a whole layer (DecodeLayer) carries those through the projections.
 func (b *Backend) Tolerance(op string, rows int) float64 {
 	linear := strings.HasPrefix(op, "Linear") || strings.HasPrefix(op, "Sequences")

@@ -15,7 +15,10 @@
 // mma. K and V tiles are double-buffered in dynamic shared memory (104 KB
 // for HD 128, set through cuFuncSetAttribute at start), so a tile costs
 // one barrier: tile j+1 loads while tile j is used. A warp skips the
-// tiles no row of it sees (causal diagonal, window start).
+// tiles no row of it sees (causal diagonal, window start). Head dims 256
+// and 512 (Gemma 4) run the same body in another shape (f2cfg below): 8
+// warps of 16 rows; at 512 a pair of warps shares 16 rows, each holding
+// half of O's dims, and a query tile takes two blocks of 64 rows.
 //
 // flash_attn_* (MLXCEL_CUDA_FLASHV=1): 8 warps of 16 rows, Q fragments in
 // registers, one K and one V buffer in 34.8 KB of static shared memory,
@@ -42,8 +45,9 @@
 // fastest and over query tiles from the last, so the causal tail is short
 // and the query heads of one KV head read the same tiles at the same time.
 //
-// Limits: head dims 64 and 128 (register budget); others use the generic
-// kernel. Q must fit f16 (|x| < 65504), true of post-norm activations.
+// Limits: head dims 64 and 128 (flash_attn), 64, 128, 256 and 512
+// (flash2_attn); others use the generic kernel. Q must fit f16 (|x| <
+// 65504), true of post-norm activations.
 
 #define FA_KT 64             // keys per tile
 #define FA_W 8               // flash_attn: warps per block, 16 query rows each
@@ -94,17 +98,18 @@ DEV float fa_exp2(float x) {
 // consecutive chunks of a row (coalesced; each 8 chunks cover the 32
 // banks once), and a thread's keys are consecutive, so its block-table
 // walk needs one division per tile.
-#define FA_N(HD, NT) (FA_KT * (HD) / 8 / (NT))
+#define FA_NK(HD, NT, KT) ((KT) * (HD) / 8 / (NT))
+#define FA_N(HD, NT) FA_NK(HD, NT, FA_KT)
 
 // fa_rows finds, for the thread's FA_N keys of the tile at j0, the cache
 // row ((block * kvh + kh) * bs + slot) or -1 past plast. K and V tiles of
 // the same keys share it, so the block-table lookups happen once per tile.
-template <int HD, int NT>
-DEV void fa_rows(int (&row)[FA_N(HD, NT)], const int* bt, int j0, int plast, int bs, int kvh, int kh) {
-    const int j = j0 + (int)threadIdx.x / (HD / 8) * FA_N(HD, NT);
+template <int HD, int NT, int KT = FA_KT>
+DEV void fa_rows(int (&row)[FA_NK(HD, NT, KT)], const int* bt, int j0, int plast, int bs, int kvh, int kh) {
+    const int j = j0 + (int)threadIdx.x / (HD / 8) * FA_NK(HD, NT, KT);
     unsigned blk = (unsigned)j / (unsigned)bs, slot = (unsigned)j % (unsigned)bs;
 #pragma unroll
-    for (int i = 0; i < FA_N(HD, NT); i++) {
+    for (int i = 0; i < FA_NK(HD, NT, KT); i++) {
         // Only keys up to plast look up the table (its width ends there).
         row[i] = j + i <= plast ? (bt[blk] * kvh + kh) * bs + (int)slot : -1;
         if (++slot == (unsigned)bs) slot = 0, blk++;
@@ -113,12 +118,12 @@ DEV void fa_rows(int (&row)[FA_N(HD, NT)], const int* bt, int j0, int plast, int
 // fa_copy starts the copy of one tile into the padded tile at shared
 // address dst; rows past the end become zeros (P is 0 there, but 0 *
 // stale garbage could be NaN).
-template <int HD, int NT>
-DEV void fa_copy(u32 dst, const u16* cache, const int (&row)[FA_N(HD, NT)]) {
+template <int HD, int NT, int KT = FA_KT>
+DEV void fa_copy(u32 dst, const u16* cache, const int (&row)[FA_NK(HD, NT, KT)]) {
     constexpr int CH = HD / 8;
-    const int c = threadIdx.x % CH, r0 = (int)threadIdx.x / CH * FA_N(HD, NT);
+    const int c = threadIdx.x % CH, r0 = (int)threadIdx.x / CH * FA_NK(HD, NT, KT);
 #pragma unroll
-    for (int i = 0; i < FA_N(HD, NT); i++) {
+    for (int i = 0; i < FA_NK(HD, NT, KT); i++) {
         const u16* src = row[i] >= 0 ? cache + (long long)row[i] * HD + c * 8 : cache;
         fa_cp16(dst + ((r0 + i) * (HD + 8) + c * 8) * 2, src, row[i] >= 0 ? 16 : 0);
     }
@@ -126,11 +131,11 @@ DEV void fa_copy(u32 dst, const u16* cache, const int (&row)[FA_N(HD, NT)]) {
 
 // Byte offsets in a padded tile of the 16x16 blocks ldmatrix reads at QK
 // step s (dims (s / 4) * 16, keys (s % 4) * 16) and PV step s (keys
-// (s / (HD / 16)) * 16, dims (s % (HD / 16)) * 16).
+// (s / (DO / 16)) * 16, dims (s % (DO / 16)) * 16 of the DO a warp owns).
 template <int HD>
 DEV constexpr u32 fa_koff(int s) { return ((s % (FA_KT / 16)) * 16 * (HD + 8) + (s / (FA_KT / 16)) * 16) * 2; }
-template <int HD>
-DEV constexpr u32 fa_voff(int s) { return ((s / (HD / 16)) * 16 * (HD + 8) + (s % (HD / 16)) * 16) * 2; }
+template <int HD, int DO = HD>
+DEV constexpr u32 fa_voff(int s) { return ((s / (DO / 16)) * 16 * (HD + 8) + (s % (DO / 16)) * 16) * 2; }
 // ldmatrix row addresses of a lane (matrix lane/8, row lane%8), bytes
 // from a padded tile. K, x4 = {keys 0-7, 8-15} x {dims 0-7, 8-15} of a
 // 16x16 block: b0, b1 of key 8-tile nt, then b0, b1 of nt+1.
@@ -143,17 +148,27 @@ DEV u32 fa_vlane(int lane) { return ((((lane >> 3) & 1) * 8 + (lane & 7)) * (HD 
 
 // fa_blk is what a block serves: head h (kv head kh) for query rows r0..
 // r0+cnt-1 of one sequence at positions pfirst..plast, keys from kstart.
+// With SUB > 1 a query tile is served by SUB blocks of FA_ROWS / SUB
+// rows (grid x = tiles * SUB), the later rows first; one left without
+// rows (a short tile) gets cnt <= 0 and nothing else.
 struct fa_blk {
     int h, kh, r0, cnt, pfirst, plast, kstart;
     const int* bt; // the sequence's block table
 };
+template <int SUB = 1>
 DEV fa_blk fa_block(const int* pos, const int* tok2seq, const int* btab, int btStride, int heads, int kvh, int window,
                     const int* tiles) {
     fa_blk b;
     const int lin = blockIdx.x + blockIdx.y * gridDim.x;
-    const int tile = gridDim.x - 1 - lin / heads;
+    const int tile = gridDim.x / SUB - 1 - lin / (heads * SUB);
     b.h = lin % heads, b.kh = b.h / (heads / kvh);
     b.r0 = tiles[2 * tile], b.cnt = tiles[2 * tile + 1];
+    if (SUB > 1) {
+        constexpr int R = FA_ROWS / SUB;
+        const int sb = SUB - 1 - lin / heads % SUB;
+        b.r0 += sb * R, b.cnt = min(R, b.cnt - sb * R);
+        if (b.cnt <= 0) return b;
+    }
     b.bt = btab + (long long)tok2seq[b.r0] * btStride;
     b.pfirst = pos[b.r0], b.plast = pos[b.r0 + b.cnt - 1];
     b.kstart = window > 0 ? max(0, b.pfirst - window + 1) : 0;
@@ -236,9 +251,11 @@ DEV void fa_pack(u32 (&pf)[NK / 16][4], const float (&sf)[NK / 8][4]) {
         pf[kc][3] = f16x2(sf[2 * kc + 1][2], sf[2 * kc + 1][3]);
     }
 }
-// fa_store normalises and writes rows ra and ra + 8 (those before cnt).
-template <int HD>
-DEV void fa_store(float* out, const float (&o)[HD / 8][4], float la, float lb, int r0, int ra, int cnt, int ldo, int h) {
+// fa_store normalises and writes rows ra and ra + 8 (those before cnt),
+// dims 0..DO-1 of the head from out (which a caller owning other dims
+// offsets).
+template <int HD, int DO = HD>
+DEV void fa_store(float* out, const float (&o)[DO / 8][4], float la, float lb, int r0, int ra, int cnt, int ldo, int h) {
     la += __shfl_xor_sync(0xffffffffu, la, 1);
     la += __shfl_xor_sync(0xffffffffu, la, 2);
     lb += __shfl_xor_sync(0xffffffffu, lb, 1);
@@ -248,7 +265,7 @@ DEV void fa_store(float* out, const float (&o)[HD / 8][4], float la, float lb, i
     float* oa = out + (long long)(r0 + ra) * ldo + h * HD;
     float* ob = out + (long long)(r0 + rb) * ldo + h * HD;
 #pragma unroll
-    for (int nd = 0; nd < HD / 8; nd++) {
+    for (int nd = 0; nd < DO / 8; nd++) {
         const int d = nd * 8 + 2 * t;
         if (ra < cnt) *reinterpret_cast<float2*>(oa + d) = f2(o[nd][0] * ia, o[nd][1] * ia);
         if (rb < cnt) *reinterpret_cast<float2*>(ob + d) = f2(o[nd][2] * ib, o[nd][3] * ib);
@@ -358,82 +375,140 @@ DEV void flash_impl(float* out, const float* q, const u16* Kc, const u16* Vc, co
     fa_store<HD>(out, o, la, lb, B.r0, ra, cnt, ldo, h);
 }
 
-// flash2 works on half tiles of FA_KH keys: S of 32 rows x 64 keys
-// would hold 64 registers next to O's 128 (HD 128) and spill.
-#define FA_KH 32
-// S = Q K^T for a warp's two m-tiles over FA_KH keys: A fragments of Q
-// from the padded Q rows at qa (m-tile 1 16 rows below), B fragments of K
-// from the padded key rows at kl. Steps s = (dim chunk kc, key pair np);
-// each K fragment feeds 4 mma.
+// flash2's shape per head dim (f2cfg): W warps; a warp group of NS warps
+// owns 16*M query rows; keys come in tiles of KT (two stages in shared
+// memory), worked in steps of KH. With NS > 1 each warp of the group owns
+// HD/NS dims of O and sums its share of S = QK^T over those dims; the
+// group adds the shares through shared memory (fa_xsum).
+//   HD 64, 128: 4 warps of 32 rows (S of 32 rows x 64 keys would hold 64
+//     registers next to O's 128 at HD 128 and spill: steps of 32 keys).
+//   HD 256: 8 warps of 16 rows (O: 128 registers), steps of 64 keys.
+//   HD 512: 8 warps, pairs of 16 rows x 256 dims, so 64 rows a block (O
+//     of 128 rows x 512 dims would fill an SM's whole register file) and
+//     two blocks per query tile; tiles of 32 keys (two stages of 64 keys
+//     would not fit next to Q).
+// flash2Geom in backend.go mirrors these.
 template <int HD>
-DEV void fa2_qk(float (&sf)[2][FA_KH / 8][4], u32 qa, u32 kl) {
-    constexpr int NP = FA_KH / 16, NS = HD / 16 * NP, QM = 16 * (HD + 8) * 2;
+struct f2cfg {
+    static constexpr int W = F2_W, M = 2, NS = 1, KT = FA_KT, KH = 32;
+};
+template <>
+struct f2cfg<256> {
+    static constexpr int W = 8, M = 1, NS = 1, KT = 64, KH = 64;
+};
+template <>
+struct f2cfg<512> {
+    static constexpr int W = 8, M = 1, NS = 2, KT = 32, KH = 32;
+};
+#define FA_KH 32
+// S = Q K^T (or, NS > 1, a DS-dim share of it) for a warp's M m-tiles over
+// NK keys: A fragments of Q from the padded Q rows at qa (m-tile m 16*m
+// rows below), B fragments of K from the padded key rows at kl (both at
+// the warp's first dim). Steps s = (dim chunk kc, key pair np); each K
+// fragment feeds 2*M mma.
+template <int HD, int M = 2, int NK = FA_KH, int DS = HD>
+DEV void fa2_qk(float (&sf)[M][NK / 8][4], u32 qa, u32 kl) {
+    constexpr int NP = NK / 16, NS = DS / 16 * NP, QM = 16 * (HD + 8) * 2;
 #pragma unroll
-    for (int m = 0; m < 2; m++)
+    for (int m = 0; m < M; m++)
 #pragma unroll
-        for (int nt = 0; nt < FA_KH / 8; nt++) sf[m][nt][0] = sf[m][nt][1] = sf[m][nt][2] = sf[m][nt][3] = 0.f;
-    u32 a[2][4], b[4];
+        for (int nt = 0; nt < NK / 8; nt++) sf[m][nt][0] = sf[m][nt][1] = sf[m][nt][2] = sf[m][nt][3] = 0.f;
+    u32 a[M][4], b[4];
 #pragma unroll
     for (int s = 0; s < NS; s++) {
         const int kc = s / NP, np = s % NP;
-        if (np == 0) {
-            fa_ldsm(a[0], qa + kc * 32);
-            fa_ldsm(a[1], qa + QM + kc * 32);
-        }
+        if (np == 0)
+#pragma unroll
+            for (int m = 0; m < M; m++) fa_ldsm(a[m], qa + m * QM + kc * 32);
         fa_ldsm(b, kl + (np * 16 * (HD + 8) + kc * 16) * 2);
 #pragma unroll
-        for (int m = 0; m < 2; m++) {
+        for (int m = 0; m < M; m++) {
             mma_f16(sf[m][2 * np], a[m][0], a[m][1], a[m][2], a[m][3], b[0], b[1]);
             mma_f16(sf[m][2 * np + 1], a[m][0], a[m][1], a[m][2], a[m][3], b[2], b[3]);
         }
     }
 }
-// O += P V for both m-tiles over FA_KH keys, V fragments from the padded
-// key rows at vl; steps s = (key chunk kc, dim pair dp).
-template <int HD>
-DEV void fa2_pv(float (&o)[2][HD / 8][4], const u32 (&pf)[2][FA_KH / 16][4], u32 vl) {
-    constexpr int NS = FA_KH / 16 * (HD / 16);
+// O += P V for the M m-tiles over NK keys and the DO dims the warp owns,
+// V fragments from the padded key rows at vl (at the warp's first dim);
+// steps s = (key chunk kc, dim pair dp).
+template <int HD, int M = 2, int NK = FA_KH, int DO = HD>
+DEV void fa2_pv(float (&o)[M][DO / 8][4], const u32 (&pf)[M][NK / 16][4], u32 vl) {
+    constexpr int NS = NK / 16 * (DO / 16);
     u32 b[4];
 #pragma unroll
     for (int s = 0; s < NS; s++) {
-        const int kc = s / (HD / 16), dp = s % (HD / 16);
-        fa_ldsm_t(b, vl + fa_voff<HD>(s));
+        const int kc = s / (DO / 16), dp = s % (DO / 16);
+        fa_ldsm_t(b, vl + fa_voff<HD, DO>(s));
 #pragma unroll
-        for (int m = 0; m < 2; m++) {
+        for (int m = 0; m < M; m++) {
             const u32(&y)[4] = pf[m][kc];
             mma_f16(o[m][2 * dp], y[0], y[1], y[2], y[3], b[0], b[1]);
             mma_f16(o[m][2 * dp + 1], y[0], y[1], y[2], y[3], b[2], b[3]);
         }
     }
 }
+DEV void fa_bar(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+// fa_xsum adds the partner's share of S (the same rows, the other dims)
+// to this warp's, through shared memory: this lane's fragments at xw
+// (float4 per fragment, a fragment's 32 lanes contiguous: conflict-free),
+// the partner's same lane at xp. Named barrier bar of the pair's 64
+// threads: the first waits until the partner has read the previous
+// exchange, the second until it has written this one. Both warps get the
+// same sums (a + b == b + a), so their softmaxes agree bit for bit.
+template <int M, int NK>
+DEV void fa_xsum(float (&sf)[M][NK / 8][4], float4* xw, const float4* xp, int bar) {
+    fa_bar(bar, 64);
+#pragma unroll
+    for (int m = 0; m < M; m++)
+#pragma unroll
+        for (int nt = 0; nt < NK / 8; nt++) {
+            const float4 v = {sf[m][nt][0], sf[m][nt][1], sf[m][nt][2], sf[m][nt][3]};
+            xw[(m * (NK / 8) + nt) * 32] = v;
+        }
+    fa_bar(bar, 64);
+#pragma unroll
+    for (int m = 0; m < M; m++)
+#pragma unroll
+        for (int nt = 0; nt < NK / 8; nt++) {
+            const float4 v = xp[(m * (NK / 8) + nt) * 32];
+            sf[m][nt][0] += v.x, sf[m][nt][1] += v.y, sf[m][nt][2] += v.z, sf[m][nt][3] += v.w;
+        }
+}
 
 // Dynamic shared memory of flash2 (flash2Smem in backend.go): Q, then two
-// stages of a K tile and a V tile, all padded rows.
+// stages of a K tile and a V tile, all padded rows; with NS > 1 then the
+// exchange slots, one per warp.
 template <int HD>
 DEV void flash2_impl(float* out, const float* q, const u16* Kc, const u16* Vc, const int* pos, const int* tok2seq,
                      const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window, float softcap,
                      const int* tiles, int ldq, int ldo) {
-    constexpr int KS = HD + 8, TB = FA_KT * KS * 2; // padded row (halves), tile bytes
+    using C = f2cfg<HD>;
+    constexpr int M = C::M, NS = C::NS, KT = C::KT, KH = C::KH, NT = C::W * 32;
+    constexpr int RW = 16 * M, R = C::W / NS * RW, SUB = FA_ROWS / R; // rows: a warp group's, the block's; blocks a tile
+    constexpr int DW = HD / NS;                                       // dims of a warp (its share of S and its O)
+    constexpr int KS = HD + 8, TB = KT * KS * 2;                      // padded row (halves), tile bytes
+    static_assert(R * SUB == FA_ROWS && NT % (HD / 8) == 0 && KT % KH == 0 && NS <= 2, "flash2 shape");
     extern __shared__ __align__(16) u16 fsm[];
-    const fa_blk B = fa_block(pos, tok2seq, btab, btStride, heads, kvh, window, tiles);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const fa_blk B = fa_block<SUB>(pos, tok2seq, btab, btStride, heads, kvh, window, tiles);
+    if (SUB > 1 && B.cnt <= 0) return; // block-uniform, before any barrier
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = warp / NS, d = warp % NS;
     const int cnt = B.cnt, pfirst = B.pfirst, plast = B.plast;
-    const u32 qsm = fa_smem(fsm), kv = qsm + FA_ROWS * KS * 2; // stage st: K at kv + 2*TB*st, V after it
+    const u32 qsm = fa_smem(fsm), kv = qsm + R * KS * 2; // stage st: K at kv + 2*TB*st, V after it
 
-    int row[FA_N(HD, F2_T)]; // cache rows of the next tile to copy
-    fa_rows<HD, F2_T>(row, B.bt, B.kstart, plast, bs, kvh, B.kh);
-    fa_copy<HD, F2_T>(kv, Kc, row);
-    fa_copy<HD, F2_T>(kv + TB, Vc, row);
+    int row[FA_NK(HD, NT, KT)]; // cache rows of the next tile to copy
+    fa_rows<HD, NT, KT>(row, B.bt, B.kstart, plast, bs, kvh, B.kh);
+    fa_copy<HD, NT, KT>(kv, Kc, row);
+    fa_copy<HD, NT, KT>(kv + TB, Vc, row);
     fa_commit();
 
     // Q rows to f16 in shared memory, pre-scaled; rows past cnt are zeros.
     // Visible to all after the first barrier of the loop.
     {
-        constexpr int CH = HD / 8, RP = F2_T / CH; // 8-dim chunks a row, rows a pass
+        constexpr int CH = HD / 8, RP = NT / CH; // 8-dim chunks a row, rows a pass
         const float qs = softcap > 0.f ? scale : scale * LOG2E;
         const int c = threadIdx.x % CH;
 #pragma unroll 4
-        for (int i = 0; i < FA_ROWS / RP; i++) {
+        for (int i = 0; i < R / RP; i++) {
             const int r = (int)threadIdx.x / CH + i * RP;
             float4 x = {0.f, 0.f, 0.f, 0.f}, y = {0.f, 0.f, 0.f, 0.f};
             if (r < cnt) {
@@ -447,63 +522,73 @@ DEV void flash2_impl(float* out, const float* q, const u16* Kc, const u16* Vc, c
         }
     }
 
-    // This warp's rows: w0..w0+31 at positions pw0..pwl (pwl: the last row
-    // before cnt; -1 when the warp has none, so it skips every tile).
-    const int w0 = warp * 32, pw0 = pfirst + w0, pwl = w0 < cnt ? pfirst + min(w0 + 31, cnt - 1) : -1;
-    // ldmatrix addresses of this lane: Q rows (A, x4 = {rows 0-7, 8-15} x
-    // {dims 0-7, 8-15}), K and V in stage 0.
-    const u32 qa = qsm + ((w0 + (lane & 7) + ((lane >> 3) & 1) * 8) * KS + (lane >> 4) * 8) * 2;
-    const u32 kl = kv + fa_klane<HD>(lane), vl = kv + TB + fa_vlane<HD>(lane);
-    float o[2][HD / 8][4];
+    // This warp group's rows: w0..w0+RW-1 at positions pw0..pwl (pwl: the
+    // last row before cnt; -1 when the group has none, so it skips every
+    // tile). Its warps make the same choices, as fa_xsum's barriers need.
+    const int w0 = g * RW, pw0 = pfirst + w0, pwl = w0 < cnt ? pfirst + min(w0 + RW - 1, cnt - 1) : -1;
+    // ldmatrix addresses of this lane at the warp's first dim: Q rows (A,
+    // x4 = {rows 0-7, 8-15} x {dims 0-7, 8-15}), K and V in stage 0.
+    const u32 qa = qsm + ((w0 + (lane & 7) + ((lane >> 3) & 1) * 8) * KS + (lane >> 4) * 8 + d * DW) * 2;
+    const u32 kl = kv + fa_klane<HD>(lane) + d * DW * 2, vl = kv + TB + fa_vlane<HD>(lane) + d * DW * 2;
+    float o[M][DW / 8][4];
 #pragma unroll
-    for (int m = 0; m < 2; m++)
+    for (int m = 0; m < M; m++)
 #pragma unroll
-        for (int i = 0; i < HD / 8; i++) o[m][i][0] = o[m][i][1] = o[m][i][2] = o[m][i][3] = 0.f;
-    float mx[2][2] = {{NEG_INF, NEG_INF}, {NEG_INF, NEG_INF}}, l[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+        for (int i = 0; i < DW / 8; i++) o[m][i][0] = o[m][i][1] = o[m][i][2] = o[m][i][3] = 0.f;
+    float mx[M][2], l[M][2];
+#pragma unroll
+    for (int m = 0; m < M; m++) mx[m][0] = mx[m][1] = NEG_INF, l[m][0] = l[m][1] = 0.f;
 
     u32 so = 0; // this tile's stage offset
-    for (int j0 = B.kstart; j0 <= plast; j0 += FA_KT, so ^= 2 * TB) {
-        const bool more = j0 + FA_KT <= plast;
+    for (int j0 = B.kstart; j0 <= plast; j0 += KT, so ^= 2 * TB) {
+        const bool more = j0 + KT <= plast;
         // The next tile's rows: the lookups' latency hides behind the wait.
-        if (more) fa_rows<HD, F2_T>(row, B.bt, j0 + FA_KT, plast, bs, kvh, B.kh);
+        if (more) fa_rows<HD, NT, KT>(row, B.bt, j0 + KT, plast, bs, kvh, B.kh);
         fa_wait0(); // this thread's copies of tile j0 have landed...
-        __syncthreads(); // ...and everyone's; every warp is done with the other stage (tile j0 - FA_KT)
+        __syncthreads(); // ...and everyone's; every warp is done with the other stage (tile j0 - KT)
         if (more) {
-            fa_copy<HD, F2_T>(kv + (so ^ 2 * TB), Kc, row);
-            fa_copy<HD, F2_T>(kv + (so ^ 2 * TB) + TB, Vc, row);
+            fa_copy<HD, NT, KT>(kv + (so ^ 2 * TB), Kc, row);
+            fa_copy<HD, NT, KT>(kv + (so ^ 2 * TB) + TB, Vc, row);
             fa_commit();
         }
 #pragma unroll
-        for (int hk = 0; hk < FA_KT / FA_KH; hk++) {
-            const int jh = j0 + hk * FA_KH;
-            // Skip keys no row of this warp sees (warp-uniform): all after
-            // its last row, or all before its first row's window.
-            if (jh > pwl || (window > 0 && jh + FA_KH - 1 <= pw0 - window)) continue;
-            const u32 ho = so + hk * FA_KH * KS * 2;
-            float sf[2][FA_KH / 8][4];
-            fa2_qk<HD>(sf, qa, kl + ho);
-            // Masks only where some key is past the warp's first row or
-            // before its last row's window.
-            const bool mask = jh + FA_KH - 1 > pw0 || (window > 0 && jh <= pwl - window);
-            u32 pf[2][FA_KH / 16][4];
-#pragma unroll
-            for (int m = 0; m < 2; m++) {
-                fa_mods<FA_KH>(sf[m], softcap, mask, jh, pfirst, w0 + m * 16 + (lane >> 2), cnt, window);
-                fa_softmax<HD, FA_KH>(sf[m], o[m], mx[m][0], mx[m][1], l[m][0], l[m][1]);
-                fa_pack<FA_KH>(pf[m], sf[m]);
+        for (int hk = 0; hk < KT / KH; hk++) {
+            const int jh = j0 + hk * KH;
+            // Skip keys no row of this warp group sees (group-uniform):
+            // all after its last row, or all before its first row's window.
+            if (jh > pwl || (window > 0 && jh + KH - 1 <= pw0 - window)) continue;
+            const u32 ho = so + hk * KH * KS * 2;
+            float sf[M][KH / 8][4];
+            fa2_qk<HD, M, KH, DW>(sf, qa, kl + ho);
+            if constexpr (NS > 1) {
+                // Exchange slots after the tiles: this warp's, its partner's (warp ^ 1).
+                float4* const xs = reinterpret_cast<float4*>(fsm + (R + 4 * KT) * KS) + lane;
+                fa_xsum<M, KH>(sf, xs + warp * (M * KH / 8 * 32), xs + (warp ^ 1) * (M * KH / 8 * 32), 1 + g);
             }
-            fa2_pv<HD>(o, pf, vl + ho);
+            // Masks only where some key is past the group's first row or
+            // before its last row's window.
+            const bool mask = jh + KH - 1 > pw0 || (window > 0 && jh <= pwl - window);
+            u32 pf[M][KH / 16][4];
+#pragma unroll
+            for (int m = 0; m < M; m++) {
+                fa_mods<KH>(sf[m], softcap, mask, jh, pfirst, w0 + m * 16 + (lane >> 2), cnt, window);
+                fa_softmax<DW, KH>(sf[m], o[m], mx[m][0], mx[m][1], l[m][0], l[m][1]);
+                fa_pack<KH>(pf[m], sf[m]);
+            }
+            fa2_pv<HD, M, KH, DW>(o, pf, vl + ho);
         }
     }
     // Read the tile again rather than hold r0 and h in registers through the loop.
-    const fa_blk E = fa_block(pos, tok2seq, btab, btStride, heads, kvh, window, tiles);
+    const fa_blk E = fa_block<SUB>(pos, tok2seq, btab, btStride, heads, kvh, window, tiles);
 #pragma unroll
-    for (int m = 0; m < 2; m++) fa_store<HD>(out, o[m], l[m][0], l[m][1], E.r0, w0 + m * 16 + (lane >> 2), cnt, ldo, E.h);
+    for (int m = 0; m < M; m++)
+        fa_store<HD, DW>(out + d * DW, o[m], l[m][0], l[m][1], E.r0, w0 + m * 16 + (lane >> 2), cnt, ldo, E.h);
 }
 
 // Kc, Vc: the layer's paged f16 cache, [block][kvHead][slot][HD]. Grid
 // (query tiles, heads); FA_T threads (flash_attn), F2_T threads and
-// flash2Smem bytes of dynamic shared memory (flash2_attn).
+// flash2Smem bytes of dynamic shared memory (flash2_attn; HD 256 and 512:
+// 256 threads, and for HD 512 grid x = 2 * query tiles).
 #define FLASH(NAME, IMPL, NT, HD, MINB)                                                                               \
     extern "C" __global__ void __launch_bounds__(NT, MINB) NAME##_##HD(                                             \
         float* out, const float* q, const u16* Kc, const u16* Vc, const int* pos, const int* tok2seq,                \
@@ -515,3 +600,4 @@ DEV void flash2_impl(float* out, const float* q, const u16* Kc, const u16* Vc, c
     }
 FLASH(flash_attn, flash_impl, FA_T, 64, 2) FLASH(flash_attn, flash_impl, FA_T, 128, 1)
 FLASH(flash2_attn, flash2_impl, F2_T, 64, 2) FLASH(flash2_attn, flash2_impl, F2_T, 128, 2)
+FLASH(flash2_attn, flash2_impl, 256, 256, 1) FLASH(flash2_attn, flash2_impl, 256, 512, 1)
