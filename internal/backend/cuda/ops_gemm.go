@@ -1,0 +1,152 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+// Many-row products through cuBLAS (prefill): weights dequantized into a
+// scratch buffer, activations rounded to bf16 (or TF32 on f32).
+// gemm records a many-row product through cuBLAS: the weight is widened
+// (or dequantized) to f32 into a scratch buffer, then a TF32 GEMM runs on
+// the f32 activations.
+func (b *Backend) gemm(d, s *Tensor, w *weight, bias uintptr) {
+	if b.gemmBF16 && (w.quant || w.dtype == tensor.BF16) {
+		b.gemmBF(d, s, w, bias)
+		return
+	}
+	N, K := w.out, w.in
+	wp := w.w
+	if w.quant || w.dtype != tensor.F32 {
+		unbind := b.bind()
+		err := b.grow(&b.scratch, N*K*4)
+		unbind()
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		wp = b.scratch.ptr
+		n := N * K
+		switch {
+		case w.quant:
+			b.newLaunch("dequant_f32_"+w.sbName(), b.gridFor(n), 1, 1, 256).p(wp).p(w.w).p(w.sb).i(N).i(K).i(w.bits).i(w.gshft)
+		case w.dtype == tensor.BF16:
+			b.newLaunch("bf16_to_f32", b.gridFor(n), 1, 1, 256).p(wp).p(w.w).i64(n)
+		default:
+			b.newLaunch("f16_to_f32", b.gridFor(n), 1, 1, 256).p(wp).p(w.w).i64(n)
+		}
+	}
+	b.rec.ls = append(b.rec.ls, launch{fn: fnGemm})
+	l := &b.rec.ls[len(b.rec.ls)-1]
+	l.p(d.ptr).p(s.ptr).p(wp).i(s.rows).i(N).i(K).i(0)
+	b.rec.gemm = true
+	if bias != 0 {
+		n := s.rows * N
+		b.newLaunch("add_bias", b.gridFor(n), 1, 1, 256).p(d.ptr).p(bias).i(s.rows).i(N)
+	}
+}
+
+// gemmBF records a many-row product on bf16 operands: the weight is
+// dequantized to bf16 (dense bf16 weights are used as stored), x is
+// rounded to bf16, and cuBLAS multiplies on the tensor cores with f32
+// accumulation into the f32 output. Against the TF32 path this halves the
+// scratch traffic and doubles the tensor rate; the price is bf16 rounding
+// of both operands (conformance bound 1e-2, as for bf16 activations).
+func (b *Backend) gemmBF(d, s *Tensor, w *weight, bias uintptr) {
+	N, K, M := w.out, w.in, s.rows
+	unbind := b.bind()
+	xp := b.scratchX.ptr
+	err := b.grow(&b.scratchX, M*K*2)
+	ready := err == nil && (b.scratchX.ptr == xp && b.bf16Ready(s.ptr, M*K) || b.bf16FromProducer(s.ptr, M*K))
+	if err == nil && w.quant {
+		err = b.grow(&b.scratch, N*K*2)
+	}
+	unbind()
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	wp := w.w
+	if w.quant {
+		wp = b.scratch.ptr
+		b.newLaunch("dequant_bf16_"+w.sbName(), b.gridFor(N*K/8), 1, 1, 256).p(wp).p(w.w).p(w.sb).i(N).i(K).i(w.bits).i(w.gshft)
+	}
+	if !ready {
+		b.newLaunch("f32_to_bf16", b.gridFor(M*K), 1, 1, 256).p(b.scratchX.ptr).p(s.ptr).i64(M * K)
+	}
+	b.rec.ls = append(b.rec.ls, launch{fn: fnGemm})
+	l := &b.rec.ls[len(b.rec.ls)-1]
+	l.p(d.ptr).p(b.scratchX.ptr).p(wp).i(M).i(N).i(K).i(1)
+	b.rec.gemm = true
+	if bias != 0 {
+		b.newLaunch("add_bias", b.gridFor(M*N), 1, 1, 256).p(d.ptr).p(bias).i(M).i(N)
+	}
+}
+
+// bf16Ready reports whether scratchX already holds x (n elements) in
+// bf16: the launches recorded since are a product that read it (the
+// conversion, a GEMM on scratchX writing elsewhere, maybe its bias add).
+// Called before this product's dequantization is recorded. A layer's q, k and v (and gate
+// and up) read the same x, so two of three conversions go.
+func (b *Backend) bf16Ready(x uintptr, n int) bool {
+	ls := b.rec.ls
+	i := len(ls) - 1
+	if i >= 0 && ls[i].fn == b.fn("add_bias") && uintptr(ls[i].args[0]) != x {
+		i--
+	}
+	if i < 1 || ls[i].fn != fnGemm || uintptr(ls[i].args[1]) != b.scratchX.ptr || uintptr(ls[i].args[0]) == x {
+		return false
+	}
+	c := &ls[i-1]
+	return c.fn == b.fn("f32_to_bf16") && uintptr(c.args[0]) == b.scratchX.ptr && uintptr(c.args[1]) == x && int(c.args[2]) == n
+}
+
+// bf16FromProducer makes the launch just recorded, when it is an RMSNorm,
+// an add+RMSNorm or a gated activation that writes x (n elements), also
+// write x's bf16 copy into scratchX (their dbf argument), and reports
+// whether it did: the product then skips its conversion pass, which
+// re-read x (a prefill's norm output, or its 14336-wide activation).
+func (b *Backend) bf16FromProducer(x uintptr, n int) bool {
+	if len(b.rec.ls) == 0 {
+		return false
+	}
+	l := &b.rec.ls[len(b.rec.ls)-1]
+	var dst uintptr
+	var elems, slot int
+	switch l.fn {
+	case b.fn("rmsnorm"): // dst, x, w, cols, eps, dbf
+		dst, elems, slot = uintptr(l.args[0]), int(l.gx)*int(int32(l.args[3])), 5
+	case b.fn("add_rmsnorm"): // sum, a, b, dst, w, cols, eps, dbf
+		dst, elems, slot = uintptr(l.args[3]), int(l.gx)*int(int32(l.args[5])), 7
+	case b.fn("gated_silu"), b.fn("gated_gelu"): // d, g, u, n, dbf
+		dst, elems, slot = uintptr(l.args[0]), int(l.args[3]), 4
+	default:
+		return false
+	}
+	if dst != x || elems != n || l.args[slot] != 0 {
+		return false
+	}
+	l.args[slot] = uint64(b.scratchX.ptr)
+	return true
+}
+
+const cublasComputeTF32 = 77 // CUBLAS_COMPUTE_32F_FAST_TF32
+
+func (b *Backend) runGemm(l *launch) error {
+	y, x, w := uintptr(l.args[0]), uintptr(l.args[1]), uintptr(l.args[2])
+	m, n, k := int(int32(l.args[3])), int(int32(l.args[4])), int(int32(l.args[5]))
+	alpha, beta := float32(1), float32(0)
+	in, compute := uintptr(cudaR32F), uintptr(cublasComputeTF32)
+	if l.args[6] == 1 {
+		in, compute = cudaR16BF, cublasCompute32F
+	}
+	r, _, _ := purego.SyscallN(b.bl.gemmEx, b.bl.handle, cublasOpT, cublasOpN, uintptr(n), uintptr(m), uintptr(k),
+		uintptr(unsafe.Pointer(&alpha)), w, in, uintptr(k), x, in, uintptr(k),
+		uintptr(unsafe.Pointer(&beta)), y, cudaR32F, uintptr(n), compute, cublasGemmDflt)
+	return blasErr(fmt.Sprintf("gemm %dx%dx%d", m, n, k), r)
+}
