@@ -12,6 +12,7 @@ import (
 
 // Many-row products through cuBLAS (prefill): weights dequantized into a
 // scratch buffer, activations rounded to bf16 (or TF32 on f32).
+
 // gemm records a many-row product through cuBLAS: the weight is widened
 // (or dequantized) to f32 into a scratch buffer, then a TF32 GEMM runs on
 // the f32 activations.

@@ -13,6 +13,7 @@ import (
 // One-row and few-row quantized products (the GEMV kernels of gemv.cu and
 // mma.cu) and what folds into them at record time: q/k/v and gate/up
 // launched together, the gated activation, a one-row norm and residual add.
+
 // gemv records y[M,N] = x[M,K] @ W^T for M <= 8 per row chunk (grid.y
 // covers more). With eidx != 0, row t uses expert eidx[t*topk+slot]; a
 // negative slot runs all topk slots in one launch (grid.z, see rebase in
