@@ -101,7 +101,11 @@ func (m *modelFlags) register(fs *flag.FlagSet, maxTokens, warmup int) {
 	fs.StringVar(&m.profilesDir, "profiles-dir", "", "folder of model profiles (default: profiles/ in or above the working directory)")
 	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer folder (with tokenizer.json) or shared tokenizer name, overriding the model's own / the profile's pairing")
 	fs.IntVar(&m.maxTokens, "max-tokens", maxTokens, "tokens to decode after the prompt (greedy, no EOS stop)")
-	fs.IntVar(&m.warmup, "warmup", warmup, "untimed runs before the measured ones")
+	help := "untimed runs before the measured ones"
+	if warmup < 0 {
+		help += " (-1: 1 on cuda, where the first run also picks cuBLAS algorithms and grows buffers; 0 on cpu)"
+	}
+	fs.IntVar(&m.warmup, "warmup", warmup, help)
 	fs.IntVar(&m.repeat, "repeat", 1, "measured runs; the row has their mean")
 	fs.IntVar(&m.prefillChunk, "prefill-chunk", 0, fmt.Sprintf("prompt tokens per forward step during prefill (0: %d on cuda, as mlxcel serve; %d on cpu)",
 		engine.DefaultPrefillChunkGPU, cpuBenchChunk))

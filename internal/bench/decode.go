@@ -28,7 +28,7 @@ type DecodeOptions struct {
 	// PromptTokens lists target prompt lengths; 0 means the short prompt.
 	PromptTokens []int
 	MaxTokens    int
-	Warmup       int
+	Warmup       int // -1: 1 on cuda, 0 on cpu
 	Repeat       int
 	PrefillChunk int // 0: DefaultPrefillChunk of the backend
 	// MaxPrefillSeconds (> 0) skips a prompt whose prefill is estimated to
@@ -157,6 +157,12 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 	base.Hardware = Hardware(be)
 	if o.PrefillChunk <= 0 {
 		o.PrefillChunk = DefaultPrefillChunk(be.Name())
+	}
+	if o.Warmup < 0 { // the ladder's default: a GPU's first run pays one-time costs, a CPU's does not
+		o.Warmup = 0
+		if be.Name() == "cuda" {
+			o.Warmup = 1
+		}
 	}
 
 	// 3. Tokenizer.

@@ -220,8 +220,12 @@ func writeSummary(path string, o LadderOptions, res *LadderResult) error {
 		if o.Decode.PrefillChunk <= 0 {
 			chunk = fmt.Sprintf("%d (cuda) or %d (cpu)", DefaultPrefillChunk("cuda"), DefaultPrefillChunk("cpu"))
 		}
+		warm := fmt.Sprint(o.Decode.Warmup)
+		if o.Decode.Warmup < 0 {
+			warm = "1 (cuda) or 0 (cpu)"
+		}
 		fmt.Fprintf(&b, "- decode: %d greedy tokens after the prompt (no EOS stop); prefill in chunks of %s tokens; "+
-			"%d warm-up and %d measured run(s) per point\n", o.Decode.MaxTokens, chunk, o.Decode.Warmup, o.Decode.Repeat)
+			"%s warm-up and %d measured run(s) per point\n", o.Decode.MaxTokens, chunk, warm, o.Decode.Repeat)
 	}
 	fmt.Fprintf(&b, "- data: [%s](%s); chart: [%s](%s)\n\n", filepath.Base(res.CSV), filepath.Base(res.CSV),
 		filepath.Base(res.ChartSVG), filepath.Base(res.ChartSVG))
@@ -250,7 +254,7 @@ func cmpStr(a, b string) string {
 func LadderMain(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench ladder", stderr, "mlxcel bench ladder [--profiles a,b] [--lengths 512,2048] [flags]")
 	var mf modelFlags
-	mf.register(fs, 100, 0)
+	mf.register(fs, 100, -1)
 	profiles := stringList(Representative)
 	lengths := intList(DefaultLengths)
 	fs.Var(&profiles, "profiles", "comma-separated profile names")
