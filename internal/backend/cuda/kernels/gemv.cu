@@ -124,6 +124,47 @@ DEV void finish(float (&acc)[NR][MR], float* y, const float* bias, int row0, int
     }
 }
 
+// dotchunk is sum(x*q) over one 16-byte chunk of a row (sx = sum(x)).
+template <int BITS>
+DEV float dotchunk(uint4 wv, const float* xv, float sx) {
+    constexpr int EPW = 32 / BITS;
+    u32 wd[4] = {wv.x, wv.y, wv.z, wv.w};
+    float d0 = 0.f, d1 = 0.f; // two chains for ILP
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float q[EPW];
+        unpack<BITS>(wd[i], q);
+#pragma unroll
+        for (int e = 0; e < EPW; e += 2) {
+            d0 = fmaf(xv[i * EPW + e], q[e], d0);
+            d1 = fmaf(xv[i * EPW + e + 1], q[e + 1], d1);
+        }
+    }
+    float d = d0 + d1;
+    // 4 bits: d summed x*(0.5 + q/32); 32*d - 16*sum(x) = sum(x*q).
+    if (BITS == 4) d = fmaf(32.f, d, -16.f * sx);
+    return d;
+}
+
+// chunk_fma adds one 16-byte chunk of NR weight rows (wv, their group's
+// scale and bias sv), applied to the chunk's activations xv, to the row
+// sums acc[r * S]: s*sum(x*q) + b*sum(x), the affine dequantization
+// folded into the sums.
+template <int BITS, class SB, int NR, int S = 1>
+DEV void chunk_fma(float* acc, const uint4 (&wv)[NR], const typename SB::raw (&sv)[NR], const float* xv) {
+    constexpr int EPC = 128 / BITS;
+    float sx0 = 0.f, sx1 = 0.f;
+#pragma unroll
+    for (int e = 0; e < EPC; e += 2) { sx0 += xv[e]; sx1 += xv[e + 1]; }
+    const float sx = sx0 + sx1;
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        float d = dotchunk<BITS>(wv[r], xv, sx), s, b;
+        SB::get(sv[r], s, b);
+        acc[r * S] = fmaf(s, d, fmaf(b, sx, acc[r * S]));
+    }
+}
+
 template <int BITS, class SB, int MR, int NR, int L = 32 * QW>
 DEV void qgemv_impl(GEMV_PARAMS) {
     constexpr int EPW = 32 / BITS, EPC = 4 * EPW; // elements per word, per 16-byte chunk
@@ -173,54 +214,10 @@ DEV void qgemv_impl(GEMV_PARAMS) {
                 float4 f = xp[i];
                 xv[4 * i] = f.x; xv[4 * i + 1] = f.y; xv[4 * i + 2] = f.z; xv[4 * i + 3] = f.w;
             }
-            float sx0 = 0.f, sx1 = 0.f;
-#pragma unroll
-            for (int e = 0; e < EPC; e += 2) { sx0 += xv[e]; sx1 += xv[e + 1]; }
-            const float sx = sx0 + sx1;
-#pragma unroll
-            for (int r = 0; r < NR; r++) {
-                u32 wd[4] = {wv[r].x, wv[r].y, wv[r].z, wv[r].w};
-                float d0 = 0.f, d1 = 0.f; // two chains for ILP
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    float q[EPW];
-                    unpack<BITS>(wd[i], q);
-#pragma unroll
-                    for (int e = 0; e < EPW; e += 2) {
-                        d0 = fmaf(xv[i * EPW + e], q[e], d0);
-                        d1 = fmaf(xv[i * EPW + e + 1], q[e + 1], d1);
-                    }
-                }
-                float d = d0 + d1, s, b;
-                // 4 bits: d summed x*(0.5 + q/32); 32*d - 16*sum(x) = sum(x*q).
-                if (BITS == 4) d = fmaf(32.f, d, -16.f * sx);
-                SB::get(sv[r], s, b);
-                acc[r][m] = fmaf(s, d, fmaf(b, sx, acc[r][m]));
-            }
+            chunk_fma<BITS, SB, NR, MR>(&acc[0][m], wv, sv, xv);
         }
     }
     finish<NR, MR, QW, L>(acc, y, bias, row0, N, M, ldy);
-}
-
-// dotchunk is sum(x*q) over one 16-byte chunk of a row (sx = sum(x)).
-template <int BITS>
-DEV float dotchunk(uint4 wv, const float* xv, float sx) {
-    constexpr int EPW = 32 / BITS;
-    u32 wd[4] = {wv.x, wv.y, wv.z, wv.w};
-    float d0 = 0.f, d1 = 0.f; // two chains for ILP
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float q[EPW];
-        unpack<BITS>(wd[i], q);
-#pragma unroll
-        for (int e = 0; e < EPW; e += 2) {
-            d0 = fmaf(xv[i * EPW + e], q[e], d0);
-            d1 = fmaf(xv[i * EPW + e + 1], q[e + 1], d1);
-        }
-    }
-    float d = d0 + d1;
-    if (BITS == 4) d = fmaf(32.f, d, -16.f * sx);
-    return d;
 }
 
 // qgemv_multi: one activation row against up to three matrices that share
@@ -356,16 +353,7 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
                 xv[4 * i] = f.x; xv[4 * i + 1] = f.y; xv[4 * i + 2] = f.z; xv[4 * i + 3] = f.w;
             }
         }
-        float sx0 = 0.f, sx1 = 0.f;
-#pragma unroll
-        for (int e = 0; e < EPC; e += 2) { sx0 += xv[e]; sx1 += xv[e + 1]; }
-        const float sx = sx0 + sx1;
-#pragma unroll
-        for (int r = 0; r < NR; r++) {
-            float dd = dotchunk<BITS>(wv[r], xv, sx), s, b;
-            SB::get(sv[r], s, b);
-            acc[r] = fmaf(s, dd, fmaf(b, sx, acc[r]));
-        }
+        chunk_fma<BITS, SB, NR>(acc, wv, sv, xv);
         if (cn < nc) {
 #pragma unroll
             for (int r = 0; r < NR; r++) {

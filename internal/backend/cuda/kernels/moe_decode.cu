@@ -98,16 +98,7 @@ DEV void qdots(float (&acc)[NR], const float* x, const uint4* (&wr)[NR], const u
         for (int r = 0; r < NR; r++) sv[r] = SB::load(sr[r], (c * EPC) >> gshift);
         float xv[EPC];
         md_x<EPC>(xv, x, c * EPC, nm, ss);
-        float sx0 = 0.f, sx1 = 0.f;
-#pragma unroll
-        for (int e = 0; e < EPC; e += 2) { sx0 += xv[e]; sx1 += xv[e + 1]; }
-        const float sx = sx0 + sx1;
-#pragma unroll
-        for (int r = 0; r < NR; r++) {
-            float d = dotchunk<BITS>(wv[r], xv, sx), s, b;
-            SB::get(sv[r], s, b);
-            acc[r] = fmaf(s, d, fmaf(b, sx, acc[r]));
-        }
+        chunk_fma<BITS, SB, NR>(acc, wv, sv, xv);
     }
 }
 
