@@ -116,20 +116,7 @@ func TestMoEDecode(t *testing.T) {
 	p := backend.MoEParams{TopK: mdTopK, Renorm: true, Act: backend.SiLU}
 	rng := rand.New(rand.NewSource(3))
 	for _, T := range []int{1, 4} {
-		hv := make([]float32, T*mdHidden)
-		for i := range hv {
-			hv[i] = float32(rng.NormFloat64())
-		}
-		xt, err := b.UploadWeight(&tensor.Host{Name: "x", Shape: []int{T, mdHidden}, DType: tensor.F32, Data: f32le(hv)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mdStep(t, b, T)
-		h, xn, out := b.NewTensor(T, mdHidden), b.NewTensor(T, mdHidden), b.NewTensor(T, mdHidden)
-		b.Embed(h, xt)
-		if err := b.Sync(); err != nil {
-			t.Fatal(err)
-		}
+		h, xn, out := mdInput(t, b, rng, T)
 		// Run 0: the seven-launch path; runs 1-4: the three-launch path.
 		// Run 1 may grow the counters (a fill between its first norm and
 		// router, which then stay apart); from there the same launches
@@ -227,20 +214,7 @@ func TestBenchMoEDecode(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	tm := b.NewTimer()
 	for _, T := range []int{1, 4} {
-		hv := make([]float32, T*mdHidden)
-		for i := range hv {
-			hv[i] = float32(rng.NormFloat64())
-		}
-		xt, err := b.UploadWeight(&tensor.Host{Name: "x", Shape: []int{T, mdHidden}, DType: tensor.F32, Data: f32le(hv)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mdStep(t, b, T)
-		h, xn, out := b.NewTensor(T, mdHidden), b.NewTensor(T, mdHidden), b.NewTensor(T, mdHidden)
-		b.Embed(h, xt)
-		if err := b.Sync(); err != nil {
-			t.Fatal(err)
-		}
+		h, xn, out := mdInput(t, b, rng, T)
 		var outs [2][]float32
 		for k, dec := range []bool{true, false} {
 			b.moeDec = dec
@@ -283,4 +257,25 @@ func TestBenchMoEDecode(t *testing.T) {
 	}
 	c, r, _, f, lastErr := b.GraphStats()
 	t.Logf("graphs: %d captured, %d replays, %d failed (%v)", c, r, f, lastErr)
+}
+
+// mdInput begins a T-token step and returns a random input row set h
+// (embedded from an uploaded table) and two output tensors.
+func mdInput(t *testing.T, b *Backend, rng *rand.Rand, T int) (h, xn, out backend.Tensor) {
+	t.Helper()
+	hv := make([]float32, T*mdHidden)
+	for i := range hv {
+		hv[i] = float32(rng.NormFloat64())
+	}
+	xt, err := b.UploadWeight(&tensor.Host{Name: "x", Shape: []int{T, mdHidden}, DType: tensor.F32, Data: f32le(hv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mdStep(t, b, T)
+	h, xn, out = b.NewTensor(T, mdHidden), b.NewTensor(T, mdHidden), b.NewTensor(T, mdHidden)
+	b.Embed(h, xt)
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return h, xn, out
 }
