@@ -124,6 +124,30 @@ DEV void finish(float (&acc)[NR][MR], float* y, const float* bias, int row0, int
     }
 }
 
+// ldw loads 16 bytes of weights; NA: without allocating them in L1 (they
+// are read once), which leaves L1 to x (the v8n variant, for measuring).
+template <bool NA>
+DEV uint4 ldw(const uint4* p) {
+    if constexpr (NA) {
+        uint4 v;
+        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+        return v;
+    } else {
+        return *p;
+    }
+}
+
+// load_chunk loads chunk c (16 bytes) of NR weight rows and the scale and
+// bias of the group it lies in.
+template <int BITS, class SB, int NR, bool NA = false>
+DEV void load_chunk(uint4 (&wv)[NR], typename SB::raw (&sv)[NR], const uint4* const (&wr)[NR], const u32* const (&sr)[NR],
+                    int c, int gshift) {
+#pragma unroll
+    for (int r = 0; r < NR; r++) wv[r] = ldw<NA>(wr[r] + c);
+#pragma unroll
+    for (int r = 0; r < NR; r++) sv[r] = SB::load(sr[r], (c * (128 / BITS)) >> gshift);
+}
+
 // dotchunk is sum(x*q) over one 16-byte chunk of a row (sx = sum(x)).
 template <int BITS>
 DEV float dotchunk(uint4 wv, const float* xv, float sx) {
@@ -201,10 +225,7 @@ DEV void qgemv_impl(GEMV_PARAMS) {
     for (int c = li; c < nc; c += L) {
         uint4 wv[NR];
         typename SB::raw sv[NR];
-#pragma unroll
-        for (int r = 0; r < NR; r++) wv[r] = wr[r][c];
-#pragma unroll
-        for (int r = 0; r < NR; r++) sv[r] = SB::load(sr[r], (c * EPC) >> gshift);
+        load_chunk<BITS, SB, NR>(wv, sv, wr, sr, c, gshift);
 #pragma unroll
         for (int m = 0; m < MR; m++) {
             float xv[EPC];
@@ -250,19 +271,6 @@ DEV void qgemv_impl(GEMV_PARAMS) {
 #define QMULTI_ARGS x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2, sb2, bias2, N2, nb0, nb1, glu, d
 #define QMULTI_FOLD_PARAMS QMULTI_PARAMS, const float *nsrc, const float *nwt, float eps, const float *resA, float *resDst
 #define QMULTI_FOLD_ARGS QMULTI_ARGS, nsrc, nwt, eps, resA, resDst
-// ldw loads 16 bytes of weights; NA: without allocating them in L1 (they
-// are read once), which leaves L1 to x (the v8n variant, for measuring).
-template <bool NA>
-DEV uint4 ldw(const uint4* p) {
-    if constexpr (NA) {
-        uint4 v;
-        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-        return v;
-    } else {
-        return *p;
-    }
-}
-
 template <int BITS, class SB, int NR, bool PF, int L = 32 * QW, bool FOLD = false, bool NA = false>
 DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     constexpr int EPW = 32 / BITS, EPC = 4 * EPW;
@@ -304,10 +312,7 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     typename SB::raw sv[NR];
     int c = li;
     if (c < nc) {
-#pragma unroll
-        for (int r = 0; r < NR; r++) wv[r] = ldw<NA>(wr[r] + c);
-#pragma unroll
-        for (int r = 0; r < NR; r++) sv[r] = SB::load(sr[r], (c * EPC) >> gshift);
+        load_chunk<BITS, SB, NR, NA>(wv, sv, wr, sr, c, gshift);
     }
     // The first chunk's weights are in flight; x comes from the previous
     // kernel (PDL: this block may have started before it finished).
@@ -319,12 +324,7 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
         const int cn = c + L;
         uint4 pw[NR];
         typename SB::raw psv[NR];
-        if (PF && cn < nc) {
-#pragma unroll
-            for (int r = 0; r < NR; r++) pw[r] = ldw<NA>(wr[r] + cn);
-#pragma unroll
-            for (int r = 0; r < NR; r++) psv[r] = SB::load(sr[r], (cn * EPC) >> gshift);
-        }
+        if (PF && cn < nc) load_chunk<BITS, SB, NR, NA>(pw, psv, wr, sr, cn, gshift);
         float xv[EPC];
         const float4* xp = reinterpret_cast<const float4*>(xin + c * EPC);
         if constexpr (FOLD) {

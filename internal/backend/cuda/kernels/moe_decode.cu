@@ -92,10 +92,7 @@ DEV void qdots(float (&acc)[NR], const float* x, const uint4* (&wr)[NR], const u
     for (int c = li; c < nc; c += L) {
         uint4 wv[NR];
         typename SB::raw sv[NR];
-#pragma unroll
-        for (int r = 0; r < NR; r++) wv[r] = wr[r][c];
-#pragma unroll
-        for (int r = 0; r < NR; r++) sv[r] = SB::load(sr[r], (c * EPC) >> gshift);
+        load_chunk<BITS, SB, NR>(wv, sv, wr, sr, c, gshift);
         float xv[EPC];
         md_x<EPC>(xv, x, c * EPC, nm, ss);
         chunk_fma<BITS, SB, NR>(acc, wv, sv, xv);
