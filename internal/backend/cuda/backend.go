@@ -24,7 +24,7 @@ var kernelFS embed.FS
 
 // kernelFiles is the order the sources are concatenated in: NVRTC has no
 // include path, so common.cu is prepended rather than #included.
-var kernelFiles = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu", "flash.cu", "moe.cu", "moe_decode.cu"}
+var kernelFiles = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu", "flash.cu", "gemv_stream.cu", "moe.cu", "moe_decode.cu"}
 
 func kernelSource() string {
 	var sb strings.Builder
@@ -82,7 +82,10 @@ type Backend struct {
 	fuse   bool // merge q/k/v and gate/up GEMVs, fuse add+norm (MLXCEL_CUDA_FUSE=0: off)
 
 	multiVariant string // benchmarks: "" or a qgemvm4_bf_v<NR><PF> suffix
-	mmaVariant   string // "" or a qmma4_bf_{1,2} variant: d2/d8 (slabs in flight), o2, r4, xp (mma.cu)
+	// The persistent one-row product (ops_gemv_stream.go): pipeline stages
+	// (0: off), the least weight bytes that take it, the grid's blocks.
+	streamStages, streamMin, streamBlocks int
+	mmaVariant                            string // "" or a qmma4_bf_{1,2} variant: d2/d8 (slabs in flight), o2, r4, xp (mma.cu)
 
 	// Kernel paths, each on by default and switchable for comparison:
 	// MLXCEL_CUDA_MMA=0 (tensor-core GEMV for 2-32 rows), MLXCEL_CUDA_FLASH=0
@@ -207,8 +210,13 @@ func New(dev int) (*Backend, error) {
 		b.flashV = 1
 	}
 	b.flash2 = b.optInFlash2()
+	b.streamConfig()
 	b.fuseRoPE = os.Getenv("MLXCEL_CUDA_ROPEFUSE") != "0"
-	b.fuseNorm = os.Getenv("MLXCEL_CUDA_NORMFUSE") != "0"
+	// Off by default: Qwen3-30B-A3B (the one profile where they apply)
+	// decoded faster without them in every A/B on the H200 (313-322 against
+	// 292-319 tok/s, notes/cuda-kernels.md); MLXCEL_CUDA_NORMFUSE=1 turns
+	// them on.
+	b.fuseNorm = os.Getenv("MLXCEL_CUDA_NORMFUSE") == "1"
 	b.prof.at = profileAt()
 	b.prof.skip = skipKernels()
 	b.decSplitKeys = decSplitKeys
@@ -223,7 +231,7 @@ func New(dev int) (*Backend, error) {
 	b.pdl = os.Getenv("MLXCEL_CUDA_PDL") != "0" && b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9
 	// MLXCEL_CUDA_GEMV1=85 (say) picks a one-row 4-bit GEMV variant, for
 	// measuring one through the model code.
-	if v := os.Getenv("MLXCEL_CUDA_GEMV1"); v != "" && slices.Contains(multiKernels, "qgemvm4_bf_v"+v) {
+	if v := os.Getenv("MLXCEL_CUDA_GEMV1"); v != "" && slices.Contains(multiKernels, variantKernel(v)) {
 		b.multiVariant = v
 	}
 	// qmma4 (2-16 activation rows, bf16 scales): the _xp kernels by default

@@ -202,10 +202,12 @@ func TestBench(t *testing.T) {
 		lin("q4g64", 1, s, "q4g64")
 	}
 	quick := os.Getenv("MLXCEL_BENCH_QUICK") == "1" // the defaults only
-	// One-row variants: register caps (v85, v86), weights loaded without L1
-	// allocation (v8n), against the default.
-	for _, v := range []string{"85", "86", "8n"} {
-		if quick {
+	// One-row variants: 2 or 4 chunks a lane at K=4096 (g64, g64p, g32p),
+	// 12 and 16 rows a block (v120, v160), register caps
+	// (v85, v86), weights loaded without L1 allocation (v8n), against the
+	// default.
+	for i, v := range []string{"g64", "g64p", "g32p", "120", "160", "85", "86", "8n"} {
+		if quick && i >= 3 {
 			break
 		}
 		b.multiVariant = v

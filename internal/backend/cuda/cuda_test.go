@@ -123,3 +123,23 @@ func TestGraphReplay(t *testing.T) {
 		t.Fatalf("graph path not taken: %d captures, %d replays, %d failures (%v)", c, r, f, lastErr)
 	}
 }
+
+// TestConformanceStream runs the suite with every one-row 4-bit product
+// of K >= 4096 on the streaming kernel (MLXCEL_CUDA_STREAM_MIN=0; by
+// default only large matrices take it) on a grid of 5 blocks, so each
+// block walks many row groups through its pipeline, for each stage count.
+func TestConformanceStream(t *testing.T) {
+	for _, stages := range []string{"4", "3", "6"} {
+		t.Run("s"+stages, func(t *testing.T) {
+			t.Setenv("MLXCEL_CUDA_STREAM", stages)
+			t.Setenv("MLXCEL_CUDA_STREAM_MIN", "0")
+			t.Setenv("MLXCEL_CUDA_STREAM_GRID", "5")
+			b := newOrSkip(t)
+			defer b.Close()
+			if b.streamStages == 0 {
+				t.Fatalf("the streaming kernel is off on %s", b.Info())
+			}
+			backendtest.Run(t, b)
+		})
+	}
+}

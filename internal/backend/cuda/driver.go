@@ -180,6 +180,7 @@ const (
 	attrCCMajor        = 75
 	attrCCMinor        = 76
 	attrMaxSmemOptin   = 97
+	attrMaxSmemPerSM   = 81 // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
 	attrMemClockKHz    = 36
 	attrMemBusWidthBit = 37
 )

@@ -102,7 +102,8 @@ func (b *Backend) recorded() []string {
 }
 
 // TestMoEDecode checks the three-launch MoE path on Qwen3-30B-A3B's layer
-// shape: at T=1 a norm and the MoE record exactly the three moe_decode
+// shape, with the norm folds on and off (MLXCEL_CUDA_NORMFUSE): at T=1
+// with folds a norm and the MoE record exactly the three moe_decode
 // kernels (the norm folded into the router); the output and the normed
 // input agree with the seven-launch path; and repeated steps (direct run,
 // graph capture, replays, each running the layer thrice: the ticket
@@ -110,12 +111,17 @@ func (b *Backend) recorded() []string {
 func TestMoEDecode(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
-	defer func(on bool) { b.moeDec = on }(b.moeDec)
+	defer func(on, fold bool) { b.moeDec, b.fuseNorm = on, fold }(b.moeDec, b.fuseNorm)
 	gate, up, down := mdHosts()
 	ly := mdUpload(t, b, gate, up, down, 11)
 	p := backend.MoEParams{TopK: mdTopK, Renorm: true, Act: backend.SiLU}
 	rng := rand.New(rand.NewSource(3))
-	for _, T := range []int{1, 4} {
+	for _, c := range []struct {
+		T    int
+		fold bool
+	}{{1, true}, {4, true}, {1, false}} {
+		T := c.T
+		b.fuseNorm = c.fold
 		h, xn, out := mdInput(t, b, rng, T)
 		// Run 0: the seven-launch path; runs 1-4: the three-launch path.
 		// Run 1 may grow the counters (a fill between its first norm and
@@ -144,7 +150,7 @@ func TestMoEDecode(t *testing.T) {
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("T=%d run %d (moeDec %v): %d launches %v", T, run, b.moeDec, len(names), names)
+			t.Logf("T=%d fold=%v run %d (moeDec %v): %d launches %v", T, c.fold, run, b.moeDec, len(names), names)
 			for i, v := range got {
 				if math.IsNaN(float64(v)) || math.IsNaN(float64(gotN[i])) {
 					t.Fatalf("T=%d run %d: element %d not written (out %v, normed x %v)", T, run, i, v, gotN[i])
@@ -164,13 +170,13 @@ func TestMoEDecode(t *testing.T) {
 			}
 			var want []string
 			for range 3 {
-				if T > 1 { // only a one-row norm is folded
+				if T > 1 || !c.fold { // only a one-row norm is folded
 					want = append(want, "rmsnorm")
 				}
 				want = append(want, "moe_router8_bf", "moe_gateup4_bf_g64", "moe_down_sum4_bf_g32")
 			}
 			if strings.Join(names, " ") != strings.Join(want, " ") {
-				t.Errorf("T=%d run %d: launches %v, want %v", T, run, names, want)
+				t.Errorf("T=%d fold=%v run %d: launches %v, want %v", T, c.fold, run, names, want)
 			}
 			if run == 2 {
 				first = got

@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
@@ -135,7 +136,35 @@ const (
 var multiKernels = []string{"qgemvm4_bf", "qgemvm4_f32", "qgemvm8_bf", "qgemvm8_f32",
 	"qgemvm4_bf_g64", "qgemvm4_f32_g64", "qgemvm8_bf_g64", "qgemvm8_f32_g64",
 	"qgemvm4_bf_g32", "qgemvm4_f32_g32", "qgemvm8_bf_g32", "qgemvm8_f32_g32",
-	"qgemvm4_bf_v80", "qgemvm4_bf_v40", "qgemvm4_bf_v41", "qgemvm4_bf_v81", "qgemvm4_bf_v85", "qgemvm4_bf_v86", "qgemvm4_bf_v8n"}
+	"qgemvm4_bf_v80", "qgemvm4_bf_v40", "qgemvm4_bf_v41", "qgemvm4_bf_v81", "qgemvm4_bf_v85", "qgemvm4_bf_v86", "qgemvm4_bf_v8n",
+	"qgemvm4_bf_v120", "qgemvm4_bf_v160", "qgemvm4_bf_g64p", "qgemvm4_bf_g32p"}
+
+// variantKernel names the benchmark variant MLXCEL_CUDA_GEMV1=v of the
+// one-row 4-bit kernel: qgemvm4_bf_v<NR><PF>, or a row-group kernel
+// (g64, g32) or its prefetching form (g64p, g32p) on any K.
+func variantKernel(v string) string {
+	if strings.HasPrefix(v, "g") {
+		return "qgemvm4_bf_" + v
+	}
+	return "qgemvm4_bf_v" + v
+}
+
+// multiRowsOf is the rows a block of qgemvm kernel name takes: NR times
+// the row groups a block (128 / lanes a group).
+func multiRowsOf(name string) int {
+	nr := 8
+	if i := strings.LastIndex(name, "_v"); i >= 0 {
+		v := name[i+2:]
+		nr, _ = strconv.Atoi(v[:len(v)-1])
+	}
+	switch {
+	case strings.Contains(name, "_g64"):
+		nr *= 2
+	case strings.Contains(name, "_g32"):
+		nr *= 4
+	}
+	return nr
+}
 
 // rowGroupLanes mirrors the kernels' row groups (gemv.cu): rows of fewer
 // than 96 16-byte chunks are split over 64 or 32 lanes instead of the
@@ -166,9 +195,11 @@ func rowGroupSuffix(K, bits int) string {
 func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 	name := fmt.Sprintf("qgemvm%d_%s", w.bits, w.sbName())
 	nr := 8 // the default kernels' NR
-	if w.bits == 4 && !w.sbF32 && b.multiVariant != "" {
-		name += "_v" + b.multiVariant // benchmark variants: NR then prefetch
-		nr = int(b.multiVariant[0] - '0')
+	if s := b.streamKernel(w); s != "" && (w.bytes >= b.streamMin || b.joinsLaunch(b.fn(s), x, w)) {
+		name = s // row groups of 8 rows, as qgemvm
+	} else if w.bits == 4 && !w.sbF32 && b.multiVariant != "" {
+		name = variantKernel(b.multiVariant) // benchmark variants
+		nr = multiRowsOf(name)
 	} else {
 		name += rowGroupSuffix(w.in, w.bits)
 		nr *= 128 / rowGroupLanes(w.in, w.bits) // rows per block
@@ -197,6 +228,7 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 					l.args[mNB1] = uint64(nb)
 				}
 				l.gx += uint32(nb)
+				b.streamGrid(l)
 				return
 			}
 		}
@@ -214,6 +246,20 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 		l.p(0)
 	}
 	l.i(nb).i(0).i(0).p(0).p(nsrc).p(nw).f(eps).p(0).p(0)
+	b.streamGrid(l)
+}
+
+// joinsLaunch reports whether the launch just recorded is a fn launch on
+// the same x and K that a product with w would join (gemvMulti): a small
+// matrix after a streamed one streams too rather than launch again.
+func (b *Backend) joinsLaunch(fn, x uintptr, w *weight) bool {
+	n := len(b.rec.ls)
+	if !b.fuse || n == 0 {
+		return false
+	}
+	l := &b.rec.ls[n-1]
+	return l.fn == fn && uintptr(l.args[mX]) == x && int(int32(l.args[mK])) == w.in && l.args[mGLU] == 0 &&
+		l.args[mSeg0+2*mSegLen] == 0
 }
 
 // foldNormMaxBytes is the largest first matrix a one-row norm is folded
@@ -332,17 +378,12 @@ func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
 	}
 	l := &b.rec.ls[n-1]
 	name, nr := "", 8 // nr: rows of each matrix per block
+	if b.isStream(l.fn) {
+		name = "stream" // qgemvs: row groups of 8 rows, as qgemvm
+	}
 	for _, c := range multiKernels {
 		if l.fn == b.fn(c) || l.fn == b.fns[c+"_f"] {
-			name = c
-			switch {
-			case strings.Contains(c, "_v"):
-				nr = int(c[len(c)-2] - '0')
-			case strings.HasSuffix(c, "_g64"):
-				nr = 16
-			case strings.HasSuffix(c, "_g32"):
-				nr = 32
-			}
+			name, nr = c, multiRowsOf(c)
 		}
 	}
 	s0, s1 := mSeg0, mSeg0+mSegLen
@@ -356,5 +397,6 @@ func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
 	}
 	l.args[mGLU], l.args[mD] = uint64(code), uint64(d.ptr)
 	l.gx = uint32((g.cols + nr/2 - 1) / (nr / 2))
+	b.streamGrid(l)
 	return true
 }
