@@ -24,7 +24,7 @@ var kernelFS embed.FS
 
 // kernelFiles is the order the sources are concatenated in: NVRTC has no
 // include path, so common.cu is prepended rather than #included.
-var kernelFiles = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu", "flash.cu", "gemv_stream.cu", "moe.cu", "moe_decode.cu"}
+var kernelFiles = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu", "gemv_tc.cu", "flash.cu", "gemv_stream.cu", "moe.cu", "moe_decode.cu"}
 
 func kernelSource() string {
 	var sb strings.Builder
@@ -85,6 +85,8 @@ type Backend struct {
 	// The persistent one-row product (ops_gemv_stream.go): pipeline stages
 	// (0: off), the least weight bytes that take it, the grid's blocks.
 	streamStages, streamMin, streamBlocks int
+	gemvTC                                bool   // one-row 4-bit products on the tensor cores (qgemvt4, MLXCEL_CUDA_GEMVT=1: on)
+	tcVariant                             string // "" or "w4" (MLXCEL_CUDA_GEMVT=w4)
 	mmaVariant                            string // "" or a qmma4_bf_{1,2} variant: d2/d8 (slabs in flight), o2, r4, xp (mma.cu)
 
 	// Kernel paths, each on by default and switchable for comparison:
@@ -211,6 +213,16 @@ func New(dev int) (*Backend, error) {
 	}
 	b.flash2 = b.optInFlash2()
 	b.streamConfig()
+	// Off by default: correct (2.3e-4 against 1e-3) but slower than
+	// qgemvm on every decode shape on the H200 (14336x4096 21.3 against
+	// 14.6 us; notes/cuda-kernels.md, session 6). MLXCEL_CUDA_GEMVT=1 (or
+	// w4, 4 warps a block) turns it on for measuring.
+	switch os.Getenv("MLXCEL_CUDA_GEMVT") {
+	case "1":
+		b.gemvTC = true
+	case "w4":
+		b.gemvTC, b.tcVariant = true, "w4"
+	}
 	b.fuseRoPE = os.Getenv("MLXCEL_CUDA_ROPEFUSE") != "0"
 	// Off by default: Qwen3-30B-A3B (the one profile where they apply)
 	// decoded faster without them in every A/B on the H200 (313-322 against
@@ -289,7 +301,8 @@ func kernelNames() []string {
 			if mr == 1 && dt == "f32" {
 				names = append(names, multiKernels...)
 				for _, m := range multiKernels {
-					if !strings.HasSuffix(m, "_v85") && !strings.HasSuffix(m, "_v86") && !strings.HasSuffix(m, "_v8n") {
+					if !strings.HasSuffix(m, "_v85") && !strings.HasSuffix(m, "_v86") && !strings.HasSuffix(m, "_v8n") &&
+						!strings.HasPrefix(m, "qgemvt") {
 						names = append(names, m+"_f") // QMULTI_G's fold variants
 					}
 				}

@@ -197,6 +197,15 @@ func TestBench(t *testing.T) {
 	for _, s := range shapes {
 		lin("q4g64", 1, s, "q4g64")
 	}
+	// The tensor-core one-row kernel (qgemvt4, off by default: slower)
+	// against the default (qgemvm).
+	for _, v := range []string{"", "w4"} {
+		b.gemvTC, b.tcVariant = true, v
+		for _, s := range shapes {
+			lin("q4g64", 1, s, "q4g64-tc"+v)
+		}
+	}
+	b.gemvTC, b.tcVariant = false, ""
 	// Short rows (MoE experts, 2048-wide models): row-group kernels.
 	for _, s := range [][2]int{{768, 2048}, {2048, 768}, {6144, 2048}} {
 		lin("q4g64", 1, s, "q4g64")
@@ -206,8 +215,8 @@ func TestBench(t *testing.T) {
 	// 12 and 16 rows a block (v120, v160), register caps
 	// (v85, v86), weights loaded without L1 allocation (v8n), against the
 	// default.
-	for i, v := range []string{"g64", "g64p", "g32p", "120", "160", "85", "86", "8n"} {
-		if quick && i >= 3 {
+	for _, v := range []string{"g64", "g64p", "g32p", "120", "160", "85", "86", "8n"} {
+		if quick {
 			break
 		}
 		b.multiVariant = v

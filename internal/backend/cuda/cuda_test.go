@@ -124,20 +124,25 @@ func TestGraphReplay(t *testing.T) {
 	}
 }
 
-// TestConformanceStream runs the suite with every one-row 4-bit product
-// of K >= 4096 on the streaming kernel (MLXCEL_CUDA_STREAM_MIN=0; by
-// default only large matrices take it) on a grid of 5 blocks, so each
-// block walks many row groups through its pipeline, for each stage count.
-func TestConformanceStream(t *testing.T) {
-	for _, stages := range []string{"4", "3", "6"} {
-		t.Run("s"+stages, func(t *testing.T) {
-			t.Setenv("MLXCEL_CUDA_STREAM", stages)
+// TestConformanceVariants runs the suite on the one-row kernels that are
+// off by default (kept for measuring, so they must stay correct): the
+// streaming kernel at each stage count with every 4-bit product of K >=
+// 4096 on it (MLXCEL_CUDA_STREAM_MIN=0) on a grid of 5 blocks, so each
+// block walks many row groups through its pipeline; and the tensor-core
+// kernel with 8 and 4 warps a block (MLXCEL_CUDA_GEMVT).
+func TestConformanceVariants(t *testing.T) {
+	for _, v := range []struct{ name, env, val string }{
+		{"stream4", "MLXCEL_CUDA_STREAM", "4"}, {"stream3", "MLXCEL_CUDA_STREAM", "3"},
+		{"stream6", "MLXCEL_CUDA_STREAM", "6"}, {"tc", "MLXCEL_CUDA_GEMVT", "1"}, {"tcw4", "MLXCEL_CUDA_GEMVT", "w4"},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			t.Setenv(v.env, v.val)
 			t.Setenv("MLXCEL_CUDA_STREAM_MIN", "0")
 			t.Setenv("MLXCEL_CUDA_STREAM_GRID", "5")
 			b := newOrSkip(t)
 			defer b.Close()
-			if b.streamStages == 0 {
-				t.Fatalf("the streaming kernel is off on %s", b.Info())
+			if b.streamStages == 0 && !b.gemvTC {
+				t.Fatalf("%s=%s left the kernel off on %s", v.env, v.val, b.Info())
 			}
 			backendtest.Run(t, b)
 		})

@@ -137,7 +137,22 @@ var multiKernels = []string{"qgemvm4_bf", "qgemvm4_f32", "qgemvm8_bf", "qgemvm8_
 	"qgemvm4_bf_g64", "qgemvm4_f32_g64", "qgemvm8_bf_g64", "qgemvm8_f32_g64",
 	"qgemvm4_bf_g32", "qgemvm4_f32_g32", "qgemvm8_bf_g32", "qgemvm8_f32_g32",
 	"qgemvm4_bf_v80", "qgemvm4_bf_v40", "qgemvm4_bf_v41", "qgemvm4_bf_v81", "qgemvm4_bf_v85", "qgemvm4_bf_v86", "qgemvm4_bf_v8n",
-	"qgemvm4_bf_v120", "qgemvm4_bf_v160", "qgemvm4_bf_g64p", "qgemvm4_bf_g32p"}
+	"qgemvm4_bf_v120", "qgemvm4_bf_v160", "qgemvm4_bf_g64p", "qgemvm4_bf_g32p", "qgemvt4_bf", "qgemvt4_f32", "qgemvt4_bf_w4"}
+
+// tcMinK is the shortest row the tensor-core one-row kernel (qgemvt4,
+// gemv_tc.cu) takes: its 8 warps split K by 512-weight groups, so shorter
+// rows leave warps idle. Off unless MLXCEL_CUDA_GEMVT=1 (measured slower
+// than qgemvm).
+const tcMinK = 4096
+
+// tcWarps is QT_W of qgemvt4 kernel name (gemv_tc.cu): the warps of a
+// block.
+func tcWarps(name string) int {
+	if strings.HasSuffix(name, "_w4") {
+		return 4
+	}
+	return 8
+}
 
 // variantKernel names the benchmark variant MLXCEL_CUDA_GEMV1=v of the
 // one-row 4-bit kernel: qgemvm4_bf_v<NR><PF>, or a row-group kernel
@@ -152,6 +167,9 @@ func variantKernel(v string) string {
 // multiRowsOf is the rows a block of qgemvm kernel name takes: NR times
 // the row groups a block (128 / lanes a group).
 func multiRowsOf(name string) int {
+	if strings.HasPrefix(name, "qgemvt") {
+		return 16 // one mma tile
+	}
 	nr := 8
 	if i := strings.LastIndex(name, "_v"); i >= 0 {
 		v := name[i+2:]
@@ -195,7 +213,13 @@ func rowGroupSuffix(K, bits int) string {
 func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 	name := fmt.Sprintf("qgemvm%d_%s", w.bits, w.sbName())
 	nr := 8 // the default kernels' NR
-	if s := b.streamKernel(w); s != "" && (w.bytes >= b.streamMin || b.joinsLaunch(b.fn(s), x, w)) {
+	if b.gemvTC && w.bits == 4 && w.gshft >= 6 && w.in%64 == 0 && w.in >= tcMinK && b.multiVariant == "" {
+		name = "qgemvt4_" + w.sbName() // tensor cores: 16 rows a block
+		if b.tcVariant != "" && !w.sbF32 {
+			name += "_" + b.tcVariant
+		}
+		nr = 16
+	} else if s := b.streamKernel(w); s != "" && (w.bytes >= b.streamMin || b.joinsLaunch(b.fn(s), x, w)) {
 		name = s // row groups of 8 rows, as qgemvm
 	} else if w.bits == 4 && !w.sbF32 && b.multiVariant != "" {
 		name = variantKernel(b.multiVariant) // benchmark variants
@@ -241,7 +265,11 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 			name += "_f"
 		}
 	}
-	l := b.newLaunch(name, nb, 1, 1, 128).p(x).i(w.in).i(w.gshft).p(y).p(w.w).p(w.sb).p(bias).i(w.out)
+	threads := 128
+	if strings.HasPrefix(name, "qgemvt") {
+		threads = 32 * tcWarps(name)
+	}
+	l := b.newLaunch(name, nb, 1, 1, threads).p(x).i(w.in).i(w.gshft).p(y).p(w.w).p(w.sb).p(bias).i(w.out)
 	for l.n < mNB0 {
 		l.p(0)
 	}

@@ -64,10 +64,12 @@ DEV void qmma_loadx(float (&f)[16], const float* x, int M, int ldx, int s, int n
     }
 }
 
-// qmma_convx turns one column tile's activations into f16 B fragments
-// (xb), with each output column's 1/scale (cs) and sum(x) (cx).
-DEV void qmma_convx(const float (&f)[16], u32 (&xb)[8], float (&cs)[2], float (&cx)[2], int t) {
-    float m = 0.f, sx = 0.f;
+// qmma_packx turns this lane's 16 activations into f16 B fragments (xb)
+// after a power-of-two scale shared by its 4-lane row (g), and leaves that
+// row's 1/scale (inv) and sum(x) (sx) in each of its lanes.
+DEV void qmma_packx(const float (&f)[16], u32 (&xb)[8], float& inv, float& sx) {
+    float m = 0.f;
+    sx = 0.f;
 #pragma unroll
     for (int i = 0; i < 16; i++) m = fmaxf(m, fabsf(f[i])), sx += f[i];
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
@@ -77,11 +79,19 @@ DEV void qmma_convx(const float (&f)[16], u32 (&xb)[8], float (&cs)[2], float (&
     // Scale 2^(13-E) for max in [2^E, 2^(E+1)): exponent field F.
     int e = (int)((__float_as_uint(m) >> 23) & 0xffu);
     int F = min(max(267 - e, 1), 253);
-    float sc2 = __uint_as_float((u32)F << 23), inv = __uint_as_float((u32)(254 - F) << 23);
+    float sc2 = __uint_as_float((u32)F << 23);
+    inv = __uint_as_float((u32)(254 - F) << 23);
 #pragma unroll
     for (int u = 0; u < 2; u++)
 #pragma unroll
         for (int p = 0; p < 4; p++) xb[4 * u + p] = f16x2(f[8 * u + p] * sc2, f[8 * u + p + 4] * sc2);
+}
+
+// qmma_convx turns one column tile's activations into f16 B fragments
+// (xb), with each output column's 1/scale (cs) and sum(x) (cx).
+DEV void qmma_convx(const float (&f)[16], u32 (&xb)[8], float (&cs)[2], float (&cx)[2], int t) {
+    float inv, sx;
+    qmma_packx(f, xb, inv, sx);
     // Column 2t's values live in lanes 4*(2t)..; column 2t+1's in 4*(2t+1)...
     cs[0] = __shfl_sync(0xffffffffu, inv, 8 * t);
     cs[1] = __shfl_sync(0xffffffffu, inv, 8 * t + 4);
