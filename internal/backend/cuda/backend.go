@@ -225,8 +225,8 @@ func New(dev int) (*Backend, error) {
 	}
 	b.fuseRoPE = os.Getenv("MLXCEL_CUDA_ROPEFUSE") != "0"
 	// Off by default: Qwen3-30B-A3B (the one profile where they apply)
-	// decoded faster without them in every A/B on the H200 (313-322 against
-	// 292-319 tok/s, notes/cuda-kernels.md); MLXCEL_CUDA_NORMFUSE=1 turns
+	// decoded faster without them in 7 of 8 A/B pairs on the H200 (means
+	// 315 against 304 tok/s, docs/cuda.md); MLXCEL_CUDA_NORMFUSE=1 turns
 	// them on.
 	b.fuseNorm = os.Getenv("MLXCEL_CUDA_NORMFUSE") == "1"
 	b.prof.at = profileAt()

@@ -9,9 +9,9 @@ import "strings"
 //   - Linear over more than gemmRows rows runs through cuBLAS on bf16
 //     operands (f32 accumulation), or TF32 for f32/f16 weights;
 //   - 4-bit Linear with groups of 64 or more over 2..gemmRows rows (and
-//     one row, with rows of 4096 or more: qgemvt4) runs on the tensor
-//     cores with activations rounded to f16 (11 bits) after a power-of-two
-//     scale;
+//     one row with MLXCEL_CUDA_GEMVT=1, qgemvt4, off by default) runs on
+//     the tensor cores with activations rounded to f16 (11 bits) after a
+//     power-of-two scale;
 //   - the KV cache holds f16 (11 significant bits), so every attention
 //     result carries f16 rounding of K and V;
 //   - attention over steps with a sequence of 16 or more tokens runs the
