@@ -87,6 +87,7 @@ type Backend struct {
 	streamStages, streamMin, streamBlocks int
 	gemvTC                                bool   // one-row 4-bit products on the tensor cores (qgemvt4, MLXCEL_CUDA_GEMVT=1: on)
 	tcVariant                             string // "" or "w4" (MLXCEL_CUDA_GEMVT=w4)
+	gemvHalf                              string // "" or the f16x2 one-row kernel: "1" (qgemvh4) or "16" (qgemvh4_bf_r16)
 	mmaVariant                            string // "" or a qmma4_bf_{1,2} variant: d2/d8 (slabs in flight), o2, r4, xp (mma.cu)
 
 	// Kernel paths, each on by default and switchable for comparison:
@@ -217,6 +218,11 @@ func New(dev int) (*Backend, error) {
 	// qgemvm on every decode shape on the H200 (14336x4096 21.3 against
 	// 14.6 us; notes/cuda-kernels.md, session 6). MLXCEL_CUDA_GEMVT=1 (or
 	// w4, 4 warps a block) turns it on for measuring.
+	// The f16x2 one-row kernel (qgemvh4, gemv.cu), not yet measured on a
+	// GPU: MLXCEL_CUDA_GEMVH=1 (8 rows a block) or 16.
+	if v := os.Getenv("MLXCEL_CUDA_GEMVH"); v == "1" || v == "16" {
+		b.gemvHalf = v
+	}
 	switch os.Getenv("MLXCEL_CUDA_GEMVT") {
 	case "1":
 		b.gemvTC = true
@@ -302,7 +308,7 @@ func kernelNames() []string {
 				names = append(names, multiKernels...)
 				for _, m := range multiKernels {
 					if !strings.HasSuffix(m, "_v85") && !strings.HasSuffix(m, "_v86") && !strings.HasSuffix(m, "_v8n") &&
-						!strings.HasPrefix(m, "qgemvt") {
+						!strings.HasPrefix(m, "qgemvt") && !strings.HasPrefix(m, "qgemvh") {
 						names = append(names, m+"_f") // QMULTI_G's fold variants
 					}
 				}

@@ -206,6 +206,13 @@ func TestBench(t *testing.T) {
 		}
 	}
 	b.gemvTC, b.tcVariant = false, ""
+	for _, v := range []string{"1", "16"} {
+		b.gemvHalf = v
+		for _, s := range shapes {
+			lin("q4g64", 1, s, "q4g64-half"+v)
+		}
+	}
+	b.gemvHalf = ""
 	// Short rows (MoE experts, 2048-wide models): row-group kernels.
 	for _, s := range [][2]int{{768, 2048}, {2048, 768}, {6144, 2048}} {
 		lin("q4g64", 1, s, "q4g64")

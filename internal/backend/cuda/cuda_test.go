@@ -128,12 +128,14 @@ func TestGraphReplay(t *testing.T) {
 // off by default (kept for measuring, so they must stay correct): the
 // streaming kernel at each stage count with every 4-bit product of K >=
 // 4096 on it (MLXCEL_CUDA_STREAM_MIN=0) on a grid of 5 blocks, so each
-// block walks many row groups through its pipeline; and the tensor-core
-// kernel with 8 and 4 warps a block (MLXCEL_CUDA_GEMVT).
+// block walks many row groups through its pipeline; the tensor-core
+// kernel with 8 and 4 warps a block (MLXCEL_CUDA_GEMVT); and the f16x2
+// kernel with 8 and 16 rows a block (MLXCEL_CUDA_GEMVH).
 func TestConformanceVariants(t *testing.T) {
 	for _, v := range []struct{ name, env, val string }{
 		{"stream4", "MLXCEL_CUDA_STREAM", "4"}, {"stream3", "MLXCEL_CUDA_STREAM", "3"},
 		{"stream6", "MLXCEL_CUDA_STREAM", "6"}, {"tc", "MLXCEL_CUDA_GEMVT", "1"}, {"tcw4", "MLXCEL_CUDA_GEMVT", "w4"},
+		{"half", "MLXCEL_CUDA_GEMVH", "1"}, {"half16", "MLXCEL_CUDA_GEMVH", "16"},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Setenv(v.env, v.val)
@@ -141,7 +143,7 @@ func TestConformanceVariants(t *testing.T) {
 			t.Setenv("MLXCEL_CUDA_STREAM_GRID", "5")
 			b := newOrSkip(t)
 			defer b.Close()
-			if b.streamStages == 0 && !b.gemvTC {
+			if b.streamStages == 0 && !b.gemvTC && b.gemvHalf == "" {
 				t.Fatalf("%s=%s left the kernel off on %s", v.env, v.val, b.Info())
 			}
 			backendtest.Run(t, b)

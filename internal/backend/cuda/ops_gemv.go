@@ -137,7 +137,8 @@ var multiKernels = []string{"qgemvm4_bf", "qgemvm4_f32", "qgemvm8_bf", "qgemvm8_
 	"qgemvm4_bf_g64", "qgemvm4_f32_g64", "qgemvm8_bf_g64", "qgemvm8_f32_g64",
 	"qgemvm4_bf_g32", "qgemvm4_f32_g32", "qgemvm8_bf_g32", "qgemvm8_f32_g32",
 	"qgemvm4_bf_v80", "qgemvm4_bf_v40", "qgemvm4_bf_v41", "qgemvm4_bf_v81", "qgemvm4_bf_v85", "qgemvm4_bf_v86", "qgemvm4_bf_v8n",
-	"qgemvm4_bf_v120", "qgemvm4_bf_v160", "qgemvm4_bf_g64p", "qgemvm4_bf_g32p", "qgemvt4_bf", "qgemvt4_f32", "qgemvt4_bf_w4"}
+	"qgemvm4_bf_v120", "qgemvm4_bf_v160", "qgemvm4_bf_g64p", "qgemvm4_bf_g32p", "qgemvt4_bf", "qgemvt4_f32", "qgemvt4_bf_w4",
+	"qgemvh4_bf", "qgemvh4_f32", "qgemvh4_bf_r16"}
 
 // tcMinK is the shortest row the tensor-core one-row kernel (qgemvt4,
 // gemv_tc.cu) takes: its 8 warps split K by 512-weight groups, so shorter
@@ -167,8 +168,8 @@ func variantKernel(v string) string {
 // multiRowsOf is the rows a block of qgemvm kernel name takes: NR times
 // the row groups a block (128 / lanes a group).
 func multiRowsOf(name string) int {
-	if strings.HasPrefix(name, "qgemvt") {
-		return 16 // one mma tile
+	if strings.HasPrefix(name, "qgemvt") || strings.HasSuffix(name, "_r16") {
+		return 16 // one mma tile; the 16-row f16x2 kernel
 	}
 	nr := 8
 	if i := strings.LastIndex(name, "_v"); i >= 0 {
@@ -219,6 +220,12 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 			name += "_" + b.tcVariant
 		}
 		nr = 16
+	} else if b.gemvHalf != "" && w.bits == 4 && rowGroupLanes(w.in, w.bits) == 128 && b.multiVariant == "" {
+		name = "qgemvh4_" + w.sbName() // f16x2 arithmetic
+		if b.gemvHalf == "16" && !w.sbF32 {
+			name += "_r16"
+		}
+		nr = multiRowsOf(name)
 	} else if s := b.streamKernel(w); s != "" && (w.bytes >= b.streamMin || b.joinsLaunch(b.fn(s), x, w)) {
 		name = s // row groups of 8 rows, as qgemvm
 	} else if w.bits == 4 && !w.sbF32 && b.multiVariant != "" {

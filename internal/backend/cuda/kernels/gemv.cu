@@ -189,6 +189,95 @@ DEV void chunk_fma(float* acc, const uint4 (&wv)[NR], const typename SB::raw (&s
     }
 }
 
+// The f16x2 form (HALF kernels, qgemvh4_*; the tensor-core kernel uses
+// the nibble helpers too). Marlin's trick: a nibble pair ORed into
+// 0x6400 is the f16 pair 1024+q (low nibbles) or 1024+16q (high), and
+// one f16x2 op leaves q-8 exactly, two weights at a time: a word of 8
+// weights costs one shift, four LOP3 and four f16 ops where the f32 form
+// spends 4 shifts/masks and 8 byte permutes on the half-rate integer pipe.
+// nib_lo/nib_hi: nibbles (0, 4) or (1, 5) of v as the f16 pair (q-8, q'-8).
+// (v & mask) | 0x6400 pair in one LOP3: written as PTX lop3, since the
+// compiler otherwise emits an AND and an OR (a SASS LOP3 takes one
+// immediate; the magic goes in a register once).
+template <u32 MASK> DEV u32 nib_or(u32 v) {
+    u32 h;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(h) : "r"(v), "n"(MASK), "r"(0x64006400u));
+    return h;
+}
+DEV u32 nib_lo(u32 v) {
+    u32 r;
+    asm("sub.f16x2 %0, %1, %2;" : "=r"(r) : "r"(nib_or<0x000F000Fu>(v)), "r"(0x64086408u));
+    return r;
+}
+DEV u32 nib_hi(u32 v) { // 1024 + 16q: times 1/16, less 72
+    u32 r;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(nib_or<0x00F000F0u>(v)), "r"(0x2C002C00u), "r"(0xD480D480u));
+    return r;
+}
+DEV u32 hfma2(u32 a, u32 b, u32 c) {
+    u32 r;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+// h2sum is the sum of an f16 pair's halves, in f32.
+DEV float h2sum(u32 a) {
+    float lo, hi;
+    asm("{ .reg .f16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }" : "=f"(lo), "=f"(hi) : "r"(a));
+    return lo + hi;
+}
+DEV u32 h2pack(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// x_half turns a chunk's 32 activations into 16 f16 pairs in the order
+// the nibble pairs come out of a word (pair 4i+p: elements 8i+p and
+// 8i+p+4), after a power-of-two scale that puts the largest in [256, 512):
+// a row's 8 products a half then stay under 8*8*512 = 32768, inside f16,
+// whatever the activations' range. inv undoes the scale; sx is sum(x).
+DEV void x_half(const float* xv, u32 (&xh)[16], float& inv, float& sx) {
+    float m = 0.f, s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int e = 0; e < 32; e += 2) {
+        m = fmaxf(m, fmaxf(fabsf(xv[e]), fabsf(xv[e + 1])));
+        s0 += xv[e], s1 += xv[e + 1];
+    }
+    sx = s0 + s1;
+    const int e = (int)((__float_as_uint(m) >> 23) & 0xffu);
+    const int F = min(max(262 - e, 1), 253); // scale 2^(8-E) for m in [2^E, 2^(E+1))
+    const float sc = __uint_as_float((u32)F << 23);
+    inv = __uint_as_float((u32)(254 - F) << 23);
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int p = 0; p < 4; p++) xh[4 * i + p] = h2pack(xv[8 * i + p] * sc, xv[8 * i + p + 4] * sc);
+}
+
+// chunk_fma_h is chunk_fma in f16x2: each row's 32 products sum in two f16
+// pairs (8 products a half, q-8 centred), then in f32:
+// s*inv*sum(x~*(q-8)) + (b+8s)*sum(x).
+template <class SB, int NR>
+DEV void chunk_fma_h(float* acc, const uint4 (&wv)[NR], const typename SB::raw (&sv)[NR], const u32 (&xh)[16], float inv,
+                     float sx) {
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        const u32 wd[4] = {wv[r].x, wv[r].y, wv[r].z, wv[r].w};
+        u32 a0 = 0u, a1 = 0u;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const u32 v = wd[i], v8 = v >> 8;
+            a0 = hfma2(nib_lo(v), xh[4 * i], a0);
+            a1 = hfma2(nib_hi(v), xh[4 * i + 1], a1);
+            a0 = hfma2(nib_lo(v8), xh[4 * i + 2], a0);
+            a1 = hfma2(nib_hi(v8), xh[4 * i + 3], a1);
+        }
+        float s, b;
+        SB::get(sv[r], s, b);
+        acc[r] = fmaf(s * inv, h2sum(a0) + h2sum(a1), fmaf(fmaf(8.f, s, b), sx, acc[r]));
+    }
+}
+
 template <int BITS, class SB, int MR, int NR, int L = 32 * QW>
 DEV void qgemv_impl(GEMV_PARAMS) {
     constexpr int EPW = 32 / BITS, EPC = 4 * EPW; // elements per word, per 16-byte chunk
@@ -308,7 +397,7 @@ DEV float glu_act(int glu, float g) {
     return glu == 1 ? g / (1.f + expf(-g)) : 0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
 }
 
-template <int BITS, class SB, int NR, bool PF, int L = 32 * QW, bool FOLD = false, bool NA = false>
+template <int BITS, class SB, int NR, bool PF, int L = 32 * QW, bool FOLD = false, bool NA = false, bool HALF = false>
 DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     constexpr int EPW = 32 / BITS, EPC = 4 * EPW;
     const int nc = K / EPC;
@@ -372,7 +461,15 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
                 xv[4 * i] = f.x; xv[4 * i + 1] = f.y; xv[4 * i + 2] = f.z; xv[4 * i + 3] = f.w;
             }
         }
-        chunk_fma<BITS, SB, NR>(acc, wv, sv, xv);
+        if constexpr (HALF) {
+            static_assert(BITS == 4, "the f16x2 form is 4-bit");
+            u32 xh[16];
+            float inv, sx;
+            x_half(xv, xh, inv, sx);
+            chunk_fma_h<SB, NR>(acc, wv, sv, xh, inv, sx);
+        } else {
+            chunk_fma<BITS, SB, NR>(acc, wv, sv, xv);
+        }
         if (cn < nc) {
 #pragma unroll
             for (int r = 0; r < NR; r++) {
@@ -470,6 +567,22 @@ QMULTI(qgemvm4_bf_v120, 4, SBbf, 12, false) QMULTI(qgemvm4_bf_v160, 4, SBbf, 16,
 // at K=4096), each lane's next chunk loaded before this one's math: a
 // block carries 2-4x the bytes of the default for its fixed costs.
 QMULTI_G(qgemvm4_bf_g64p, 4, SBbf, 8, true, 64) QMULTI_G(qgemvm4_bf_g32p, 4, SBbf, 8, true, 32)
+// qgemvh4: the default kernel's structure with the f16x2 arithmetic
+// (chunk_fma_h), off by default (Go: MLXCEL_CUDA_GEMVH=1, or 16 for _r16)
+// until measured. nvcc 11.8 for sm_90: 1359 instructions a lane against
+// qgemvm4_bf's 1440, 410 of them integer against 624; 95 registers
+// against 127 (five blocks an SM instead of four).
+extern "C" __global__ void __launch_bounds__(32 * QW) qgemvh4_bf(QMULTI_PARAMS) {
+    qgemv_multi_impl<4, SBbf, 8, false, 32 * QW, false, false, true>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(32 * QW) qgemvh4_f32(QMULTI_PARAMS) {
+    qgemv_multi_impl<4, SBf32, 8, false, 32 * QW, false, false, true>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr);
+}
+// _r16: 16 rows a block share each lane's converted x (x_half's cost
+// halved a weight).
+extern "C" __global__ void __launch_bounds__(32 * QW) qgemvh4_bf_r16(QMULTI_PARAMS) {
+    qgemv_multi_impl<4, SBbf, 16, false, 32 * QW, false, false, true>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr);
+}
 extern "C" __global__ void __launch_bounds__(32 * QW) qgemvm4_bf_v8n(QMULTI_PARAMS) {
     qgemv_multi_impl<4, SBbf, 8, false, 32 * QW, false, true>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr);
 }

@@ -46,18 +46,6 @@ DEV void qt_row(int bx, int h, int g, int t, QMULTI_PARAMS, const uint2*& wp, co
     sp = sm + (long long)rr * (K >> gshift) * SBW;
 }
 
-// qt_lo/qt_hi: nibbles (0, 4) or (1, 5) of v as the f16 pair (q-8, q'-8).
-DEV u32 qt_lo(u32 v) {
-    u32 h = (v & 0x000F000Fu) | 0x64006400u, r;
-    asm("sub.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h), "r"(0x64086408u));
-    return r;
-}
-DEV u32 qt_hi(u32 v) {
-    u32 h = (v & 0x00F000F0u) | 0x64006400u, r; // 1024 + 16q: times 1/16, less 72
-    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(h), "r"(0x2C002C00u), "r"(0xD480D480u));
-    return r;
-}
-
 template <class SB, int QT_W>
 DEV void qgemvt_impl(QMULTI_PARAMS) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -91,20 +79,27 @@ DEV void qgemvt_impl(QMULTI_PARAMS) {
 #pragma unroll
             for (int h = 0; h < 2; h++) wc[j][h] = wp[h][4 * s], sc[j][h] = SB::load(sp[h], (s << 6) >> gshift);
         }
-        // Lane row g prepares slab s0+g (zeros past K).
+        // Lane row g prepares slab s0+g (past K: a repeat, never used; no
+        // branch, so the shuffles below see a converged warp).
         float f[16];
-        qmma_loadx(f, x, s0 + g < ns ? 1 : 0, 0, s0 + g, 0, 0, t);
+        qmma_loadx(f, x, 1, 0, min(s0 + g, ns - 1), 0, 0, t);
         u32 xb[8];
         float inv, sx;
         qmma_packx(f, xb, inv, sx);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            if (s0 + j >= ns) break; // warp-uniform
-            // Every column takes slab j's x from lane row j.
+            // Every column takes slab j's x from lane row j. No branch in
+            // this loop: after one the compiler cannot prove the warp
+            // converged and emits the shuffles' slow collective form (s6r5's
+            // kernel did: WARPSYNC/ENDCOLLECTIVE).
             u32 b[8];
 #pragma unroll
             for (int i = 0; i < 8; i++) b[i] = __shfl_sync(0xffffffffu, xb[i], 4 * j + t);
-            const float cinv = __shfl_sync(0xffffffffu, inv, 4 * j), csx = __shfl_sync(0xffffffffu, sx, 4 * j);
+            // Past K (the last group of a K that is not a multiple of 512):
+            // the slab repeats and counts zero; a select, not a branch.
+            const float keep = s0 + j < ns ? 1.f : 0.f;
+            const float cinv = keep * __shfl_sync(0xffffffffu, inv, 4 * j);
+            const float csx = keep * __shfl_sync(0xffffffffu, sx, 4 * j);
             float c[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
             for (int u = 0; u < 2; u++)
@@ -112,7 +107,7 @@ DEV void qgemvt_impl(QMULTI_PARAMS) {
                 for (int sh = 0; sh < 16; sh += 8) {
                     const u32 a0 = (u ? wc[j][0].y : wc[j][0].x) >> sh, a1 = (u ? wc[j][1].y : wc[j][1].x) >> sh;
                     const int k = u * 4 + (sh >> 2);
-                    mma_f16(c, qt_lo(a0), qt_lo(a1), qt_hi(a0), qt_hi(a1), b[k], b[k + 1]);
+                    mma_f16(c, nib_lo(a0), nib_lo(a1), nib_hi(a0), nib_hi(a1), b[k], b[k + 1]);
                 }
             float s0f, b0f, s1f, b1f;
             SB::get(sc[j][0], s0f, b0f);
