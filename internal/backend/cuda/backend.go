@@ -88,7 +88,7 @@ type Backend struct {
 	gemvTC                                bool   // one-row 4-bit products on the tensor cores (qgemvt4, MLXCEL_CUDA_GEMVT=1: on)
 	tcVariant                             string // "" or "w4" (MLXCEL_CUDA_GEMVT=w4)
 	gemvHalf                              string // "" or the f16x2 one-row kernel: "1" (qgemvh4) or "16" (qgemvh4_bf_r16)
-	mmaVariant                            string // "" or a qmma4_bf_{1,2} variant: d2/d8 (slabs in flight), o2, r4, xp (mma.cu)
+	mmaVariant                            string // "" or a qmma4_bf_{1,2} variant: d2/d8 (slabs in flight), o2, r4, xp, xc (mma.cu)
 
 	// Kernel paths, each on by default and switchable for comparison:
 	// MLXCEL_CUDA_MMA=0 (tensor-core GEMV for 2-32 rows), MLXCEL_CUDA_FLASH=0
@@ -261,7 +261,7 @@ func New(dev int) (*Backend, error) {
 	switch v := os.Getenv("MLXCEL_CUDA_MMAV"); v {
 	case "none":
 		b.mmaVariant = ""
-	case "d2", "d8", "o2", "r4", "xp":
+	case "d2", "d8", "o2", "r4", "xp", "xc":
 		b.mmaVariant = v
 	}
 	return b, nil
@@ -320,7 +320,7 @@ func kernelNames() []string {
 		names = append(names, fmt.Sprintf("qmma4_bf_%d", nt), fmt.Sprintf("qmma4_f32_%d", nt))
 	}
 	names = append(names, "qmma4_bf_1_d2", "qmma4_bf_1_d8", "qmma4_bf_2_d2", "qmma4_bf_2_d8",
-		"qmma4_bf_1_o2", "qmma4_bf_2_o2", "qmma4_bf_1_r4", "qmma4_bf_2_r4", "qmma4_bf_1_xp", "qmma4_bf_2_xp")
+		"qmma4_bf_1_o2", "qmma4_bf_2_o2", "qmma4_bf_1_r4", "qmma4_bf_2_r4", "qmma4_bf_1_xp", "qmma4_bf_2_xp", "qmma4_bf_1_xc", "qmma4_bf_2_xc")
 	return append(names, "flash_attn_64", "flash_attn_128", "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_decode_64", "attn_decode_128")
 }
 

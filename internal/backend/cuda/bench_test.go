@@ -238,7 +238,7 @@ func TestBench(t *testing.T) {
 	// flight per warp; variants d2, d8) against the f32 kernels it replaces
 	// (MLXCEL_CUDA_MMA=0, measured in run 1: 83 us at 8 rows on 14336x4096).
 	defaultMMA := b.mmaVariant
-	for _, v := range []string{"", "xp"} {
+	for _, v := range []string{"", "xp", "xc"} {
 		b.mmaVariant = v
 		for _, rows := range []int{2, 8, 16, 32} {
 			if v != "" && rows == 32 {

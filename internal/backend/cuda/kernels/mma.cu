@@ -64,6 +64,21 @@ DEV void qmma_loadx(float (&f)[16], const float* x, int M, int ldx, int s, int n
     }
 }
 
+// qmma_loadx_c is qmma_loadx without a branch (the _xc kernels): every
+// lane reads a real row and columns past M are zeroed by a multiply, so
+// the shuffles that follow see a converged warp (after a divergent branch
+// the compiler emits their slow collective form: WARPSYNC/ENDCOLLECTIVE).
+DEV void qmma_loadx_c(float (&f)[16], const float* x, int M, int ldx, int s, int nt, int g, int t) {
+    const int n = nt * 8 + g;
+    const float keep = n < M ? 1.f : 0.f;
+    const float4* xp = reinterpret_cast<const float4*>(x + (long long)min(n, M - 1) * ldx + (s << 6) + 16 * t);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float4 v = xp[i];
+        f[4 * i] = keep * v.x, f[4 * i + 1] = keep * v.y, f[4 * i + 2] = keep * v.z, f[4 * i + 3] = keep * v.w;
+    }
+}
+
 // qmma_packx turns this lane's 16 activations into f16 B fragments (xb)
 // after a power-of-two scale shared by its 4-lane row (g), and leaves that
 // row's 1/scale (inv) and sum(x) (sx) in each of its lanes.
@@ -149,13 +164,17 @@ DEV void qmma_slab(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const type
 }
 
 // qmma_slab_x is qmma_slab on activations loaded earlier (the _xp kernels).
+// keep 0 makes the slab count zero (the _xc kernels' slabs past K).
 template <class SB, int NT, int RT>
 DEV void qmma_slab_x(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const typename SB::raw (&sc)[RT][2],
-                     const float (&f)[NT][16], int t) {
+                     const float (&f)[NT][16], int t, float keep = 1.f) {
     u32 xb[NT][8];
     float cs[NT][2], cx[NT][2];
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++) qmma_convx(f[nt], xb[nt], cs[nt], cx[nt], t);
+    for (int nt = 0; nt < NT; nt++) {
+        qmma_convx(f[nt], xb[nt], cs[nt], cx[nt], t);
+        cs[nt][0] *= keep, cs[nt][1] *= keep, cx[nt][0] *= keep, cx[nt][1] *= keep;
+    }
     qmma_math<SB, NT, RT>(acc, wc, sc, xb, cs, cx);
 }
 
@@ -167,7 +186,7 @@ DEV void qmma_slab_x(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const ty
 // reads all of x (f32, from L2): at 16 rows that is 256 KB per 32 weight
 // rows, 115 MB of L2 reads against 33 MB of weights for 14336x4096, so
 // the _r4 kernels (RT = 4: 64 rows per block) halve it.
-template <class SB, int NT, int D, int RT = QMMA_RT, bool XP = false>
+template <class SB, int NT, int D, int RT = QMMA_RT, bool XP = false, bool CV = false>
 DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const float* bias, int N, int K, int M,
                     int gshift, int ldy, int ldx) {
     constexpr int SBW = sizeof(typename SB::raw) / 4;
@@ -198,8 +217,8 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
         typename SB::raw sc[D][RT][2];
 #pragma unroll
         for (int d = 0; d < D; d++) {
-            const int s = s0 + d * QMMA_W;
-            if (s < ns) {
+            const int s = CV ? min(s0 + d * QMMA_W, ns - 1) : s0 + d * QMMA_W;
+            if (CV || s < ns) {
 #pragma unroll
                 for (int rt = 0; rt < RT; rt++)
 #pragma unroll
@@ -209,7 +228,18 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
                     }
             }
         }
-        if constexpr (XP) {
+        if constexpr (CV) {
+            // As XP, without branches (slabs past K repeat the last one and
+            // count zero): see qmma_loadx_c.
+            float f[D][NT][16];
+#pragma unroll
+            for (int d = 0; d < D; d++)
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) qmma_loadx_c(f[d][nt], x, M, ldx, min(s0 + d * QMMA_W, ns - 1), nt, g, t);
+#pragma unroll
+            for (int d = 0; d < D; d++)
+                qmma_slab_x<SB, NT, RT>(acc, wc[d], sc[d], f[d], t, s0 + d * QMMA_W < ns ? 1.f : 0.f);
+        } else if constexpr (XP) {
             // x of the D slabs loaded with their weights, before any math:
             // one L2 round trip per D slabs instead of one per slab.
             float f[D][NT][16];
@@ -255,10 +285,11 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
 }
 #define QMMA(NAME, SBT, NT, D) QMMA_R(NAME, SBT, NT, D, QMMA_RT, 1)
 #define QMMA_R(NAME, SBT, NT, D, RT, MINB) QMMA_X(NAME, SBT, NT, D, RT, MINB, false)
-#define QMMA_X(NAME, SBT, NT, D, RT, MINB, XP)                                                                     \
+#define QMMA_X(NAME, SBT, NT, D, RT, MINB, XP) QMMA_C(NAME, SBT, NT, D, RT, MINB, XP, false)
+#define QMMA_C(NAME, SBT, NT, D, RT, MINB, XP, CV)                                                                 \
     extern "C" __global__ void __launch_bounds__(32 * QMMA_W, MINB) NAME(GEMV_PARAMS) {                            \
         grid_dep_start();                                                                                          \
-        qmma4_impl<SBT, NT, D, RT, XP>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);                              \
+        qmma4_impl<SBT, NT, D, RT, XP, CV>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);                          \
     }
 // Defaults: 4 slabs in flight (2 with 32 rows, for registers); _d2/_d8
 // are the benchmark's variants.
@@ -278,6 +309,9 @@ QMMA_R(qmma4_bf_1_r4, SBbf, 1, 2, 4, 1) QMMA_R(qmma4_bf_2_r4, SBbf, 2, 2, 4, 1)
 // round trip per slab; o2 and r4 measured no faster, so not occupancy or
 // L2 bytes).
 QMMA_X(qmma4_bf_1_xp, SBbf, 1, 4, 2, 1, true) QMMA_X(qmma4_bf_2_xp, SBbf, 2, 2, 2, 1, true)
+// _xc: _xp without branches around the shuffles (not yet run on a GPU;
+// MLXCEL_CUDA_MMAV=xc).
+QMMA_C(qmma4_bf_1_xc, SBbf, 1, 4, 2, 1, true, true) QMMA_C(qmma4_bf_2_xc, SBbf, 2, 2, 2, 1, true, true)
 
 // Operand conversion for the cuBLAS bf16 path (prefill): weights are
 // dequantized (or narrowed) to bf16 and activations rounded to bf16, then
