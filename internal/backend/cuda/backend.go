@@ -97,12 +97,12 @@ type Backend struct {
 	// MLXCEL_CUDA_GEMM=tf32 (cuBLAS on f32 operands instead of bf16).
 	// MLXCEL_CUDA_MOEGROUP=0: MoE slot by slot instead of grouped.
 	useMMA, useFlash, useDecAttn, gemmBF16, moeGroup bool
-	pdl                                              bool // programmatic dependent launch (runPDL)
-	decSplitKeys                                     int  // attn_decode keys per split block
-	decHeads                                         int  // attn_decode query heads per block (0: the whole GQA group)
-	fuseRoPE                                         bool // decode: rope2 folded into attn_decode (takeRoPE)
-	fuseNorm                                         bool // one-row RMSNorm and residual Add folded into qgemvm (takeNorm, foldAdd)
-	moeDec                                           bool // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
+	pdl                                              bool      // programmatic dependent launch (runPDL)
+	decSplitKeys                                     int       // attn_decode keys per split block
+	decHeads                                         int       // attn_decode query heads per block (0: the whole GQA group)
+	fuseRoPE                                         bool      // decode: rope2 folded into attn_decode (takeRoPE)
+	folds                                            normFolds // one-row norms (and residual adds) folded into their neighbours
+	moeDec                                           bool      // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
 
 	// Prefill flash kernel: flashV 2 (flash2_attn_*, the default) or 1
 	// (flash_attn_*, MLXCEL_CUDA_FLASHV=1); flash2 holds the head dims
@@ -232,9 +232,8 @@ func New(dev int) (*Backend, error) {
 	b.fuseRoPE = os.Getenv("MLXCEL_CUDA_ROPEFUSE") != "0"
 	// Off by default: Qwen3-30B-A3B (the one profile where they apply)
 	// decoded faster without them in 7 of 8 A/B pairs on the H200 (means
-	// 315 against 304 tok/s, docs/cuda.md); MLXCEL_CUDA_NORMFUSE=1 turns
-	// them on.
-	b.fuseNorm = os.Getenv("MLXCEL_CUDA_NORMFUSE") == "1"
+	// 315 against 304 tok/s, docs/cuda.md), all three on against all off.
+	b.folds = parseNormFolds(os.Getenv("MLXCEL_CUDA_NORMFUSE"))
 	b.prof.at = profileAt()
 	b.prof.skip = skipKernels()
 	b.decSplitKeys = decSplitKeys
@@ -265,6 +264,34 @@ func New(dev int) (*Backend, error) {
 		b.mmaVariant = v
 	}
 	return b, nil
+}
+
+// normFolds are the decode-time norm folds, each switchable (the sixth
+// session measured only all on against all off: the next A/B is each
+// alone): gemv, a one-row RMSNorm (and the residual add before it) into
+// the qgemvm_f kernel that reads it (takeNorm, foldAdd); router, the same
+// into the MoE router and the expert sum (ops_moe_decode.go); heads,
+// Qwen3's per-head q/k norms into attn_decode (takeHeadNorms).
+type normFolds struct{ gemv, router, heads bool }
+
+// parseNormFolds reads MLXCEL_CUDA_NORMFUSE: "1" all, or a comma list of
+// gemv, router, heads; anything else none.
+func parseNormFolds(v string) normFolds {
+	if v == "1" {
+		return normFolds{true, true, true}
+	}
+	var f normFolds
+	for _, k := range strings.Split(v, ",") {
+		switch strings.TrimSpace(k) {
+		case "gemv":
+			f.gemv = true
+		case "router":
+			f.router = true
+		case "heads":
+			f.heads = true
+		}
+	}
+	return f
 }
 
 // bind pins the calling goroutine to its OS thread and makes the context

@@ -384,7 +384,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		nofold                 bool   // norms and residual adds as their own launches (MLXCEL_CUDA_NORMFUSE=0)
 		heads                  int    // attn_decode query heads per block (MLXCEL_CUDA_DECHEADS; 0: default)
 	}
-	pdl, splitKeys, mmav, decHeads := b.pdl, b.decSplitKeys, b.mmaVariant, b.decHeads
+	pdl, splitKeys, mmav, decHeads, folds := b.pdl, b.decSplitKeys, b.mmaVariant, b.decHeads, b.folds
 	for _, c := range []cfg{{1, true, true, true, true, 0, "", false, 0}, {1, true, true, true, true, 0, "", true, 0}, {1, true, true, true, true, 0, "", false, 2}, {1, true, true, true, true, 0, "", false, 1}, {1, true, true, true, false, 0, "", false, 0},
 		{1, true, true, false, true, 0, "", false, 0}, {1, false, true, true, true, 0, "", false, 0}, {1, true, true, true, true, 8, "", false, 0}, {1, true, true, true, true, 32, "", false, 0},
 		{8, true, true, true, true, 0, "", false, 0}, {8, true, true, true, true, 0, "none", false, 0},
@@ -404,7 +404,10 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		{
 			b.SetGraphs(graphs)
 			b.mu.Lock()
-			b.fuse, b.useDecAttn, b.pdl, b.fuseNorm = c.fuse, c.dec, c.pdl && pdl, !c.nofold
+			b.fuse, b.useDecAttn, b.pdl, b.folds = c.fuse, c.dec, c.pdl && pdl, folds
+			if c.nofold {
+				b.folds = normFolds{}
+			}
 			b.decHeads = decHeads
 			if c.heads > 0 {
 				b.decHeads = c.heads
@@ -518,7 +521,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	}
 	b.SetGraphs(true)
 	b.mu.Lock()
-	b.fuse, b.useDecAttn, b.pdl, b.decSplitKeys, b.mmaVariant, b.fuseNorm, b.decHeads = true, true, pdl, splitKeys, mmav, true, decHeads
+	b.fuse, b.useDecAttn, b.pdl, b.decSplitKeys, b.mmaVariant, b.folds, b.decHeads = true, true, pdl, splitKeys, mmav, folds, decHeads
 	unbind := b.bind()
 	b.graphs.clear(b)
 	unbind()

@@ -111,7 +111,7 @@ func (b *Backend) recorded() []string {
 func TestMoEDecode(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
-	defer func(on, fold bool) { b.moeDec, b.fuseNorm = on, fold }(b.moeDec, b.fuseNorm)
+	defer func(on bool, folds normFolds) { b.moeDec, b.folds = on, folds }(b.moeDec, b.folds)
 	gate, up, down := mdHosts()
 	ly := mdUpload(t, b, gate, up, down, 11)
 	p := backend.MoEParams{TopK: mdTopK, Renorm: true, Act: backend.SiLU}
@@ -121,7 +121,7 @@ func TestMoEDecode(t *testing.T) {
 		fold bool
 	}{{1, true}, {4, true}, {1, false}} {
 		T := c.T
-		b.fuseNorm = c.fold
+		b.folds.router = c.fold
 		h, xn, out := mdInput(t, b, rng, T)
 		// Run 0: the seven-launch path; runs 1-4: the three-launch path.
 		// Run 1 may grow the counters (a fill between its first norm and

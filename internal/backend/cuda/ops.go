@@ -297,7 +297,7 @@ func (b *Backend) takeRoPE(qt, kt *Tensor, p backend.AttnParams) (uintptr, int, 
 // weights (0: not folded) and their eps; folding needs the same eps and
 // in-place norms of exactly the q and k rows.
 func (b *Backend) takeHeadNorms(qt, kt *Tensor, T int, p backend.AttnParams) (qn, kn uintptr, eps float32) {
-	if !b.fuse || !b.fuseNorm {
+	if !b.fuse || !b.folds.heads {
 		return 0, 0, 0
 	}
 	epsSet := false

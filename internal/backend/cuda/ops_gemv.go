@@ -266,7 +266,7 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 	}
 	var nsrc, nw uintptr
 	var eps float32
-	if fnFold != 0 {
+	if fnFold != 0 && b.folds.gemv {
 		nsrc, nw, eps = b.takeNorm(x, w.in, w.bytes)
 		if nsrc != 0 {
 			name += "_f"
@@ -316,7 +316,7 @@ const foldNormMaxBytes = 6 << 20
 // then does the add (foldAdd).
 func (b *Backend) takeNorm(x uintptr, K, bytes int) (src, w uintptr, eps float32) {
 	n := len(b.rec.ls)
-	if !b.fuse || !b.fuseNorm || n == 0 || K%4 != 0 || bytes > foldNormMaxBytes {
+	if !b.fuse || n == 0 || K%4 != 0 || bytes > foldNormMaxBytes { // the callers check b.folds
 		return 0, 0, 0
 	}
 	l := &b.rec.ls[n-1]

@@ -103,7 +103,7 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	// (takeNorm, as for qgemvm): one launch fewer per decode layer.
 	var nsrc, nw uintptr
 	var eps float32
-	if T == 1 {
+	if T == 1 && b.folds.router {
 		nsrc, nw, eps = b.takeNorm(s.ptr, hidden, rw.bytes)
 	}
 	b.newLaunch(rname, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
