@@ -55,9 +55,9 @@ DEV void qgemvt_impl(QMULTI_PARAMS) {
     grid_dep_launch();
     const uint2* wp[2];
     const u32* sp[2];
-    int row[2], mat[2];
+    int row, mat; // the epilogue's concern (it asks qt_row again)
 #pragma unroll
-    for (int h = 0; h < 2; h++) qt_row<SB>(bx, h, g, t, QMULTI_ARGS, wp[h], sp[h], row[h], mat[h]);
+    for (int h = 0; h < 2; h++) qt_row<SB>(bx, h, g, t, QMULTI_ARGS, wp[h], sp[h], row, mat);
     // The first group's weights do not depend on the previous kernel
     // (a 128-byte line holds 4 slabs of a row).
     if (warp < ngrp)
