@@ -37,9 +37,15 @@ var linearKinds = []wkind{
 
 func init() {
 	register("Embed", func(e *env) {
-		for _, k := range []wkind{{tensor.F32, 0, 0}, {tensor.BF16, 0, 0}, {tensor.F16, 0, 0},
-			{tensor.BF16, 4, 64}, {tensor.F16, 8, 32}, {tensor.BF16, 3, 128}, {tensor.F32, 6, 64}} {
-			V, D, T := 37, 256, 9
+		// Widths: 256, and rows of 2048 and 8192 words at 4 and 8 bits
+		// (CUDA takes a thread per word, up to 1024 a block).
+		for _, c := range []struct {
+			k wkind
+			D int
+		}{{wkind{tensor.F32, 0, 0}, 256}, {wkind{tensor.BF16, 0, 0}, 256}, {wkind{tensor.F16, 0, 0}, 256},
+			{wkind{tensor.BF16, 4, 64}, 256}, {wkind{tensor.F16, 8, 32}, 256}, {wkind{tensor.BF16, 3, 128}, 256},
+			{wkind{tensor.F32, 6, 64}, 256}, {wkind{tensor.BF16, 4, 32}, 4096}, {wkind{tensor.BF16, 8, 64}, 8192}} {
+			k, V, D, T := c.k, 37, c.D, 9
 			w := e.weight(k.host("embed", []int{V, D}, e.randn(V*D, 1)))
 			b := &backend.Batch{Seqs: []backend.SeqSlice{{Start: 0, Len: T}}}
 			for i := range T {
@@ -50,7 +56,7 @@ func init() {
 			out := e.poisoned(T, D)
 			e.test.Embed(out.a, w.a)
 			e.ref.Embed(out.b, w.b)
-			e.check("Embed/"+k.String(), out, T)
+			e.check(fmt.Sprintf("Embed/%s/%d", k, D), out, T)
 		}
 	})
 
@@ -171,6 +177,25 @@ func init() {
 		}
 		if got[2] != 17 {
 			e.t.Errorf("Argmax tie: %d, want 17", got[2])
+		}
+		// Vocabulary-long rows (CUDA splits them over blocks): a tie
+		// across the row's far ends, a maximum in the last column, NaN
+		// (never the maximum) and an all -inf row (index 0).
+		T, V = 4, 151936
+		e.simpleStep(T)
+		data = e.randn(T*V, 1)
+		data[40], data[V-3] = 10, 10
+		data[V+V-1] = 9
+		data[2*V+5], data[2*V+100000] = float32(math.NaN()), 12
+		for i := 3 * V; i < 4*V; i++ {
+			data[i] = float32(math.Inf(-1))
+		}
+		long := e.input(T, V, data)
+		got, want = e.test.Argmax(long.a), e.ref.Argmax(long.b)
+		for i, w := range []int{40, V - 1, 100000, 0} {
+			if int(got[i]) != w || int(want[i]) != w {
+				e.t.Errorf("Argmax of a %d-column row %d: %d, reference %d, want %d", V, i, got[i], want[i], w)
+			}
 		}
 	})
 

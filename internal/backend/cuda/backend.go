@@ -103,6 +103,7 @@ type Backend struct {
 	fuseRoPE                                         bool      // decode: rope2 folded into attn_decode (takeRoPE)
 	folds                                            normFolds // one-row norms (and residual adds) folded into their neighbours
 	moeDec                                           bool      // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
+	argmaxSplit                                      bool      // long rows' argmax over several blocks (MLXCEL_CUDA_ARGMAX=rows: one block a row)
 
 	// Prefill flash kernel: flashV 2 (flash2_attn_*, the default) or 1
 	// (flash_attn_*, MLXCEL_CUDA_FLASHV=1); flash2 holds the head dims
@@ -234,6 +235,7 @@ func New(dev int) (*Backend, error) {
 	// decoded faster without them in 7 of 8 A/B pairs on the H200 (means
 	// 315 against 304 tok/s, docs/cuda.md), all three on against all off.
 	b.folds = parseNormFolds(os.Getenv("MLXCEL_CUDA_NORMFUSE"))
+	b.argmaxSplit = os.Getenv("MLXCEL_CUDA_ARGMAX") != "rows"
 	b.prof.at = profileAt()
 	b.prof.skip = skipKernels()
 	b.decSplitKeys = decSplitKeys

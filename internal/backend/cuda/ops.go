@@ -52,6 +52,9 @@ func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
 	}
 	threads := min(256, roundUp(w.in, 32))
 	if w.quant {
+		if w.bits == 4 || w.bits == 8 { // a thread per packed word (embed_q)
+			threads = min(1024, roundUp(w.in*w.bits/32, 32))
+		}
 		b.newLaunch("embedq_"+w.sbName(), T, 1, 1, threads).p(d.ptr).p(w.w).p(w.sb).p(b.step.tok).i(w.in).i(w.bits).i(w.gshft)
 		return
 	}
@@ -585,7 +588,13 @@ func (b *Backend) ReadRows(x backend.Tensor, out []float32) {
 	}
 }
 
-// Argmax runs on the device and copies back only the ids.
+// argmaxSpan is the columns each argmax_split block scans: a 128k-152k
+// vocabulary row spreads over 63-75 blocks of 256 threads.
+const argmaxSpan = 2048
+
+// Argmax runs on the device and copies back only the ids. Rows longer
+// than argmaxSpan are split over several blocks (argmax_split; off with
+// MLXCEL_CUDA_ARGMAX=rows, one block a row).
 func (b *Backend) Argmax(x backend.Tensor) []int32 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -599,7 +608,18 @@ func (b *Backend) Argmax(x backend.Tensor) []int32 {
 		b.fail(err)
 		return ids
 	}
-	b.newLaunch("argmax_rows", t.rows, 1, 1, 1024).p(out).p(t.ptr).i(t.cols)
+	if S := (t.cols + argmaxSpan - 1) / argmaxSpan; S > 1 && b.argmaxSplit {
+		S = min(S, 128)
+		part, err := b.arenaAllocAny(8 * S * t.rows)
+		cnt := b.counters(t.rows)
+		if err != nil || cnt == 0 {
+			b.fail(err)
+			return ids
+		}
+		b.newLaunch("argmax_split", S, t.rows, 1, 256).p(out).p(t.ptr).i(t.cols).p(part).p(cnt)
+	} else {
+		b.newLaunch("argmax_rows", t.rows, 1, 1, 1024).p(out).p(t.ptr).i(t.cols)
+	}
 	defer b.bind()()
 	b.flush()
 	if b.err == nil {

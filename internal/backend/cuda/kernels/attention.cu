@@ -31,11 +31,6 @@ DEV float4 f16x4(const u16* p) {
 #define ATT_THREADS 128
 #define ATT_MAXD 512 // largest head dim: 4 output dims per thread
 
-DEV float ldcg(const float* p) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-    return v;
-}
 
 // merge_splits combines the S partial results (max, sum, unnormalised o)
 // of one (token, head) in part into out (hd floats), with the threads
@@ -58,21 +53,6 @@ DEV void merge_splits(float* out, const float* pb, int S, int hd, int tid0, int 
         }
         out[d] = acc * inv;
     }
-}
-
-// last_block takes a ticket on counter c after this block's partials are
-// published; true in the last block to finish, which resets the counter
-// for the next launch (graph replays).
-DEV bool last_block(int* c, int S) {
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(c, 1) == S - 1;
-    __syncthreads();
-    if (!last) return false;
-    __threadfence();
-    if (threadIdx.x == 0) *c = 0;
-    return true;
 }
 
 // attention (generic): grid (heads, tokens, splits), ATT_THREADS threads,

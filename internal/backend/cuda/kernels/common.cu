@@ -92,6 +92,28 @@ DEV float block_max(float v, float* red) {
     return warp_max(v);
 }
 
+// ldcg loads past L1: for values other blocks of the same launch wrote.
+DEV float ldcg(const float* p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+
+// last_block takes a ticket on counter c after this block's partials are
+// published; true in the last block to finish, which resets the counter
+// for the next launch (graph replays).
+DEV bool last_block(int* c, int S) {
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(c, 1) == S - 1;
+    __syncthreads();
+    if (!last) return false;
+    __threadfence();
+    if (threadIdx.x == 0) *c = 0;
+    return true;
+}
+
 // Element loaders for dense weights: T is the storage type.
 struct F32 { typedef float T; static DEV float at(const float* p, long long i) { return p[i]; } };
 struct BF16 { typedef u16 T; static DEV float at(const u16* p, long long i) { return __uint_as_float(((u32)p[i]) << 16); } };

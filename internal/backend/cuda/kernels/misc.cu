@@ -18,15 +18,33 @@ extern "C" __global__ void embed_f32(float* d, const float* t, const int* tok, i
 extern "C" __global__ void embed_bf16(float* d, const u16* t, const int* tok, int cols) { grid_dep_start(); embed_dense<BF16>(d, t, tok, cols); }
 extern "C" __global__ void embed_f16(float* d, const u16* t, const int* tok, int cols) { grid_dep_start(); embed_dense<F16>(d, t, tok, cols); }
 
+// embed_q dequantizes one row of a quantized table per block. At 4 and 8
+// bits a thread takes whole words (launched with a thread per word, up to
+// 1024), so each thread's loads are issued together; the strided
+// per-element loop left one HBM round trip per iteration in the decode
+// step's critical path. Other widths (elements straddle words) take the
+// per-element loop.
 template <class SB>
 DEV void embed_q(float* dst, const u32* w, const u32* sb, const int* tokens, int cols, int bits, int gshift) {
     long long id = tokens[blockIdx.x];
     const int nw = (cols * bits + 31) / 32, ng = cols >> gshift;
     const u32* row = w + id * nw;
+    float* out = dst + (long long)blockIdx.x * cols;
+    if ((bits == 4 || bits == 8) && (cols & 7) == 0) {
+        const int epw = 32 / bits;
+        const u32 mask = (1u << bits) - 1u;
+        for (int i = threadIdx.x; i < nw; i += blockDim.x) {
+            const u32 v = row[i];
+            float s, b;
+            SB::get(SB::load(sb, id * ng + ((i * epw) >> gshift)), s, b);
+            for (int e = 0; e < epw; e++) out[i * epw + e] = s * (float)((v >> (e * bits)) & mask) + b;
+        }
+        return;
+    }
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
         float s, b;
         SB::get(SB::load(sb, id * ng + (c >> gshift)), s, b);
-        dst[(long long)blockIdx.x * cols + c] = s * (float)qval(row, c, bits) + b;
+        out[c] = s * (float)qval(row, c, bits) + b;
     }
 }
 extern "C" __global__ void embedq_bf(float* d, const u32* w, const u32* sb, const int* tok, int cols, int bits, int gs) { grid_dep_start();
@@ -194,39 +212,73 @@ extern "C" __global__ void gather_rows(float* dst, const float* src, const int* 
     for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[(long long)blockIdx.x * cols + c] = s[c];
 }
 
-// argmax_rows: the first index of the largest value of each row (NaN never
-// wins, matching a `v > best` scan). One block per row.
-extern "C" __global__ void argmax_rows(int* out, const float* x, int cols) { grid_dep_start();
+// argmax_pick keeps the better of (best, idx) and (ov, oi): the larger
+// value, the lower index on a tie (NaN never wins, matching a `v > best`
+// scan).
+DEV void argmax_pick(float& best, int& idx, float ov, int oi) {
+    if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
+}
+// argmax_block reduces (best, idx) over the block (blockDim.x a multiple
+// of 32); thread 0 gets the result.
+DEV void argmax_block(float& best, int& idx) {
     __shared__ float bv[32];
     __shared__ int bi[32];
-    const float* xr = x + (long long)blockIdx.x * cols;
-    float best = NEG_INF;
-    int idx = 0x7fffffff;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        float v = xr[c];
-        if (v > best) { best = v; idx = c; }
-    }
-    // An all-NaN or all -inf row keeps index 0, as the CPU scan does.
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, best, o);
-        int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-        if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
-    }
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1)
+        argmax_pick(best, idx, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, idx, o));
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     if (lane == 0) { bv[w] = best; bi[w] = idx; }
     __syncthreads();
     if (w == 0) {
         best = lane < nw ? bv[lane] : NEG_INF;
         idx = lane < nw ? bi[lane] : 0x7fffffff;
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, best, o);
-            int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-            if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
-        }
-        if (lane == 0) out[blockIdx.x] = idx == 0x7fffffff ? 0 : idx;
+        for (int o = 16; o > 0; o >>= 1)
+            argmax_pick(best, idx, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, idx, o));
     }
+}
+
+// argmax_scan is the first index of the largest value of x[c0, c1) seen by
+// this thread (0x7fffffff when none is above -inf).
+DEV void argmax_scan(const float* x, int c0, int c1, float& best, int& idx) {
+    best = NEG_INF, idx = 0x7fffffff;
+    for (int c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
+        float v = x[c];
+        if (v > best) { best = v; idx = c; }
+    }
+}
+
+// argmax_rows: the first index of the largest value of each row. One block
+// per row. An all-NaN or all -inf row gives index 0, as the CPU scan does.
+extern "C" __global__ void argmax_rows(int* out, const float* x, int cols) { grid_dep_start();
+    float best;
+    int idx;
+    argmax_scan(x + (long long)blockIdx.x * cols, 0, cols, best, idx);
+    argmax_block(best, idx);
+    if (threadIdx.x == 0) out[blockIdx.x] = idx == 0x7fffffff ? 0 : idx;
+}
+
+// argmax_split is argmax_rows for long rows (a vocabulary of 128k-152k:
+// one block took ~50 us, a loop of dependent round trips): grid (S, rows),
+// block s scanning the s-th span of its row and leaving (value, index) in
+// part[row][s]; the last of a row's blocks (ticket cnt[row]) picks among
+// the S partials.
+extern "C" __global__ void argmax_split(int* out, const float* x, int cols, float* part, int* cnt) { grid_dep_start();
+    const int S = gridDim.x, row = blockIdx.y, span = (cols + S - 1) / S, c0 = blockIdx.x * span;
+    float best;
+    int idx;
+    argmax_scan(x + (long long)row * cols, c0, min(cols, c0 + span), best, idx);
+    argmax_block(best, idx);
+    float* p = part + 2 * ((long long)row * S + blockIdx.x);
+    if (threadIdx.x == 0) { p[0] = best; p[1] = __int_as_float(idx); }
+    if (!last_block(cnt + row, S)) return;
+    best = NEG_INF, idx = 0x7fffffff;
+    for (int s = threadIdx.x; s < S; s += blockDim.x) {
+        const float* q = part + 2 * ((long long)row * S + s);
+        argmax_pick(best, idx, ldcg(q), __float_as_int(ldcg(q + 1)));
+    }
+    argmax_block(best, idx);
+    if (threadIdx.x == 0) out[row] = idx == 0x7fffffff ? 0 : idx;
 }
 
 // moe_route: softmax over each token's router logits, top-k (ties to the

@@ -16,7 +16,7 @@
 //
 // Device code reused from the earlier files (concatenated in kernelFiles
 // order): dotchunk/unpack, dunpack, SBbf/SBf32 and QW (gemv.cu), ldcg and
-// last_block (attention.cu), dshfl_xor (misc.cu).
+// last_block (common.cu), dshfl_xor (misc.cu).
 //
 // Rows are split as in the _g64/_g32 GEMV kernels: a block of MD_THREADS
 // lanes is 128/L row groups of L lanes, each group its own MD_NR rows, so
