@@ -249,7 +249,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 			}
 			ids = long
 		}
-		if _, _, _, err := once(m, ids, 2, o.PrefillChunk); err != nil {
+		if _, _, _, _, err := once(m, ids, 2, o.PrefillChunk); err != nil {
 			fmt.Fprintf(o.Log, "%s: warm-up pass: %v\n", base.Model, err)
 		}
 	}
@@ -335,23 +335,27 @@ func runOne(m *model.Model, enc Encoder, r *Row, o DecodeOptions) (err error) {
 	}
 	r.PromptTokens = len(prompt)
 	r.MaxTokens = o.MaxTokens
-	var prefill, decode []float64
+	var prefill, decode, idle []float64
 	for i := range o.Warmup + o.Repeat {
 		runtime.GC() // keep a collection of the last run's garbage out of the timings
-		p, d, st, err := once(m, prompt, maxTokens, o.PrefillChunk)
+		p, d, id, st, err := once(m, prompt, maxTokens, o.PrefillChunk)
 		if err != nil {
 			stage = st
 			return err
 		}
 		if i >= o.Warmup {
-			prefill, decode = append(prefill, p), append(decode, d)
+			prefill, decode, idle = append(prefill, p), append(decode, d), append(idle, id)
 		}
 	}
 	r.PrefillMS, r.DecodeMS = mean(prefill), mean(decode)
 	r.GeneratedTokens = maxTokens
 	r.Status = StatusOK
-	fmt.Fprintf(o.Log, "%s: prompt %d tokens: prefill %.1f ms (%.1f tok/s%s), decode %d tokens %.1f ms (%.2f tok/s%s)\n",
-		r.Model, r.PromptTokens, r.PrefillMS, r.PrefillTokS(), spread(prefill), maxTokens, r.DecodeMS, r.DecodeTokS(), spread(decode))
+	idleNote := ""
+	if _, ok := m.Backend().(deviceIdler); ok && maxTokens > 0 {
+		idleNote = fmt.Sprintf("; device idle between steps %.1f us a step", 1e3*mean(idle)/float64(maxTokens))
+	}
+	fmt.Fprintf(o.Log, "%s: prompt %d tokens: prefill %.1f ms (%.1f tok/s%s), decode %d tokens %.1f ms (%.2f tok/s%s%s)\n",
+		r.Model, r.PromptTokens, r.PrefillMS, r.PrefillTokS(), spread(prefill), maxTokens, r.DecodeMS, r.DecodeTokS(), spread(decode), idleNote)
 	return nil
 }
 
@@ -359,12 +363,12 @@ func runOne(m *model.Model, enc Encoder, r *Row, o DecodeOptions) (err error) {
 // tokens, then decodes n tokens greedily one at a time (no EOS stop: the
 // point is a fixed amount of work). It returns both durations in ms and,
 // on error, the stage that failed.
-func once(m *model.Model, prompt []int32, n, chunk int) (prefillMS, decodeMS float64, stage string, err error) {
+func once(m *model.Model, prompt []int32, n, chunk int) (prefillMS, decodeMS, idleMS float64, stage string, err error) {
 	total := len(prompt) + n
 	nb := (total + blockSize - 1) / blockSize
 	kv, err := m.Backend().NewKVStore(backend.KVSpec{NumBlocks: nb, BlockSize: blockSize, Layers: m.KVLayers()})
 	if err != nil {
-		return 0, 0, "prefill", err
+		return 0, 0, 0, "prefill", err
 	}
 	blocks := make([]int32, nb)
 	for i := range blocks {
@@ -389,31 +393,47 @@ func once(m *model.Model, prompt []int32, n, chunk int) (prefillMS, decodeMS flo
 	for pos := 0; pos < len(prompt); pos += chunk {
 		end := min(pos+chunk, len(prompt))
 		if logits, err = step(prompt[pos:end], pos); err != nil {
-			return 0, 0, "prefill", err
+			return 0, 0, 0, "prefill", err
 		}
 	}
 	if err := m.Backend().Sync(); err != nil {
-		return 0, 0, "prefill", err
+		return 0, 0, 0, "prefill", err
 	}
 	prefillMS = ms(time.Since(t))
 	if !finite(logits) {
-		return 0, 0, "prefill", errors.New("non-finite logits")
+		return 0, 0, 0, "prefill", errors.New("non-finite logits")
 	}
 	t = time.Now()
 	// Greedy decode takes the engine's argmax path: only the token id
 	// comes back from the device, as when serving greedy requests.
 	next := argmax(logits)
+	idler, _ := m.Backend().(deviceIdler)
+	if idler != nil {
+		idler.DeviceIdle() // from here on
+	}
 	for i := range n {
 		ids, err := m.ForwardArgmax(batch([]int32{next}, len(prompt)+i), kv)
 		if err != nil {
-			return 0, 0, "decode", err
+			return 0, 0, 0, "decode", err
 		}
 		next = ids[0]
 	}
 	if err := m.Backend().Sync(); err != nil {
-		return 0, 0, "decode", err
+		return 0, 0, 0, "decode", err
 	}
-	return prefillMS, ms(time.Since(t)), "", nil
+	decodeMS = ms(time.Since(t))
+	if idler != nil {
+		d, _ := idler.DeviceIdle()
+		idleMS = ms(d)
+	}
+	return prefillMS, decodeMS, idleMS, "", nil
+}
+
+// deviceIdler is a backend that reports how long its device waited for
+// the host (the CUDA backend's DeviceIdle): the decode log gives it per
+// step, the part of a step no kernel change can shorten.
+type deviceIdler interface {
+	DeviceIdle() (time.Duration, int)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -79,7 +79,8 @@ type Backend struct {
 	rec    recorder
 	graphs graphCache
 	prof   profiler
-	fuse   bool // merge q/k/v and gate/up GEMVs, fuse add+norm (MLXCEL_CUDA_FUSE=0: off)
+	idle   idleClock // device idle time between a sync and the next launch (DeviceIdle)
+	fuse   bool      // merge q/k/v and gate/up GEMVs, fuse add+norm (MLXCEL_CUDA_FUSE=0: off)
 
 	multiVariant string // benchmarks: "" or a qgemvm4_bf_v<NR><PF> suffix
 	// The persistent one-row product (ops_gemv_stream.go): pipeline stages
@@ -231,10 +232,16 @@ func New(dev int) (*Backend, error) {
 		b.gemvTC, b.tcVariant = true, "w4"
 	}
 	b.fuseRoPE = os.Getenv("MLXCEL_CUDA_ROPEFUSE") != "0"
-	// Off by default: Qwen3-30B-A3B (the one profile where they apply)
-	// decoded faster without them in 7 of 8 A/B pairs on the H200 (means
-	// 315 against 304 tok/s, docs/cuda.md), all three on against all off.
-	b.folds = parseNormFolds(os.Getenv("MLXCEL_CUDA_NORMFUSE"))
+	// The heads fold only by default (Qwen3's q/k norms inside attn_decode,
+	// with one query head a block): Qwen3-30B-A3B 314-325 against 310-318
+	// tok/s with no fold (seventh session, docs/cuda.md). The gemv and
+	// router folds each measured slower than none; all three together
+	// lost 7 of 8 A/B pairs. MLXCEL_CUDA_NORMFUSE=0 turns all off.
+	normFuse, set := os.LookupEnv("MLXCEL_CUDA_NORMFUSE")
+	if !set {
+		normFuse = "heads"
+	}
+	b.folds = parseNormFolds(normFuse)
 	b.argmaxSplit = os.Getenv("MLXCEL_CUDA_ARGMAX") != "rows"
 	b.prof.at = profileAt()
 	b.prof.skip = skipKernels()
@@ -253,12 +260,15 @@ func New(dev int) (*Backend, error) {
 	if v := os.Getenv("MLXCEL_CUDA_GEMV1"); v != "" && slices.Contains(multiKernels, variantKernel(v)) {
 		b.multiVariant = v
 	}
-	// qmma4 (2-16 activation rows, bf16 scales): the _xp kernels by default
-	// (x loaded with the weights; H200: batch-16 decode 1933 -> 2117 tok/s,
-	// serving at concurrency 16 5.25x concurrency 1 against 4.92x, batch 8
-	// unchanged). MLXCEL_CUDA_MMAV=none gives the plain kernels, d2/d8/o2/r4
-	// the other variants (mma.cu).
-	b.mmaVariant = "xp"
+	// qmma4 (2-16 activation rows, bf16 scales): the _xc kernels by default
+	// (x loaded with the weights, as _xp, which took batch-16 decode from
+	// 1933 to 2117 tok/s and serving at concurrency 16 from 4.92x to 5.25x
+	// concurrency 1; _xc without the branches that made _xp's shuffles
+	// collective: 5-15% faster than _xp on 8 of 9 shapes at 2, 8 and 16
+	// rows, the ninth within 2%, benchmarks/cuda_h200_2026-11-29_v10_gemv.csv;
+	// not yet measured through serving). MLXCEL_CUDA_MMAV=none gives the
+	// plain kernels, xp/d2/d8/o2/r4 the other variants (mma.cu).
+	b.mmaVariant = "xc"
 	switch v := os.Getenv("MLXCEL_CUDA_MMAV"); v {
 	case "none":
 		b.mmaVariant = ""
@@ -467,6 +477,7 @@ func (b *Backend) dtoh(dst unsafe.Pointer, src uintptr, n int) error {
 	if n == 0 {
 		return nil
 	}
+	defer b.idle.drained() // a copy to the host waits for the stream: nothing runs after it
 	if n < 64<<10 || b.pinned == nil {
 		return b.d.call("cuMemcpyDtoH", b.d.memcpyDtoH, uintptr(dst), src, uintptr(n))
 	}
@@ -519,6 +530,7 @@ func (b *Backend) Sync() error {
 	defer b.bind()()
 	b.flush()
 	b.fail(b.d.call("cuStreamSynchronize", b.d.streamSynchronize, b.strm))
+	b.idle.drained()
 	err := b.err
 	b.err = nil
 	return err

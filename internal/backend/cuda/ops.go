@@ -52,9 +52,6 @@ func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
 	}
 	threads := min(256, roundUp(w.in, 32))
 	if w.quant {
-		if w.bits == 4 || w.bits == 8 { // a thread per packed word (embed_q)
-			threads = min(1024, roundUp(w.in*w.bits/32, 32))
-		}
 		b.newLaunch("embedq_"+w.sbName(), T, 1, 1, threads).p(d.ptr).p(w.w).p(w.sb).p(b.step.tok).i(w.in).i(w.bits).i(w.gshft)
 		return
 	}
@@ -337,10 +334,13 @@ func (b *Backend) takeHeadNorms(qt, kt *Tensor, T int, p backend.AttnParams) (qn
 // Measured on the H200 (notes/cuda-kernels.md): Qwen3-30B-A3B (8 query
 // heads per kv head) decodes at 288-291 tok/s with 2 or 4 against 243
 // with 8; Llama-3.1-8B (4) through the ops 380 (2) and 386 (1) against 379.
+// Seventh session, with the heads fold: Qwen3 314-325 tok/s with 1
+// against 299-320 with 2; Llama unchanged within noise (393/373 against
+// 388/380).
 // Only one-token steps take groups: at 16 sequences the launch is already
 // 128 blocks wide, and serving at concurrency 16 fell from 1847 to
 // 1669-1705 tok/s with them.
-const decHeadsPerBlock = 2
+const decHeadsPerBlock = 1
 
 // decSplitKeys is attn_decode's default target of keys per split block
 // (MLXCEL_CUDA_DECSPLITKEYS overrides it): 4 warps take 4 keys each per

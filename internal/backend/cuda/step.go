@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -250,6 +251,7 @@ func (b *Backend) flush() {
 	if b.err != nil {
 		return
 	}
+	b.idle.busy()
 	if b.prof.on {
 		b.runProfiled(ls)
 		return
@@ -369,4 +371,37 @@ func (b *Backend) GraphStats() (captures, replays, direct, failed int, lastErr e
 	defer b.mu.Unlock()
 	c := &b.graphs
 	return c.captures, c.replays, c.direct, c.failed, c.lastErr
+}
+
+// idleClock adds up the time the device sits idle waiting for the host:
+// from a point where the stream has drained (a synchronous copy to the
+// host, Sync) to the next flush that launches work. In a decode loop
+// that is the host's share of each step (reading the token back, the
+// next step's inputs, recording and matching its launches), which no
+// kernel change can win back.
+type idleClock struct {
+	since time.Time
+	total time.Duration
+	gaps  int
+}
+
+func (c *idleClock) drained() { c.since = time.Now() }
+
+func (c *idleClock) busy() {
+	if !c.since.IsZero() {
+		c.total += time.Since(c.since)
+		c.gaps++
+		c.since = time.Time{}
+	}
+}
+
+// DeviceIdle returns the device's idle time between a drain and the next
+// launch since the last call (idleClock), and the number of such gaps,
+// and starts counting afresh.
+func (b *Backend) DeviceIdle() (time.Duration, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, n := b.idle.total, b.idle.gaps
+	b.idle = idleClock{}
+	return t, n
 }

@@ -18,33 +18,15 @@ extern "C" __global__ void embed_f32(float* d, const float* t, const int* tok, i
 extern "C" __global__ void embed_bf16(float* d, const u16* t, const int* tok, int cols) { grid_dep_start(); embed_dense<BF16>(d, t, tok, cols); }
 extern "C" __global__ void embed_f16(float* d, const u16* t, const int* tok, int cols) { grid_dep_start(); embed_dense<F16>(d, t, tok, cols); }
 
-// embed_q dequantizes one row of a quantized table per block. At 4 and 8
-// bits a thread takes whole words (launched with a thread per word, up to
-// 1024), so each thread's loads are issued together; the strided
-// per-element loop left one HBM round trip per iteration in the decode
-// step's critical path. Other widths (elements straddle words) take the
-// per-element loop.
 template <class SB>
 DEV void embed_q(float* dst, const u32* w, const u32* sb, const int* tokens, int cols, int bits, int gshift) {
     long long id = tokens[blockIdx.x];
     const int nw = (cols * bits + 31) / 32, ng = cols >> gshift;
     const u32* row = w + id * nw;
-    float* out = dst + (long long)blockIdx.x * cols;
-    if ((bits == 4 || bits == 8) && (cols & 7) == 0) {
-        const int epw = 32 / bits;
-        const u32 mask = (1u << bits) - 1u;
-        for (int i = threadIdx.x; i < nw; i += blockDim.x) {
-            const u32 v = row[i];
-            float s, b;
-            SB::get(SB::load(sb, id * ng + ((i * epw) >> gshift)), s, b);
-            for (int e = 0; e < epw; e++) out[i * epw + e] = s * (float)((v >> (e * bits)) & mask) + b;
-        }
-        return;
-    }
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
         float s, b;
         SB::get(SB::load(sb, id * ng + (c >> gshift)), s, b);
-        out[c] = s * (float)qval(row, c, bits) + b;
+        dst[(long long)blockIdx.x * cols + c] = s * (float)qval(row, c, bits) + b;
     }
 }
 extern "C" __global__ void embedq_bf(float* d, const u32* w, const u32* sb, const int* tok, int cols, int bits, int gs) { grid_dep_start();
