@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
@@ -260,4 +261,15 @@ func New(name string, opts Options) (Backend, error) {
 		return nil, fmt.Errorf("unknown backend %q (have %v)", name, Names())
 	}
 	return f(opts)
+}
+
+// HostTime is where a device backend's host time between two steps went
+// while the device had nothing queued (the CUDA backend's DeviceIdle):
+// Before, from the last result copied back to the next BeginStep (the
+// caller's own work); Inputs, BeginStep (the step's inputs uploaded);
+// Record, the model's ops recorded; Launch, the recorded launches matched
+// to a graph and launched. Total is their sum over Gaps idle periods.
+type HostTime struct {
+	Total, Before, Inputs, Record, Launch time.Duration
+	Gaps                                  int
 }

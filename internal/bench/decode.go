@@ -335,7 +335,8 @@ func runOne(m *model.Model, enc Encoder, r *Row, o DecodeOptions) (err error) {
 	}
 	r.PromptTokens = len(prompt)
 	r.MaxTokens = o.MaxTokens
-	var prefill, decode, idle []float64
+	var prefill, decode []float64
+	var idle backend.HostTime // summed over the measured runs
 	for i := range o.Warmup + o.Repeat {
 		runtime.GC() // keep a collection of the last run's garbage out of the timings
 		p, d, id, st, err := once(m, prompt, maxTokens, o.PrefillChunk)
@@ -344,15 +345,19 @@ func runOne(m *model.Model, enc Encoder, r *Row, o DecodeOptions) (err error) {
 			return err
 		}
 		if i >= o.Warmup {
-			prefill, decode, idle = append(prefill, p), append(decode, d), append(idle, id)
+			prefill, decode = append(prefill, p), append(decode, d)
+			idle.Total, idle.Before, idle.Inputs = idle.Total+id.Total, idle.Before+id.Before, idle.Inputs+id.Inputs
+			idle.Record, idle.Launch, idle.Gaps = idle.Record+id.Record, idle.Launch+id.Launch, idle.Gaps+id.Gaps
 		}
 	}
 	r.PrefillMS, r.DecodeMS = mean(prefill), mean(decode)
 	r.GeneratedTokens = maxTokens
 	r.Status = StatusOK
 	idleNote := ""
-	if _, ok := m.Backend().(deviceIdler); ok && maxTokens > 0 {
-		idleNote = fmt.Sprintf("; device idle between steps %.1f us a step", 1e3*mean(idle)/float64(maxTokens))
+	if _, ok := m.Backend().(deviceIdler); ok && idle.Gaps > 0 {
+		us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(idle.Gaps) }
+		idleNote = fmt.Sprintf("; device idle between steps %.1f us a step: before the step %.1f, inputs %.1f, recording %.1f, launch %.1f",
+			us(idle.Total), us(idle.Before), us(idle.Inputs), us(idle.Record), us(idle.Launch))
 	}
 	fmt.Fprintf(o.Log, "%s: prompt %d tokens: prefill %.1f ms (%.1f tok/s%s), decode %d tokens %.1f ms (%.2f tok/s%s%s)\n",
 		r.Model, r.PromptTokens, r.PrefillMS, r.PrefillTokS(), spread(prefill), maxTokens, r.DecodeMS, r.DecodeTokS(), spread(decode), idleNote)
@@ -363,12 +368,12 @@ func runOne(m *model.Model, enc Encoder, r *Row, o DecodeOptions) (err error) {
 // tokens, then decodes n tokens greedily one at a time (no EOS stop: the
 // point is a fixed amount of work). It returns both durations in ms and,
 // on error, the stage that failed.
-func once(m *model.Model, prompt []int32, n, chunk int) (prefillMS, decodeMS, idleMS float64, stage string, err error) {
+func once(m *model.Model, prompt []int32, n, chunk int) (prefillMS, decodeMS float64, idle backend.HostTime, stage string, err error) {
 	total := len(prompt) + n
 	nb := (total + blockSize - 1) / blockSize
 	kv, err := m.Backend().NewKVStore(backend.KVSpec{NumBlocks: nb, BlockSize: blockSize, Layers: m.KVLayers()})
 	if err != nil {
-		return 0, 0, 0, "prefill", err
+		return 0, 0, idle, "prefill", err
 	}
 	blocks := make([]int32, nb)
 	for i := range blocks {
@@ -393,15 +398,15 @@ func once(m *model.Model, prompt []int32, n, chunk int) (prefillMS, decodeMS, id
 	for pos := 0; pos < len(prompt); pos += chunk {
 		end := min(pos+chunk, len(prompt))
 		if logits, err = step(prompt[pos:end], pos); err != nil {
-			return 0, 0, 0, "prefill", err
+			return 0, 0, idle, "prefill", err
 		}
 	}
 	if err := m.Backend().Sync(); err != nil {
-		return 0, 0, 0, "prefill", err
+		return 0, 0, idle, "prefill", err
 	}
 	prefillMS = ms(time.Since(t))
 	if !finite(logits) {
-		return 0, 0, 0, "prefill", errors.New("non-finite logits")
+		return 0, 0, idle, "prefill", errors.New("non-finite logits")
 	}
 	t = time.Now()
 	// Greedy decode takes the engine's argmax path: only the token id
@@ -414,26 +419,25 @@ func once(m *model.Model, prompt []int32, n, chunk int) (prefillMS, decodeMS, id
 	for i := range n {
 		ids, err := m.ForwardArgmax(batch([]int32{next}, len(prompt)+i), kv)
 		if err != nil {
-			return 0, 0, 0, "decode", err
+			return 0, 0, idle, "decode", err
 		}
 		next = ids[0]
 	}
 	if err := m.Backend().Sync(); err != nil {
-		return 0, 0, 0, "decode", err
+		return 0, 0, idle, "decode", err
 	}
 	decodeMS = ms(time.Since(t))
 	if idler != nil {
-		d, _ := idler.DeviceIdle()
-		idleMS = ms(d)
+		idle = idler.DeviceIdle()
 	}
-	return prefillMS, decodeMS, idleMS, "", nil
+	return prefillMS, decodeMS, idle, "", nil
 }
 
 // deviceIdler is a backend that reports how long its device waited for
 // the host (the CUDA backend's DeviceIdle): the decode log gives it per
 // step, the part of a step no kernel change can shorten.
 type deviceIdler interface {
-	DeviceIdle() (time.Duration, int)
+	DeviceIdle() backend.HostTime
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -41,6 +41,8 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 	defer b.mu.Unlock()
 	defer b.bind()()
 	b.flush()
+	b.idle.stepBegin()
+	defer b.idle.stepBegun()
 	b.profileStep()
 	if b.err != nil {
 		err := b.err
@@ -251,7 +253,8 @@ func (b *Backend) flush() {
 	if b.err != nil {
 		return
 	}
-	b.idle.busy()
+	b.idle.flushBegin()
+	defer b.idle.launched()
 	if b.prof.on {
 		b.runProfiled(ls)
 		return
@@ -375,33 +378,51 @@ func (b *Backend) GraphStats() (captures, replays, direct, failed int, lastErr e
 
 // idleClock adds up the time the device sits idle waiting for the host:
 // from a point where the stream has drained (a synchronous copy to the
-// host, Sync) to the next flush that launches work. In a decode loop
-// that is the host's share of each step (reading the token back, the
-// next step's inputs, recording and matching its launches), which no
-// kernel change can win back.
+// host, Sync) to the end of the next flush that launches work, split at
+// BeginStep's start and end and the flush's start (backend.HostTime). In
+// a decode loop that is the host's share of each step, which no kernel
+// change can win back.
 type idleClock struct {
-	since time.Time
-	total time.Duration
-	gaps  int
+	since, mark time.Time // since: the drain (zero: the device is busy); mark: the last split point
+	t           backend.HostTime
 }
 
-func (c *idleClock) drained() { c.since = time.Now() }
+func (c *idleClock) drained() {
+	now := time.Now()
+	c.since, c.mark = now, now
+}
 
-func (c *idleClock) busy() {
-	if !c.since.IsZero() {
-		c.total += time.Since(c.since)
-		c.gaps++
-		c.since = time.Time{}
+// split adds the time since the last split point to *d, while idle.
+func (c *idleClock) split(d *time.Duration) {
+	if c.since.IsZero() {
+		return
 	}
+	now := time.Now()
+	*d += now.Sub(c.mark)
+	c.mark = now
 }
 
-// DeviceIdle returns the device's idle time between a drain and the next
-// launch since the last call (idleClock), and the number of such gaps,
-// and starts counting afresh.
-func (b *Backend) DeviceIdle() (time.Duration, int) {
+func (c *idleClock) stepBegin()  { c.split(&c.t.Before) }
+func (c *idleClock) stepBegun()  { c.split(&c.t.Inputs) }
+func (c *idleClock) flushBegin() { c.split(&c.t.Record) }
+
+// launched closes an idle period once the flush has launched its work.
+func (c *idleClock) launched() {
+	if c.since.IsZero() {
+		return
+	}
+	c.split(&c.t.Launch)
+	c.t.Total += c.mark.Sub(c.since)
+	c.t.Gaps++
+	c.since = time.Time{}
+}
+
+// DeviceIdle returns the host time spent while the device was idle
+// (idleClock) since the last call, and starts counting afresh.
+func (b *Backend) DeviceIdle() backend.HostTime {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	t, n := b.idle.total, b.idle.gaps
-	b.idle = idleClock{}
-	return t, n
+	t := b.idle.t
+	b.idle.t = backend.HostTime{}
+	return t
 }
