@@ -80,7 +80,10 @@ type Backend struct {
 	graphs graphCache
 	prof   profiler
 	idle   idleClock // device idle time between a sync and the next launch (DeviceIdle)
-	fuse   bool      // merge q/k/v and gate/up GEMVs, fuse add+norm (MLXCEL_CUDA_FUSE=0: off)
+	// Kernel facts the recording peepholes ask for (ops_gemv.go: multiOf).
+	multiByFn     map[uintptr]multiInfo
+	multiDefaults map[multiKey]multiInfo
+	fuse          bool // merge q/k/v and gate/up GEMVs, fuse add+norm (MLXCEL_CUDA_FUSE=0: off)
 
 	multiVariant string // benchmarks: "" or a qgemvm4_bf_v<NR><PF> suffix
 	// The persistent one-row product (ops_gemv_stream.go): pipeline stages

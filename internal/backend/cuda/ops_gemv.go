@@ -212,7 +212,7 @@ func rowGroupSuffix(K, bits int) string {
 // streams all of them, so the small k and v matrices no longer each pay a
 // launch and a tail.
 func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
-	name := fmt.Sprintf("qgemvm%d_%s", w.bits, w.sbName())
+	var name string
 	nr := 8 // the default kernels' NR
 	if b.gemvTC && w.bits == 4 && w.gshft >= 6 && w.in%64 == 0 && w.in >= tcMinK && b.multiVariant == "" {
 		name = "qgemvt4_" + w.sbName() // tensor cores: 16 rows a block
@@ -231,11 +231,14 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 	} else if w.bits == 4 && !w.sbF32 && b.multiVariant != "" {
 		name = variantKernel(b.multiVariant) // benchmark variants
 		nr = multiRowsOf(name)
-	} else {
-		name += rowGroupSuffix(w.in, w.bits)
-		nr *= 128 / rowGroupLanes(w.in, w.bits) // rows per block
 	}
-	fn, fnFold := b.fn(name), b.fns[name+"_f"]
+	var fn, fnFold uintptr
+	if name == "" {
+		d := b.defaultMulti(w)
+		name, nr, fn, fnFold = d.name, d.rows, d.fn, d.fold
+	} else {
+		fn, fnFold = b.multiFns(name)
+	}
 	nb := (w.out + nr - 1) / nr
 	if n := len(b.rec.ls); b.fuse && n > 0 {
 		l := &b.rec.ls[n-1]
@@ -396,12 +399,77 @@ func (b *Backend) isMoEDownSum(fn uintptr) bool {
 
 // foldVariant is the _f kernel of a qgemvm kernel (itself for one), or 0.
 func (b *Backend) foldVariant(fn uintptr) uintptr {
-	for _, c := range multiKernels {
-		if f := b.fns[c+"_f"]; f != 0 && (fn == b.fn(c) || fn == f) {
-			return f
-		}
+	if mi, ok := b.multiOf(fn); ok {
+		return mi.fold
 	}
 	return 0
+}
+
+// Recording runs for every decode step while the device waits, so the
+// peepholes' questions about a launch's kernel are answered from maps
+// built once: looping over multiKernels with name concatenation and map
+// lookups cost ~60 of the ~120 us a Llama-3.1-8B step took to record
+// (BenchmarkRecordDecodeStep).
+
+// multiInfo describes a qgemvm kernel (or its _f fold form): its base
+// name, rows a block, handle and fold form (0 if none).
+type multiInfo struct {
+	name     string
+	rows     int
+	fn, fold uintptr
+}
+
+// multiOf reports the qgemvm kernel fn is, if it is one.
+func (b *Backend) multiOf(fn uintptr) (multiInfo, bool) {
+	if b.multiByFn == nil {
+		b.multiByFn = map[uintptr]multiInfo{}
+		for _, c := range multiKernels {
+			mi := multiInfo{name: c, rows: multiRowsOf(c), fn: b.fns[c], fold: b.fns[c+"_f"]}
+			if f := b.fns[c]; f != 0 {
+				b.multiByFn[f] = mi
+			}
+			if mi.fold != 0 {
+				b.multiByFn[mi.fold] = mi
+			}
+		}
+	}
+	mi, ok := b.multiByFn[fn]
+	return mi, ok
+}
+
+// multiFns returns the kernel handles of qgemvm kernel name and its _f
+// form (0 if none).
+func (b *Backend) multiFns(name string) (fn, fold uintptr) {
+	if f := b.fn(name); f != 0 {
+		if mi, ok := b.multiOf(f); ok {
+			return f, mi.fold
+		}
+		return f, 0
+	}
+	return 0, 0
+}
+
+// defaultMulti is the default qgemvm kernel for w's bits, scale type and
+// row length (row groups for short rows) and its rows a block, memoized.
+func (b *Backend) defaultMulti(w *weight) multiInfo {
+	key := multiKey{w.bits, w.sbF32, rowGroupLanes(w.in, w.bits)}
+	if mi, ok := b.multiDefaults[key]; ok {
+		return mi
+	}
+	name := fmt.Sprintf("qgemvm%d_%s", w.bits, w.sbName()) + rowGroupSuffix(w.in, w.bits)
+	fn, fold := b.multiFns(name)
+	mi := multiInfo{name: name, rows: multiRows * 128 / key.lanes, fn: fn, fold: fold}
+	if b.multiDefaults == nil {
+		b.multiDefaults = map[multiKey]multiInfo{}
+	}
+	b.multiDefaults[key] = mi
+	return mi
+}
+
+type multiKey struct {
+	bits  int
+	sbF32 bool
+	lanes int
 }
 
 // fuseGLU turns a just-recorded two-matrix product of gate and up into the
@@ -416,10 +484,8 @@ func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
 	if b.isStream(l.fn) {
 		name = "stream" // qgemvs: row groups of 8 rows, as qgemvm
 	}
-	for _, c := range multiKernels {
-		if l.fn == b.fn(c) || l.fn == b.fns[c+"_f"] {
-			name, nr = c, multiRowsOf(c)
-		}
+	if mi, ok := b.multiOf(l.fn); ok {
+		name, nr = mi.name, mi.rows
 	}
 	s0, s1 := mSeg0, mSeg0+mSegLen
 	if name == "" || l.args[mGLU] != 0 || l.args[s1+mSegLen] != 0 || uintptr(l.args[s0]) != g.ptr || uintptr(l.args[s1]) != u.ptr ||

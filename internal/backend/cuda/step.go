@@ -260,9 +260,8 @@ func (b *Backend) flush() {
 		return
 	}
 	if b.graphs.on && len(ls) >= minGraphLaunches && !b.rec.gemm {
-		raw := unsafe.Slice((*byte)(unsafe.Pointer(&ls[0])), len(ls)*int(unsafe.Sizeof(ls[0])))
-		key := maphash.Bytes(b.graphs.seed, raw)
-		if g := b.graphs.m[key]; g != nil && slices.Equal(g.ls, ls) {
+		g, key := b.graphs.lookup(ls)
+		if g != nil {
 			b.graphs.replays++
 			b.fail(b.d.call("cuGraphLaunch", b.d.graphLaunch, g.exec, b.strm))
 			return
@@ -311,6 +310,17 @@ type graphCache struct {
 }
 
 const maxGraphs = 64
+
+// lookup finds the graph captured from launches equal to ls, or nil, and
+// returns ls's key either way.
+func (c *graphCache) lookup(ls []launch) (*graph, uint64) {
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&ls[0])), len(ls)*int(unsafe.Sizeof(ls[0])))
+	key := maphash.Bytes(c.seed, raw)
+	if g := c.m[key]; g != nil && slices.Equal(g.ls, ls) {
+		return g, key
+	}
+	return nil, key
+}
 
 func (c *graphCache) init(on bool) {
 	c.on, c.seed = on, maphash.MakeSeed()
