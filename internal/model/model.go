@@ -127,26 +127,41 @@ func (s *Step) Scratch(slot string, cols int) backend.Tensor {
 
 // buffers holds activations reused across steps, grown on demand, so a
 // steady-state step allocates nothing (and a GPU backend sees stable
-// pointers it can capture in a graph).
+// pointers it can capture in a graph). The first n rows of each buffer are
+// kept too: a decode step asks for the same n every time, and the lookup
+// runs for every layer while a GPU waits for the step to be recorded.
 type buffers struct {
 	rows int
-	m    map[string]backend.Tensor
+	m    map[bufKey]*buffer
+}
+
+type bufKey struct {
+	slot string
+	cols int
+}
+
+type buffer struct {
+	t, rows backend.Tensor // the allocation, and its first n rows
+	n       int
 }
 
 func (b *buffers) get(be backend.Backend, slot string, n, cols int) backend.Tensor {
-	key := fmt.Sprintf("%s/%d", slot, cols)
-	t, ok := b.m[key]
-	if !ok || t.Rows() < n {
-		t = be.NewTensor(max(n, b.rows), cols)
-		b.m[key] = t
+	key := bufKey{slot, cols}
+	e := b.m[key]
+	if e == nil || e.t.Rows() < n {
+		e = &buffer{t: be.NewTensor(max(n, b.rows), cols), n: -1}
+		b.m[key] = e
 	}
-	return be.Slice(t, 0, n)
+	if e.n != n {
+		e.rows, e.n = be.Slice(e.t, 0, n), n
+	}
+	return e.rows
 }
 
 // Reserve sizes the activation buffers for steps of up to n tokens.
 func (m *Model) Reserve(n int) {
 	if m.buf == nil {
-		m.buf = &buffers{m: map[string]backend.Tensor{}}
+		m.buf = &buffers{m: map[bufKey]*buffer{}}
 	}
 	if n > m.buf.rows {
 		m.buf.rows = n
