@@ -273,3 +273,9 @@ type HostTime struct {
 	Total, Before, Inputs, Record, Launch time.Duration
 	Gaps                                  int
 }
+
+// Add adds o's times and gaps to h.
+func (h *HostTime) Add(o HostTime) {
+	h.Total, h.Before, h.Inputs = h.Total+o.Total, h.Before+o.Before, h.Inputs+o.Inputs
+	h.Record, h.Launch, h.Gaps = h.Record+o.Record, h.Launch+o.Launch, h.Gaps+o.Gaps
+}

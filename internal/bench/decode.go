@@ -346,8 +346,7 @@ func runOne(m *model.Model, enc Encoder, r *Row, o DecodeOptions) (err error) {
 		}
 		if i >= o.Warmup {
 			prefill, decode = append(prefill, p), append(decode, d)
-			idle.Total, idle.Before, idle.Inputs = idle.Total+id.Total, idle.Before+id.Before, idle.Inputs+id.Inputs
-			idle.Record, idle.Launch, idle.Gaps = idle.Record+id.Record, idle.Launch+id.Launch, idle.Gaps+id.Gaps
+			idle.Add(id)
 		}
 	}
 	r.PrefillMS, r.DecodeMS = mean(prefill), mean(decode)

@@ -611,9 +611,12 @@ func (b *Backend) Argmax(x backend.Tensor) []int32 {
 	if S := (t.cols + argmaxSpan - 1) / argmaxSpan; S > 1 && b.argmaxSplit {
 		S = min(S, 128)
 		part, err := b.arenaAllocAny(8 * S * t.rows)
-		cnt := b.counters(t.rows)
-		if err != nil || cnt == 0 {
+		if err != nil {
 			b.fail(err)
+			return ids
+		}
+		cnt := b.counters(t.rows)
+		if cnt == 0 { // counters recorded the failure
 			return ids
 		}
 		b.newLaunch("argmax_split", S, t.rows, 1, 256).p(out).p(t.ptr).i(t.cols).p(part).p(cnt)

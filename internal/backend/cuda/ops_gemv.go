@@ -405,14 +405,13 @@ func (b *Backend) foldVariant(fn uintptr) uintptr {
 	return 0
 }
 
-// Recording runs for every decode step while the device waits, so the
-// peepholes' questions about a launch's kernel are answered from maps
-// built once: looping over multiKernels with name concatenation and map
-// lookups cost ~60 of the ~120 us a Llama-3.1-8B step took to record
-// (BenchmarkRecordDecodeStep).
-
 // multiInfo describes a qgemvm kernel (or its _f fold form): its base
-// name, rows a block, handle and fold form (0 if none).
+// name, rows a block, handle and fold form (0 if none). Recording runs
+// for every decode step while the device waits, so the peepholes' questions
+// about a launch's kernel are answered from maps built once (multiOf,
+// defaultMulti): looping over multiKernels with name concatenation and
+// map lookups cost ~60 of the ~120 us a Llama-3.1-8B step took to record
+// (BenchmarkRecordDecodeStep).
 type multiInfo struct {
 	name     string
 	rows     int
@@ -440,13 +439,9 @@ func (b *Backend) multiOf(fn uintptr) (multiInfo, bool) {
 // multiFns returns the kernel handles of qgemvm kernel name and its _f
 // form (0 if none).
 func (b *Backend) multiFns(name string) (fn, fold uintptr) {
-	if f := b.fn(name); f != 0 {
-		if mi, ok := b.multiOf(f); ok {
-			return f, mi.fold
-		}
-		return f, 0
-	}
-	return 0, 0
+	fn = b.fn(name)
+	mi, _ := b.multiOf(fn) // not a qgemvm kernel (qgemvs): no fold form
+	return fn, mi.fold
 }
 
 // defaultMulti is the default qgemvm kernel for w's bits, scale type and
