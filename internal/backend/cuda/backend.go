@@ -5,6 +5,7 @@ package cuda
 import (
 	"embed"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"runtime"
@@ -104,6 +105,7 @@ type Backend struct {
 	pdl                                              bool      // programmatic dependent launch (runPDL)
 	decSplitKeys                                     int       // attn_decode keys per split block
 	decHeads                                         int       // attn_decode query heads per block (0: the whole GQA group)
+	decHeadsMaxCtx                                   int       // longest (rounded) context that takes head groups (decHeadsMaxCtx)
 	fuseRoPE                                         bool      // decode: rope2 folded into attn_decode (takeRoPE)
 	folds                                            normFolds // one-row norms (and residual adds) folded into their neighbours
 	moeDec                                           bool      // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
@@ -249,9 +251,9 @@ func New(dev int) (*Backend, error) {
 	b.prof.at = profileAt()
 	b.prof.skip = skipKernels()
 	b.decSplitKeys = decSplitKeys
-	b.decHeads = decHeadsPerBlock
+	b.decHeads, b.decHeadsMaxCtx = decHeadsPerBlock, decHeadsMaxCtx
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECHEADS")); err == nil && v >= 0 {
-		b.decHeads = v
+		b.decHeads, b.decHeadsMaxCtx = v, math.MaxInt
 	}
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECSPLITKEYS")); err == nil && v > 0 {
 		b.decSplitKeys = v

@@ -205,7 +205,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		}
 		G := p.Heads / p.KVHeads
 		gl := G // query heads per block (head groups: decHeadsPerBlock, one-token steps)
-		if T == 1 && b.decHeads > 0 && b.decHeads < G && G%b.decHeads == 0 {
+		if T == 1 && b.decHeads > 0 && b.decHeads < G && G%b.decHeads == 0 && ctx <= b.decHeadsMaxCtx {
 			gl = b.decHeads
 		}
 		hb := T * p.KVHeads * (G / gl) // blocks per split
@@ -341,6 +341,17 @@ func (b *Backend) takeHeadNorms(qt, kt *Tensor, T int, p backend.AttnParams) (qn
 // 128 blocks wide, and serving at concurrency 16 fell from 1847 to
 // 1669-1705 tok/s with them.
 const decHeadsPerBlock = 1
+
+// decHeadsMaxCtx is the longest context (rounded up to a power of two) at
+// which one-token steps take head groups by default; an explicit
+// MLXCEL_CUDA_DECHEADS applies at every length. They were measured at
+// contexts of ~264 tokens, where the splits alone leave the device short
+// of blocks. At long contexts the splits fill it (up to 64 a kv head), and
+// a block serving its kv head's whole group reads each K/V row once,
+// where groups of one head re-read it G times and, with fewer splits
+// (the grid is capped at two blocks an SM), walk several times as many
+// keys each (not yet measured on the H200).
+const decHeadsMaxCtx = 1024
 
 // decSplitKeys is attn_decode's default target of keys per split block
 // (MLXCEL_CUDA_DECSPLITKEYS overrides it): 4 warps take 4 keys each per
