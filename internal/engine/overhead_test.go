@@ -12,10 +12,12 @@ import (
 // measures only the engine's own work per step.
 type instantModel struct{ vocab int }
 
-func (m instantModel) Vocab() int                  { return m.vocab }
-func (m instantModel) MaxContext() int             { return 1 << 16 }
-func (m instantModel) Backend() backend.Backend    { return fakeBackend{} }
-func (m instantModel) KVLayers() []backend.KVLayer { return []backend.KVLayer{{KVHeads: 1, HeadDim: 1}} }
+func (m instantModel) Vocab() int               { return m.vocab }
+func (m instantModel) MaxContext() int          { return 1 << 16 }
+func (m instantModel) Backend() backend.Backend { return fakeBackend{} }
+func (m instantModel) KVLayers() []backend.KVLayer {
+	return []backend.KVLayer{{KVHeads: 1, HeadDim: 1}}
+}
 func (m instantModel) Forward(b *backend.Batch, _ backend.KVStore) ([]float32, error) {
 	return make([]float32, len(b.LogitRows)*m.vocab), nil
 }
