@@ -104,6 +104,7 @@ type Backend struct {
 	useMMA, useFlash, useDecAttn, gemmBF16, moeGroup bool
 	pdl                                              bool      // programmatic dependent launch (runPDL)
 	decSplitKeys                                     int       // attn_decode keys per split block
+	decWaves                                         int       // attn_decode blocks an SM at most, splits included (MLXCEL_CUDA_DECWAVES; 2)
 	decHeads                                         int       // attn_decode query heads per block (0: the whole GQA group)
 	decHeadsMaxCtx                                   int       // longest (rounded) context that takes head groups (decHeadsMaxCtx)
 	fuseRoPE                                         bool      // decode: rope2 folded into attn_decode (takeRoPE)
@@ -257,6 +258,14 @@ func New(dev int) (*Backend, error) {
 	}
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECSPLITKEYS")); err == nil && v > 0 {
 		b.decSplitKeys = v
+	}
+	// At most 2 attn_decode blocks an SM: with one-head groups Qwen3's 32
+	// (kv head, head) blocks get 9 splits of ~30 keys at 264 tokens, two
+	// rounds of loads each; MLXCEL_CUDA_DECWAVES=4 gives 17 splits of one
+	// round (not yet measured).
+	b.decWaves = 2
+	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECWAVES")); err == nil && v > 0 {
+		b.decWaves = v
 	}
 	// PDL needs Hopper (griddepcontrol) and cuLaunchKernelEx.
 	b.pdl = os.Getenv("MLXCEL_CUDA_PDL") != "0" && b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9

@@ -196,7 +196,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		// About decSplitKeys keys per split block, by the longest context
 		// rounded up to a power of two (so the launch, and its graph,
 		// repeats until the context doubles), at most enough blocks to
-		// fill the device twice: the last block merges the splits, and
+		// fill the device twice (decWaves): the last block merges the splits, and
 		// 33 splits at 192 keys measured 20 us a call against ~8 us for
 		// the generic kernel's 9.
 		ctx := 64
@@ -209,7 +209,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 			gl = b.decHeads
 		}
 		hb := T * p.KVHeads * (G / gl) // blocks per split
-		splits := max(1, min(ctx/b.decSplitKeys, 64, (2*b.SMs+hb-1)/hb))
+		splits := max(1, min(ctx/b.decSplitKeys, 64, (b.decWaves*b.SMs+hb-1)/hb))
 		// Counters: one per (token, head group) for the splits, then one
 		// per (token, kv head) for the head groups.
 		part, cnt, ok := b.splitScratch(T*p.Heads, splits, p.HeadDim, hb+T*p.KVHeads)
