@@ -90,21 +90,56 @@ func (b *Backend) gemmBF(d, s *Tensor, w *weight, bias uintptr) {
 }
 
 // bf16Ready reports whether scratchX already holds x (n elements) in
-// bf16: the launches recorded since are a product that read it (the
-// conversion, a GEMM on scratchX writing elsewhere, maybe its bias add).
-// Called before this product's dequantization is recorded. A layer's q, k and v (and gate
-// and up) read the same x, so two of three conversions go.
+// bf16, looking back over the launches recorded since the copy was made:
+// products that read it (a GEMM on scratchX writing elsewhere, its bias
+// add, the bf16 dequantization of the next weight, which writes only the
+// weight scratch) until the copy's writer, a conversion of x or the
+// producer that wrote x with its bf16 copy (bf16FromProducer). Called
+// before this product's dequantization is recorded. A layer's q, k and v
+// (and gate and up) read the same x, so only the first converts it, or
+// none when the norm or activation before them wrote the copy.
 func (b *Backend) bf16Ready(x uintptr, n int) bool {
 	ls := b.rec.ls
-	i := len(ls) - 1
-	if i >= 0 && ls[i].fn == b.fn("add_bias") && uintptr(ls[i].args[0]) != x {
-		i--
+	for i := len(ls) - 1; i >= 0 && i >= len(ls)-16; i-- {
+		l := &ls[i]
+		switch l.fn {
+		case fnGemm: // y, x, w, ...: a product on the copy, not writing x
+			if uintptr(l.args[1]) != b.scratchX.ptr || uintptr(l.args[0]) == x {
+				return false
+			}
+		case b.fn("add_bias"), b.fn("dequant_bf16_bf"), b.fn("dequant_bf16_f32"): // write y or the weight scratch
+			if uintptr(l.args[0]) == x || uintptr(l.args[0]) == b.scratchX.ptr {
+				return false
+			}
+		case b.fn("f32_to_bf16"): // dst, src, n
+			return uintptr(l.args[0]) == b.scratchX.ptr && uintptr(l.args[1]) == x && int(l.args[2]) == n
+		default: // the producer with its copy, or anything else
+			return b.wroteBF16(l, x, n)
+		}
 	}
-	if i < 1 || ls[i].fn != fnGemm || uintptr(ls[i].args[1]) != b.scratchX.ptr || uintptr(ls[i].args[0]) == x {
-		return false
+	return false
+}
+
+// producerSlots gives, for the launches that can write their output's
+// bf16 copy (rmsnorm, add_rmsnorm, gated activations), the output, the
+// element count and the dbf argument slot; ok is false for other kernels.
+func (b *Backend) producerSlots(l *launch) (dst uintptr, elems, slot int, ok bool) {
+	switch l.fn {
+	case b.fn("rmsnorm"): // dst, x, w, cols, eps, dbf
+		return uintptr(l.args[0]), int(l.gx) * int(int32(l.args[3])), 5, true
+	case b.fn("add_rmsnorm"): // sum, a, b, dst, w, cols, eps, dbf
+		return uintptr(l.args[3]), int(l.gx) * int(int32(l.args[5])), 7, true
+	case b.fn("gated_silu"), b.fn("gated_gelu"): // d, g, u, n, dbf
+		return uintptr(l.args[0]), int(l.args[3]), 4, true
 	}
-	c := &ls[i-1]
-	return c.fn == b.fn("f32_to_bf16") && uintptr(c.args[0]) == b.scratchX.ptr && uintptr(c.args[1]) == x && int(c.args[2]) == n
+	return 0, 0, 0, false
+}
+
+// wroteBF16 reports whether l is a producer that wrote x (n elements) and
+// its bf16 copy into scratchX.
+func (b *Backend) wroteBF16(l *launch, x uintptr, n int) bool {
+	dst, elems, slot, ok := b.producerSlots(l)
+	return ok && dst == x && elems == n && uintptr(l.args[slot]) == b.scratchX.ptr
 }
 
 // bf16FromProducer makes the launch just recorded, when it is an RMSNorm,
@@ -117,19 +152,8 @@ func (b *Backend) bf16FromProducer(x uintptr, n int) bool {
 		return false
 	}
 	l := &b.rec.ls[len(b.rec.ls)-1]
-	var dst uintptr
-	var elems, slot int
-	switch l.fn {
-	case b.fn("rmsnorm"): // dst, x, w, cols, eps, dbf
-		dst, elems, slot = uintptr(l.args[0]), int(l.gx)*int(int32(l.args[3])), 5
-	case b.fn("add_rmsnorm"): // sum, a, b, dst, w, cols, eps, dbf
-		dst, elems, slot = uintptr(l.args[3]), int(l.gx)*int(int32(l.args[5])), 7
-	case b.fn("gated_silu"), b.fn("gated_gelu"): // d, g, u, n, dbf
-		dst, elems, slot = uintptr(l.args[0]), int(l.args[3]), 4
-	default:
-		return false
-	}
-	if dst != x || elems != n || l.args[slot] != 0 {
+	dst, elems, slot, ok := b.producerSlots(l)
+	if !ok || dst != x || elems != n || l.args[slot] != 0 {
 		return false
 	}
 	l.args[slot] = uint64(b.scratchX.ptr)
