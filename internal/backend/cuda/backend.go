@@ -105,6 +105,7 @@ type Backend struct {
 	pdl                                              bool      // programmatic dependent launch (runPDL)
 	decSplitKeys                                     int       // attn_decode keys per split block
 	decWaves                                         int       // attn_decode blocks an SM at most, splits included (MLXCEL_CUDA_DECWAVES; 2)
+	decPF                                            bool      // attn_decode's next K/V round loaded before this one's math (MLXCEL_CUDA_DECPF=1, the _p kernels)
 	decHeads                                         int       // attn_decode query heads per block (0: the whole GQA group)
 	decHeadsMaxCtx                                   int       // longest (rounded) context that takes head groups (decHeadsMaxCtx)
 	fuseRoPE                                         bool      // decode: rope2 folded into attn_decode (takeRoPE)
@@ -243,11 +244,10 @@ func New(dev int) (*Backend, error) {
 	// tok/s with no fold (seventh session, docs/cuda.md). The gemv and
 	// router folds each measured slower than none; all three together
 	// lost 7 of 8 A/B pairs. MLXCEL_CUDA_NORMFUSE=0 turns all off.
-	normFuse, set := os.LookupEnv("MLXCEL_CUDA_NORMFUSE")
-	if !set {
-		normFuse = "heads"
+	b.folds = defaultNormFolds
+	if v, set := os.LookupEnv("MLXCEL_CUDA_NORMFUSE"); set {
+		b.folds = parseNormFolds(v)
 	}
-	b.folds = parseNormFolds(normFuse)
 	b.argmaxSplit = os.Getenv("MLXCEL_CUDA_ARGMAX") != "rows"
 	b.prof.at = profileAt()
 	b.prof.skip = skipKernels()
@@ -264,6 +264,7 @@ func New(dev int) (*Backend, error) {
 	// rounds of loads each; MLXCEL_CUDA_DECWAVES=4 gives 17 splits of one
 	// round (not yet measured).
 	b.decWaves = 2
+	b.decPF = os.Getenv("MLXCEL_CUDA_DECPF") == "1"
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECWAVES")); err == nil && v > 0 {
 		b.decWaves = v
 	}
@@ -299,6 +300,9 @@ func New(dev int) (*Backend, error) {
 // into the MoE router and the expert sum (ops_moe_decode.go); heads,
 // Qwen3's per-head q/k norms into attn_decode (takeHeadNorms).
 type normFolds struct{ gemv, router, heads bool }
+
+// defaultNormFolds: the heads fold only (New says why).
+var defaultNormFolds = normFolds{heads: true}
 
 // parseNormFolds reads MLXCEL_CUDA_NORMFUSE: "1" all, or a comma list of
 // gemv, router, heads; anything else none.
@@ -374,7 +378,8 @@ func kernelNames() []string {
 	}
 	names = append(names, "qmma4_bf_1_d2", "qmma4_bf_1_d8", "qmma4_bf_2_d2", "qmma4_bf_2_d8",
 		"qmma4_bf_1_o2", "qmma4_bf_2_o2", "qmma4_bf_1_r4", "qmma4_bf_2_r4", "qmma4_bf_1_xp", "qmma4_bf_2_xp", "qmma4_bf_1_xc", "qmma4_bf_2_xc")
-	return append(names, "flash_attn_64", "flash_attn_128", "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_decode_64", "attn_decode_128")
+	return append(names, "flash_attn_64", "flash_attn_128", "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_decode_64", "attn_decode_128",
+		"attn_decode_64_p", "attn_decode_128_p")
 }
 
 // Function attributes (CUfunction_attribute).

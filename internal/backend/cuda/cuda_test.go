@@ -131,14 +131,15 @@ func TestGraphReplay(t *testing.T) {
 // block walks many row groups through its pipeline; the tensor-core
 // kernel with 8 and 4 warps a block (MLXCEL_CUDA_GEMVT); and the f16x2
 // kernel with 8 and 16 rows a block (MLXCEL_CUDA_GEMVH); and the 2-16 row
-// tensor-core kernel's earlier default (MLXCEL_CUDA_MMAV=xp); and the norm
-// folds (MLXCEL_CUDA_NORMFUSE=1), which DecodeLayer checks op by op.
+// tensor-core kernel's earlier default (MLXCEL_CUDA_MMAV=xp); the norm
+// folds (MLXCEL_CUDA_NORMFUSE=1), which DecodeLayer checks op by op; and
+// decode attention with its next K/V round prefetched (MLXCEL_CUDA_DECPF).
 func TestConformanceVariants(t *testing.T) {
 	for _, v := range []struct{ name, env, val string }{
 		{"stream4", "MLXCEL_CUDA_STREAM", "4"}, {"stream3", "MLXCEL_CUDA_STREAM", "3"},
 		{"stream6", "MLXCEL_CUDA_STREAM", "6"}, {"tc", "MLXCEL_CUDA_GEMVT", "1"}, {"tcw4", "MLXCEL_CUDA_GEMVT", "w4"},
 		{"half", "MLXCEL_CUDA_GEMVH", "1"}, {"half16", "MLXCEL_CUDA_GEMVH", "16"}, {"mmaxp", "MLXCEL_CUDA_MMAV", "xp"},
-		{"folds", "MLXCEL_CUDA_NORMFUSE", "1"},
+		{"folds", "MLXCEL_CUDA_NORMFUSE", "1"}, {"decpf", "MLXCEL_CUDA_DECPF", "1"},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Setenv(v.env, v.val)
@@ -146,7 +147,7 @@ func TestConformanceVariants(t *testing.T) {
 			t.Setenv("MLXCEL_CUDA_STREAM_GRID", "5")
 			b := newOrSkip(t)
 			defer b.Close()
-			if b.streamStages == 0 && !b.gemvTC && b.gemvHalf == "" && b.mmaVariant != "xp" && b.folds == (normFolds{}) {
+			if b.streamStages == 0 && !b.gemvTC && b.gemvHalf == "" && b.mmaVariant != "xp" && b.folds == defaultNormFolds && !b.decPF {
 				t.Fatalf("%s=%s left the kernel off on %s", v.env, v.val, b.Info())
 			}
 			backendtest.Run(t, b)

@@ -223,7 +223,11 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		}
 		invf, half, rscale := b.takeRoPE(qt, kt, p)
 		qn, kn, neps := b.takeHeadNorms(qt, kt, T, p)
-		b.newLaunch(fmt.Sprintf("attn_decode_%d", p.HeadDim), p.KVHeads*(G/gl), T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
+		name := fmt.Sprintf("attn_decode_%d", p.HeadDim)
+		if b.decPF {
+			name += "_p"
+		}
+		b.newLaunch(name, p.KVHeads*(G/gl), T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
 			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(kvw).p(cnt).
 			p(invf).i(half).f(rscale).p(qn).p(kn).f(neps).i(gl)

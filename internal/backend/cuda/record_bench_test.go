@@ -14,7 +14,7 @@ import (
 // anywhere (BenchmarkRecordDecodeStep).
 func hostOnlyBackend() *Backend {
 	b := &Backend{fns: map[string]uintptr{}, fuse: true, SMs: 132, useMMA: true, mmaVariant: "xc", fuseRoPE: true,
-		folds: normFolds{heads: true}, decHeads: decHeadsPerBlock, decHeadsMaxCtx: decHeadsMaxCtx, decSplitKeys: decSplitKeys, decWaves: 2}
+		folds: defaultNormFolds, decHeads: decHeadsPerBlock, decHeadsMaxCtx: decHeadsMaxCtx, decSplitKeys: decSplitKeys, decWaves: 2}
 	for i, n := range kernelNames() {
 		b.fns[n] = uintptr(0x1000 + i)
 	}

@@ -255,7 +255,11 @@ DEV void head_norm(float (&v)[VPL], const float* w, float eps, int lane) {
 #define AD_DU 4 // keys per warp iteration
 #define AD_MAXS 64 // most splits (the Go side caps them)
 #define AD_ML 8 // partial loads in flight per thread while merging
-template <int HD>
+// PF: each warp's next round of K/V rows is loaded before this round's
+// math (two rounds in flight; 32 more registers at HD 128), for splits of
+// more than one round (long contexts; MLXCEL_CUDA_DECPF=1, the _p
+// kernels, not yet measured).
+template <int HD, bool PF = false>
 DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,
                           const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
                           float softcap, float* kin, const float* vin, int ldk, int* cnt, const float* invf, int half,
@@ -284,7 +288,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     // the q/k/v projection (PDL), so it overlaps that kernel's tail.
     float kr[AD_DU][VPL], vr[AD_DU][VPL];
     int c = j0 + warp * AD_DU;
-    auto load_keys = [&](int c0) {
+    auto load_into = [&](int c0, float (&kd)[AD_DU][VPL], float (&vd)[AD_DU][VPL]) {
 #pragma unroll
         for (int u = 0; u < AD_DU; u++) {
             const int j = c0 + u;
@@ -292,19 +296,20 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
                 long long off = ((bt[j / bs] * (long long)kvh + kh) * bs + j % bs) * HD + lane * VPL;
                 if (VPL == 4) {
                     float4 a = f16x4(Kc + off), b = f16x4(Vc + off);
-                    kr[u][0] = a.x, kr[u][1] = a.y, kr[u][2] = a.z, kr[u][3] = a.w;
-                    vr[u][0] = b.x, vr[u][1] = b.y, vr[u][2] = b.z, vr[u][3] = b.w;
+                    kd[u][0] = a.x, kd[u][1] = a.y, kd[u][2] = a.z, kd[u][3] = a.w;
+                    vd[u][0] = b.x, vd[u][1] = b.y, vd[u][2] = b.z, vd[u][3] = b.w;
                 } else {
                     u32 a = *reinterpret_cast<const u32*>(Kc + off), b = *reinterpret_cast<const u32*>(Vc + off);
-                    kr[u][0] = f16f((u16)(a & 0xffffu)), kr[u][1] = f16f((u16)(a >> 16));
-                    vr[u][0] = f16f((u16)(b & 0xffffu)), vr[u][1] = f16f((u16)(b >> 16));
+                    kd[u][0] = f16f((u16)(a & 0xffffu)), kd[u][1] = f16f((u16)(a >> 16));
+                    vd[u][0] = f16f((u16)(b & 0xffffu)), vd[u][1] = f16f((u16)(b >> 16));
                 }
             } else {
 #pragma unroll
-                for (int i = 0; i < VPL; i++) kr[u][i] = vr[u][i] = 0.f;
+                for (int i = 0; i < VPL; i++) kd[u][i] = vd[u][i] = 0.f;
             }
         }
     };
+    auto load_keys = [&](int c0) { load_into(c0, kr, vr); };
     load_keys(c);
     // With invf (RoPE fused, the rope2 launch dropped), q and this step's
     // k are rotated here, and with qn/kn normalised first (the q_norm and
@@ -338,8 +343,18 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
 #pragma unroll
         for (int i = 0; i < VPL; i++) acc[g][i] = 0.f;
     }
+    float kn2[PF ? AD_DU : 1][VPL], vn2[PF ? AD_DU : 1][VPL]; // PF: the next round
     for (; c < j1; c += 4 * AD_DU) {
-        if (c > j0 + warp * AD_DU) load_keys(c);
+        if constexpr (PF) {
+            if (c > j0 + warp * AD_DU)
+#pragma unroll
+                for (int u = 0; u < AD_DU; u++)
+#pragma unroll
+                    for (int i = 0; i < VPL; i++) kr[u][i] = kn2[u][i], vr[u][i] = vn2[u][i];
+            if (c + 4 * AD_DU < j1) load_into(c + 4 * AD_DU, kn2, vn2);
+        } else if (c > j0 + warp * AD_DU) {
+            load_keys(c);
+        }
 #pragma unroll
         for (int u = 0; u < AD_DU; u++)
             if (c + u == p)
@@ -479,3 +494,14 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
                              softcap, kin, vin, ldk, cnt, invf, half, rscale, qn, kn, neps, gl);                      \
     }
 ATTN_DECODE(64) ATTN_DECODE(128)
+#define ATTN_DECODE_PF(HD)                                                                                           \
+    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_p(                                          \
+        float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq, const int* btab,     \
+        int btStride, int bs, int heads, int kvh, float scale, int window, float softcap, float* kin, const float* vin, \
+        int ldk, int* cnt, const float* invf, int half, float rscale, const float* qn, const float* kn, float neps,  \
+        int gl) {                                                                                                     \
+        grid_dep_launch();                                                                                            \
+        attn_decode_impl<HD, true>(out, part, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, \
+                                   softcap, kin, vin, ldk, cnt, invf, half, rscale, qn, kn, neps, gl);                \
+    }
+ATTN_DECODE_PF(64) ATTN_DECODE_PF(128)
