@@ -83,7 +83,7 @@ type Backend struct {
 	idle   idleClock // device idle time between a sync and the next launch (DeviceIdle)
 	// Kernel facts the recording peepholes ask for (ops_gemv.go: multiOf).
 	multiByFn     map[uintptr]multiInfo
-	multiDefaults map[multiKey]multiInfo
+	multiDefaults [2][2][3]multiInfo
 	fuse          bool // merge q/k/v and gate/up GEMVs, fuse add+norm (MLXCEL_CUDA_FUSE=0: off)
 
 	multiVariant string // benchmarks: "" or a qgemvm4_bf_v<NR><PF> suffix

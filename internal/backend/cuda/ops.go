@@ -149,10 +149,11 @@ func (b *Backend) ApplyRoPE(x backend.Tensor, heads, headDim int, r backend.RoPE
 
 // ropeTable uploads an inverse-frequency table once per distinct content.
 func (b *Backend) ropeTable(f []float32) uintptr {
-	key := string(unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f)))
-	if p, ok := b.ropeTabs[key]; ok {
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
+	if p, ok := b.ropeTabs[string(raw)]; ok { // (a lookup by string(raw) allocates nothing)
 		return p
 	}
+	key := string(raw)
 	defer b.bind()()
 	b.flush() // the copy below is synchronous; keep recorded order
 	p, err := b.allocPersistent(4 * len(f))
@@ -223,7 +224,10 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		}
 		invf, half, rscale := b.takeRoPE(qt, kt, p)
 		qn, kn, neps := b.takeHeadNorms(qt, kt, T, p)
-		name := fmt.Sprintf("attn_decode_%d", p.HeadDim)
+		name := "attn_decode_128" // constant names: recorded every layer of every step
+		if p.HeadDim == 64 {
+			name = "attn_decode_64"
+		}
 		if b.decPF {
 			name += "_p"
 		}

@@ -446,25 +446,30 @@ func (b *Backend) multiFns(name string) (fn, fold uintptr) {
 
 // defaultMulti is the default qgemvm kernel for w's bits, scale type and
 // row length (row groups for short rows) and its rows a block, memoized.
+// The memo is indexed [bits 4 or 8][bf16 or f32 scales][128, 64 or 32
+// lanes a row group] (gemv sends only 4 and 8 bits here).
 func (b *Backend) defaultMulti(w *weight) multiInfo {
-	key := multiKey{w.bits, w.sbF32, rowGroupLanes(w.in, w.bits)}
-	if mi, ok := b.multiDefaults[key]; ok {
-		return mi
+	lanes := rowGroupLanes(w.in, w.bits)
+	bi, si, li := 0, 0, 0
+	switch lanes {
+	case 64:
+		li = 1
+	case 32:
+		li = 2
 	}
-	name := fmt.Sprintf("qgemvm%d_%s", w.bits, w.sbName()) + rowGroupSuffix(w.in, w.bits)
-	fn, fold := b.multiFns(name)
-	mi := multiInfo{name: name, rows: multiRows * 128 / key.lanes, fn: fn, fold: fold}
-	if b.multiDefaults == nil {
-		b.multiDefaults = map[multiKey]multiInfo{}
+	if w.bits == 8 {
+		bi = 1
 	}
-	b.multiDefaults[key] = mi
-	return mi
-}
-
-type multiKey struct {
-	bits  int
-	sbF32 bool
-	lanes int
+	if w.sbF32 {
+		si = 1
+	}
+	mi := &b.multiDefaults[bi][si][li]
+	if mi.name == "" {
+		name := fmt.Sprintf("qgemvm%d_%s", w.bits, w.sbName()) + rowGroupSuffix(w.in, w.bits)
+		fn, fold := b.multiFns(name)
+		*mi = multiInfo{name: name, rows: multiRows * 128 / lanes, fn: fn, fold: fold}
+	}
+	return *mi
 }
 
 // fuseGLU turns a just-recorded two-matrix product of gate and up into the

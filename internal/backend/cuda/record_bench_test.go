@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 )
@@ -13,12 +14,19 @@ import (
 // matching are host code, so their cost per decode step can be measured
 // anywhere (BenchmarkRecordDecodeStep).
 func hostOnlyBackend() *Backend {
-	b := &Backend{fns: map[string]uintptr{}, fuse: true, SMs: 132, useMMA: true, mmaVariant: "xc", fuseRoPE: true,
+	b := &Backend{fns: map[string]uintptr{}, fuse: true, SMs: 132, useMMA: true, mmaVariant: "xc", fuseRoPE: true, useDecAttn: true,
 		folds: defaultNormFolds, decHeads: decHeadsPerBlock, decHeadsMaxCtx: decHeadsMaxCtx, decSplitKeys: decSplitKeys, decWaves: 2}
 	for i, n := range kernelNames() {
 		b.fns[n] = uintptr(0x1000 + i)
 	}
 	b.graphs.init(true)
+	// A step in progress, with scratch and counters already grown: made-up
+	// device addresses, never dereferenced on the host.
+	b.inStep = true
+	b.step = stepInfo{tokens: 1, seqs: 1, logitRows: 1, btStride: 32, tok: 0x100, pos: 0x104, tok2seq: 0x108, rows: 0x10c,
+		btab: 0x110, decode: true, maxLen: 1, maxCtx: 264, consecutive: true}
+	b.arena.chunks = []devBuf{{ptr: 1 << 36, size: 64 << 20}}
+	b.cntBuf, b.cntN = devBuf{ptr: 1 << 37, size: 4 << 20}, 1<<20
 	return b
 }
 
@@ -29,6 +37,8 @@ type llamaStep struct {
 	head, norm                     *weight
 	h, x, q, k, v, att, o, g, u, a *Tensor
 	dn, logits                     *Tensor
+	kv                             *kvStore
+	rope                           backend.RoPE
 }
 
 type llamaLayer struct{ q, k, v, o, g, u, d *weight }
@@ -56,20 +66,35 @@ func newLlamaStep(layers int) *llamaStep {
 	s.norm = &weight{shape: []int{hidden}, experts: 1, out: hidden, in: 1, w: addr + 64}
 	s.h, s.x, s.q, s.k, s.v, s.att, s.o = tensor(hidden), tensor(hidden), tensor(hidden), tensor(kv), tensor(kv), tensor(hidden), tensor(hidden)
 	s.g, s.u, s.a, s.dn, s.logits = tensor(inter), tensor(inter), tensor(inter), tensor(hidden), tensor(vocab)
+	s.kv = &kvStore{spec: backend.KVSpec{NumBlocks: 64, BlockSize: 16}}
+	for range layers {
+		s.kv.spec.Layers = append(s.kv.spec.Layers, backend.KVLayer{KVHeads: 8, HeadDim: 128})
+		s.kv.k, s.kv.v = append(s.kv.k, addr+1<<30), append(s.kv.v, addr+2<<30)
+	}
+	s.rope = backend.RoPE{RotaryDim: 128, InvFreq: make([]float32, 64), Scale: 1}
+	for i := range s.rope.InvFreq {
+		s.rope.InvFreq[i] = float32(i + 1)
+	}
 	return s
 }
 
-// record records what a Llama-3.1-8B decode step records outside
-// attention (which needs a KV store): per layer the q/k/v, o, gate/up and
-// down products on one row, the gated activation, and the two residual
-// adds with their norms; then the final norm and the LM head.
+// attnParams are Llama-3.1-8B's attention shapes.
+var attnParams = backend.AttnParams{Heads: 32, KVHeads: 8, HeadDim: 128, Scale: 0.088}
+
+// record records what a Llama-3.1-8B decode step records: per layer the
+// q/k/v products on one row, RoPE and attention, the o, gate/up and down
+// products, the gated activation, and the two residual adds with their
+// norms; then the final norm and the LM head.
 func (s *llamaStep) record(b *Backend) {
 	var nilW backend.Weight
-	for _, l := range s.layers {
+	for i, l := range s.layers {
 		b.RMSNorm(s.x, s.h, s.norm, 1e-5)
 		b.Linear(s.q, s.x, l.q, nilW)
 		b.Linear(s.k, s.x, l.k, nilW)
 		b.Linear(s.v, s.x, l.v, nilW)
+		b.ApplyRoPE(s.q, attnParams.Heads, attnParams.HeadDim, s.rope)
+		b.ApplyRoPE(s.k, attnParams.KVHeads, attnParams.HeadDim, s.rope)
+		b.Attention(s.att, s.q, s.k, s.v, s.kv, i, attnParams)
 		b.Linear(s.o, s.att, l.o, nilW)
 		b.Add(s.h, s.h, s.o)
 		b.RMSNorm(s.x, s.h, s.norm, 1e-5)
@@ -89,20 +114,22 @@ func (s *llamaStep) record(b *Backend) {
 // The device-side counterpart is DeviceIdle.
 func BenchmarkRecordDecodeStep(bm *testing.B) {
 	b, st := hostOnlyBackend(), newLlamaStep(32)
+	b.ropeTabs = map[string]uintptr{string(unsafe.Slice((*byte)(unsafe.Pointer(&st.rope.InvFreq[0])), 256)): 0x9000}
 	st.record(b)
 	n := len(b.rec.ls)
 	bm.ReportAllocs()
 	bm.ResetTimer()
 	for range bm.N {
-		b.rec.ls = b.rec.ls[:0]
+		b.rec.ls, b.arena.cur, b.arena.off = b.rec.ls[:0], 0, 0 // as BeginStep leaves them
 		st.record(b)
 	}
 	bm.ReportMetric(float64(n), "launches/step")
 }
 
 func BenchmarkMatchDecodeStep(bm *testing.B) {
-	b := hostOnlyBackend()
-	newLlamaStep(32).record(b)
+	b, st := hostOnlyBackend(), newLlamaStep(32)
+	b.ropeTabs = map[string]uintptr{string(unsafe.Slice((*byte)(unsafe.Pointer(&st.rope.InvFreq[0])), 256)): 0x9000}
+	st.record(b)
 	_, key := b.graphs.lookup(b.rec.ls)
 	b.graphs.m[key] = &graph{ls: append([]launch(nil), b.rec.ls...)}
 	bm.ResetTimer()
