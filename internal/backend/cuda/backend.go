@@ -84,7 +84,8 @@ type Backend struct {
 	// Kernel facts the recording peepholes ask for (ops_gemv.go: multiOf).
 	multiByFn     map[uintptr]multiInfo
 	multiDefaults [2][2][3]multiInfo
-	fuse          bool // merge q/k/v and gate/up GEMVs, fuse add+norm (MLXCEL_CUDA_FUSE=0: off)
+	moeDecNames   map[moeDecKey]moeDecVal // ops_moe_decode.go: moeDecKernel
+	fuse          bool                    // merge q/k/v and gate/up GEMVs, fuse add+norm (MLXCEL_CUDA_FUSE=0: off)
 
 	multiVariant string // benchmarks: "" or a qgemvm4_bf_v<NR><PF> suffix
 	// The persistent one-row product (ops_gemv_stream.go): pipeline stages

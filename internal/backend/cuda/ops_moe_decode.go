@@ -52,6 +52,33 @@ func moeDecName(stage string, w *weight) (string, int) {
 	return name + rowGroupSuffix(w.in, bits), rowGroupLanes(w.in, bits)
 }
 
+// moeDecKernel is moeDecName memoized by stage and weight (its device
+// address: weights live as long as the backend): it runs three times a
+// layer in every decode step's recording, where formatting the names cost
+// ~1 us a layer.
+func (b *Backend) moeDecKernel(stage string, w *weight) (string, int) {
+	key := moeDecKey{stage, w.w}
+	if k, ok := b.moeDecNames[key]; ok {
+		return k.name, k.lanes
+	}
+	name, lanes := moeDecName(stage, w)
+	if b.moeDecNames == nil {
+		b.moeDecNames = map[moeDecKey]moeDecVal{}
+	}
+	b.moeDecNames[key] = moeDecVal{name, lanes}
+	return name, lanes
+}
+
+type moeDecKey struct {
+	stage string
+	w     uintptr
+}
+
+type moeDecVal struct {
+	name  string
+	lanes int
+}
+
 // moeDecode records the MoE op on the three-launch path and reports
 // whether it did; when it does not apply nothing is recorded and the
 // caller takes the grouped path. res, when set, is a [T][hidden] tensor
@@ -82,9 +109,9 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	logits, idx, wts := alloc(T*E*4), alloc(T*topk*4), alloc(T*topk*4)
 	a, y := alloc(topk*T*inter*4), alloc(topk*T*hidden*4)
 
-	rname, rl := moeDecName("router", rw)
-	gname, gl := moeDecName("gateup", gw)
-	dname, dl := moeDecName("down_sum", dw)
+	rname, rl := b.moeDecKernel("router", rw)
+	gname, gl := b.moeDecKernel("gateup", gw)
+	dname, dl := b.moeDecKernel("down_sum", dw)
 	rgx := (E + mdRows*128/rl - 1) / (mdRows * 128 / rl)
 	ggx := (inter + mdRows/2*128/gl - 1) / (mdRows / 2 * 128 / gl)
 	dgx := (hidden + mdRows*128/dl - 1) / (mdRows * 128 / dl)
