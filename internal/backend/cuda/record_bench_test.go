@@ -139,3 +139,96 @@ func BenchmarkMatchDecodeStep(bm *testing.B) {
 		}
 	}
 }
+
+// qwen3Step records a Qwen3-30B-A3B decode step (48 layers: q/k/v with
+// per-head q/k norms, RoPE, attention, o, and the MoE block of 128
+// experts, top 8) on made-up addresses.
+type qwen3Step struct {
+	layers                []qwen3Layer
+	head, norm, qn, kn    *weight
+	h, x, q, k, v, att, o *Tensor
+	moe, logits           *Tensor
+	kv                    *kvStore
+	rope                  backend.RoPE
+	attn                  backend.AttnParams
+}
+
+type qwen3Layer struct {
+	q, k, v, o, router *weight
+	experts            backend.Experts
+}
+
+func newQwen3Step(layers int) *qwen3Step {
+	addr := uintptr(1 << 20)
+	next := func(n int) uintptr { addr += uintptr(n+255) &^ 255; return addr }
+	tensor := func(cols int) *Tensor { return &Tensor{ptr: next(4 * cols), rows: 1, cols: cols} }
+	quantW := func(experts, out, in, bits int) *weight {
+		w := &weight{shape: []int{experts, out, in}, experts: experts, out: out, in: in, quant: true, bits: bits, group: 64, gshft: 6}
+		w.w, w.sb = next(experts*out*in*bits/8), next(experts*out*in/16)
+		w.bytes = experts * out * in * (bits + 1) / 8
+		return w
+	}
+	const hidden, inter, vocab, E = 2048, 768, 151936, 128
+	s := &qwen3Step{layers: make([]qwen3Layer, layers), attn: backend.AttnParams{Heads: 32, KVHeads: 4, HeadDim: 128, Scale: 0.088}}
+	for i := range s.layers {
+		s.layers[i] = qwen3Layer{q: quantW(1, 4096, hidden, 4), k: quantW(1, 512, hidden, 4), v: quantW(1, 512, hidden, 4),
+			o: quantW(1, hidden, 4096, 4), router: quantW(1, E, hidden, 8),
+			experts: backend.Experts{Gate: quantW(E, inter, hidden, 4), Up: quantW(E, inter, hidden, 4), Down: quantW(E, hidden, inter, 4)}}
+	}
+	s.head = quantW(1, vocab, hidden, 4)
+	s.norm = &weight{shape: []int{hidden}, experts: 1, out: hidden, in: 1, w: next(4 * hidden)}
+	s.qn = &weight{shape: []int{128}, experts: 1, out: 128, in: 1, w: next(512)}
+	s.kn = &weight{shape: []int{128}, experts: 1, out: 128, in: 1, w: next(512)}
+	s.h, s.x, s.q, s.k, s.v, s.att, s.o = tensor(hidden), tensor(hidden), tensor(4096), tensor(512), tensor(512), tensor(4096), tensor(hidden)
+	s.moe, s.logits = tensor(hidden), tensor(vocab)
+	s.kv = &kvStore{spec: backend.KVSpec{NumBlocks: 64, BlockSize: 16}}
+	for range layers {
+		s.kv.spec.Layers = append(s.kv.spec.Layers, backend.KVLayer{KVHeads: 4, HeadDim: 128})
+		s.kv.k, s.kv.v = append(s.kv.k, next(1<<20)), append(s.kv.v, next(1<<20))
+	}
+	s.rope = backend.RoPE{RotaryDim: 128, InvFreq: make([]float32, 64), Scale: 1}
+	for i := range s.rope.InvFreq {
+		s.rope.InvFreq[i] = float32(i + 1)
+	}
+	return s
+}
+
+func (s *qwen3Step) record(b *Backend) {
+	var nilW backend.Weight
+	p := s.attn
+	for i, l := range s.layers {
+		b.RMSNorm(s.x, s.h, s.norm, 1e-6)
+		b.Linear(s.q, s.x, l.q, nilW)
+		b.Linear(s.k, s.x, l.k, nilW)
+		b.Linear(s.v, s.x, l.v, nilW)
+		qv, kv := b.View(s.q, p.Heads, p.HeadDim), b.View(s.k, p.KVHeads, p.HeadDim)
+		b.RMSNorm(qv, qv, s.qn, 1e-6)
+		b.RMSNorm(kv, kv, s.kn, 1e-6)
+		b.ApplyRoPE(s.q, p.Heads, p.HeadDim, s.rope)
+		b.ApplyRoPE(s.k, p.KVHeads, p.HeadDim, s.rope)
+		b.Attention(s.att, s.q, s.k, s.v, s.kv, i, p)
+		b.Linear(s.o, s.att, l.o, nilW)
+		b.Add(s.h, s.h, s.o)
+		b.RMSNorm(s.x, s.h, s.norm, 1e-6)
+		b.MoE(s.moe, s.x, l.router, l.experts, backend.MoEParams{TopK: 8, Renorm: true, Act: backend.SiLU})
+		b.Add(s.h, s.h, s.moe)
+	}
+	b.RMSNorm(s.x, s.h, s.norm, 1e-6)
+	b.Linear(s.logits, s.x, s.head, nilW)
+}
+
+// BenchmarkRecordQwen3Step is BenchmarkRecordDecodeStep for Qwen3-30B-A3B.
+func BenchmarkRecordQwen3Step(bm *testing.B) {
+	b, st := hostOnlyBackend(), newQwen3Step(48)
+	b.moeDec, b.moeGroup = true, true
+	b.ropeTabs = map[string]uintptr{string(unsafe.Slice((*byte)(unsafe.Pointer(&st.rope.InvFreq[0])), 256)): 0x9000}
+	st.record(b)
+	n := len(b.rec.ls)
+	bm.ReportAllocs()
+	bm.ResetTimer()
+	for range bm.N {
+		b.rec.ls, b.arena.cur, b.arena.off = b.rec.ls[:0], 0, 0
+		st.record(b)
+	}
+	bm.ReportMetric(float64(n), "launches/step")
+}
