@@ -272,14 +272,14 @@ func (b *Backend) gemvMulti(y, x uintptr, w *weight, bias uintptr) {
 	if fnFold != 0 && b.folds.gemv {
 		nsrc, nw, eps = b.takeNorm(x, w.in, w.bytes)
 		if nsrc != 0 {
-			name += "_f"
+			name, fn = name+"_f", fnFold
 		}
 	}
 	threads := 128
 	if strings.HasPrefix(name, "qgemvt") {
 		threads = 32 * tcWarps(name)
 	}
-	l := b.newLaunch(name, nb, 1, 1, threads).p(x).i(w.in).i(w.gshft).p(y).p(w.w).p(w.sb).p(bias).i(w.out)
+	l := b.newLaunchFn(fn, name, nb, 1, 1, threads).p(x).i(w.in).i(w.gshft).p(y).p(w.w).p(w.sb).p(bias).i(w.out)
 	for l.n < mNB0 {
 		l.p(0)
 	}

@@ -56,17 +56,18 @@ func moeDecName(stage string, w *weight) (string, int) {
 // address: weights live as long as the backend): it runs three times a
 // layer in every decode step's recording, where formatting the names cost
 // ~1 us a layer.
-func (b *Backend) moeDecKernel(stage string, w *weight) (string, int) {
+func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
 	key := moeDecKey{stage, w.w}
 	if k, ok := b.moeDecNames[key]; ok {
-		return k.name, k.lanes
+		return k
 	}
 	name, lanes := moeDecName(stage, w)
 	if b.moeDecNames == nil {
 		b.moeDecNames = map[moeDecKey]moeDecVal{}
 	}
-	b.moeDecNames[key] = moeDecVal{name, lanes}
-	return name, lanes
+	k := moeDecVal{name, b.fn(name), lanes}
+	b.moeDecNames[key] = k
+	return k
 }
 
 type moeDecKey struct {
@@ -76,6 +77,7 @@ type moeDecKey struct {
 
 type moeDecVal struct {
 	name  string
+	fn    uintptr
 	lanes int
 }
 
@@ -109,9 +111,8 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	logits, idx, wts := alloc(T*E*4), alloc(T*topk*4), alloc(T*topk*4)
 	a, y := alloc(topk*T*inter*4), alloc(topk*T*hidden*4)
 
-	rname, rl := b.moeDecKernel("router", rw)
-	gname, gl := b.moeDecKernel("gateup", gw)
-	dname, dl := b.moeDecKernel("down_sum", dw)
+	rk, gk, dk := b.moeDecKernel("router", rw), b.moeDecKernel("gateup", gw), b.moeDecKernel("down_sum", dw)
+	rl, gl, dl := rk.lanes, gk.lanes, dk.lanes
 	rgx := (E + mdRows*128/rl - 1) / (mdRows * 128 / rl)
 	ggx := (inter + mdRows/2*128/gl - 1) / (mdRows / 2 * 128 / gl)
 	dgx := (hidden + mdRows*128/dl - 1) / (mdRows * 128 / dl)
@@ -133,7 +134,7 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	if T == 1 && b.folds.router {
 		nsrc, nw, eps = b.takeNorm(s.ptr, hidden, rw.bytes)
 	}
-	b.newLaunch(rname, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
+	b.newLaunchFn(rk.fn, rk.name, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
 		i(topk).i(renorm).p(idx).p(wts).p(nsrc).p(nw).f(eps)
 
 	act := actSiLU
@@ -141,11 +142,11 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 		act = actGELU
 	}
 	wstride, sbstride := expertStrides(gw)
-	b.newLaunch(gname, ggx, T, topk, 128).p(s.ptr).p(gw.w).p(gw.sb).p(uw.w).p(uw.sb).i(inter).i(hidden).i(gw.gshft).
+	b.newLaunchFn(gk.fn, gk.name, ggx, T, topk, 128).p(s.ptr).p(gw.w).p(gw.sb).p(uw.w).p(uw.sb).i(inter).i(hidden).i(gw.gshft).
 		i64(wstride).i64(sbstride).p(idx).i(topk).i(act).p(a)
 
 	wstride, sbstride = expertStrides(dw)
-	b.newLaunch(dname, dgx, T, topk, 128).p(d.ptr).p(res).p(y).p(a).p(dw.w).p(dw.sb).i(hidden).i(inter).i(dw.gshft).
+	b.newLaunchFn(dk.fn, dk.name, dgx, T, topk, 128).p(d.ptr).p(res).p(y).p(a).p(dw.w).p(dw.sb).i(hidden).i(inter).i(dw.gshft).
 		i64(wstride).i64(sbstride).p(idx).p(wts).i(topk).p(cnt)
 	return true
 }

@@ -150,6 +150,13 @@ type recorder struct {
 }
 
 func (b *Backend) newLaunch(name string, gx, gy, gz, block int) *launch {
+	return b.newLaunchFn(b.fn(name), name, gx, gy, gz, block)
+}
+
+// newLaunchFn is newLaunch with kernel name's handle fn already known (the
+// decode step's products and MoE launches take it from their memos: a
+// lookup by name for every launch was a tenth of a step's recording).
+func (b *Backend) newLaunchFn(fn uintptr, name string, gx, gy, gz, block int) *launch {
 	if gx <= 0 || gy <= 0 || gz <= 0 {
 		panic(fmt.Sprintf("cuda: %s launched with grid %dx%dx%d", name, gx, gy, gz))
 	}
@@ -157,7 +164,7 @@ func (b *Backend) newLaunch(name string, gx, gy, gz, block int) *launch {
 		b.rec.dropped = launch{}
 		return &b.rec.dropped
 	}
-	b.rec.ls = append(b.rec.ls, launch{fn: b.fn(name), gx: uint32(gx), gy: uint32(gy), gz: uint32(gz), block: uint32(block)})
+	b.rec.ls = append(b.rec.ls, launch{fn: fn, gx: uint32(gx), gy: uint32(gy), gz: uint32(gz), block: uint32(block)})
 	return &b.rec.ls[len(b.rec.ls)-1]
 }
 
