@@ -100,6 +100,7 @@ func (b *Backend) gemmBF(d, s *Tensor, w *weight, bias uintptr) {
 // none when the norm or activation before them wrote the copy.
 func (b *Backend) bf16Ready(x uintptr, n int) bool {
 	ls := b.rec.ls
+	bias, dqBF, dqF32, conv := b.fn("add_bias"), b.fn("dequant_bf16_bf"), b.fn("dequant_bf16_f32"), b.fn("f32_to_bf16")
 	for i := len(ls) - 1; i >= 0 && i >= len(ls)-16; i-- {
 		l := &ls[i]
 		switch l.fn {
@@ -107,11 +108,11 @@ func (b *Backend) bf16Ready(x uintptr, n int) bool {
 			if uintptr(l.args[1]) != b.scratchX.ptr || uintptr(l.args[0]) == x {
 				return false
 			}
-		case b.fn("add_bias"), b.fn("dequant_bf16_bf"), b.fn("dequant_bf16_f32"): // write y or the weight scratch
+		case bias, dqBF, dqF32: // write y or the weight scratch
 			if uintptr(l.args[0]) == x || uintptr(l.args[0]) == b.scratchX.ptr {
 				return false
 			}
-		case b.fn("f32_to_bf16"): // dst, src, n
+		case conv: // dst, src, n
 			return uintptr(l.args[0]) == b.scratchX.ptr && uintptr(l.args[1]) == x && int(l.args[2]) == n
 		default: // the producer with its copy, or anything else
 			return b.wroteBF16(l, x, n)
