@@ -66,15 +66,8 @@ func newLlamaStep(layers int) *llamaStep {
 	s.norm = &weight{shape: []int{hidden}, experts: 1, out: hidden, in: 1, w: addr + 64}
 	s.h, s.x, s.q, s.k, s.v, s.att, s.o = tensor(hidden), tensor(hidden), tensor(hidden), tensor(kv), tensor(kv), tensor(hidden), tensor(hidden)
 	s.g, s.u, s.a, s.dn, s.logits = tensor(inter), tensor(inter), tensor(inter), tensor(hidden), tensor(vocab)
-	s.kv = &kvStore{spec: backend.KVSpec{NumBlocks: 64, BlockSize: 16}}
-	for range layers {
-		s.kv.spec.Layers = append(s.kv.spec.Layers, backend.KVLayer{KVHeads: 8, HeadDim: 128})
-		s.kv.k, s.kv.v = append(s.kv.k, addr+1<<30), append(s.kv.v, addr+2<<30)
-	}
-	s.rope = backend.RoPE{RotaryDim: 128, InvFreq: make([]float32, 64), Scale: 1}
-	for i := range s.rope.InvFreq {
-		s.rope.InvFreq[i] = float32(i + 1)
-	}
+	s.kv = benchKV(layers, 8, addr+1<<30)
+	s.rope = benchRoPE()
 	return s
 }
 
@@ -114,7 +107,7 @@ func (s *llamaStep) record(b *Backend) {
 // The device-side counterpart is DeviceIdle.
 func BenchmarkRecordDecodeStep(bm *testing.B) {
 	b, st := hostOnlyBackend(), newLlamaStep(32)
-	b.ropeTabs = map[string]uintptr{string(unsafe.Slice((*byte)(unsafe.Pointer(&st.rope.InvFreq[0])), 256)): 0x9000}
+	knowRoPETable(b, st.rope)
 	st.record(b)
 	n := len(b.rec.ls)
 	bm.ReportAllocs()
@@ -128,7 +121,7 @@ func BenchmarkRecordDecodeStep(bm *testing.B) {
 
 func BenchmarkMatchDecodeStep(bm *testing.B) {
 	b, st := hostOnlyBackend(), newLlamaStep(32)
-	b.ropeTabs = map[string]uintptr{string(unsafe.Slice((*byte)(unsafe.Pointer(&st.rope.InvFreq[0])), 256)): 0x9000}
+	knowRoPETable(b, st.rope)
 	st.record(b)
 	_, key := b.graphs.lookup(b.rec.ls)
 	b.graphs.m[key] = &graph{ls: append([]launch(nil), b.rec.ls...)}
@@ -181,15 +174,8 @@ func newQwen3Step(layers int) *qwen3Step {
 	s.kn = &weight{shape: []int{128}, experts: 1, out: 128, in: 1, w: next(512)}
 	s.h, s.x, s.q, s.k, s.v, s.att, s.o = tensor(hidden), tensor(hidden), tensor(4096), tensor(512), tensor(512), tensor(4096), tensor(hidden)
 	s.moe, s.logits = tensor(hidden), tensor(vocab)
-	s.kv = &kvStore{spec: backend.KVSpec{NumBlocks: 64, BlockSize: 16}}
-	for range layers {
-		s.kv.spec.Layers = append(s.kv.spec.Layers, backend.KVLayer{KVHeads: 4, HeadDim: 128})
-		s.kv.k, s.kv.v = append(s.kv.k, next(1<<20)), append(s.kv.v, next(1<<20))
-	}
-	s.rope = backend.RoPE{RotaryDim: 128, InvFreq: make([]float32, 64), Scale: 1}
-	for i := range s.rope.InvFreq {
-		s.rope.InvFreq[i] = float32(i + 1)
-	}
+	s.kv = benchKV(layers, 4, next(1<<30))
+	s.rope = benchRoPE()
 	return s
 }
 
@@ -221,7 +207,7 @@ func (s *qwen3Step) record(b *Backend) {
 func BenchmarkRecordQwen3Step(bm *testing.B) {
 	b, st := hostOnlyBackend(), newQwen3Step(48)
 	b.moeDec, b.moeGroup = true, true
-	b.ropeTabs = map[string]uintptr{string(unsafe.Slice((*byte)(unsafe.Pointer(&st.rope.InvFreq[0])), 256)): 0x9000}
+	knowRoPETable(b, st.rope)
 	st.record(b)
 	n := len(b.rec.ls)
 	bm.ReportAllocs()
@@ -231,4 +217,30 @@ func BenchmarkRecordQwen3Step(bm *testing.B) {
 		st.record(b)
 	}
 	bm.ReportMetric(float64(n), "launches/step")
+}
+
+// benchRoPE is a made-up rotary table of head dim 128.
+func benchRoPE() backend.RoPE {
+	r := backend.RoPE{RotaryDim: 128, InvFreq: make([]float32, 64), Scale: 1}
+	for i := range r.InvFreq {
+		r.InvFreq[i] = float32(i + 1)
+	}
+	return r
+}
+
+// knowRoPETable gives b a made-up device copy of r's table, as ropeTable
+// would have uploaded it (which needs a device).
+func knowRoPETable(b *Backend, r backend.RoPE) {
+	b.ropeTabs = map[string]uintptr{string(unsafe.Slice((*byte)(unsafe.Pointer(&r.InvFreq[0])), 4*len(r.InvFreq))): 0x9000}
+}
+
+// benchKV is a KV store of layers of kvHeads heads of dim 128 at made-up
+// addresses from base.
+func benchKV(layers, kvHeads int, base uintptr) *kvStore {
+	kv := &kvStore{spec: backend.KVSpec{NumBlocks: 64, BlockSize: 16}}
+	for i := range layers {
+		kv.spec.Layers = append(kv.spec.Layers, backend.KVLayer{KVHeads: kvHeads, HeadDim: 128})
+		kv.k, kv.v = append(kv.k, base+uintptr(2*i)<<24), append(kv.v, base+uintptr(2*i+1)<<24)
+	}
+	return kv
 }
