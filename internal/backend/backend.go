@@ -82,12 +82,51 @@ type SeqSlice struct {
 
 // Batch describes one forward step: the tokens of several sequences, each
 // at its own positions, prefill chunks and decode tokens mixed.
+//
+// On a backend that implements AsyncArgmaxer, a token may be FeedToken(j):
+// the id its last queued argmax produced for row j, still on the device.
+// A greedy decode step can then be queued before the previous step's id
+// has reached the host (Model.ForwardArgmaxAsync).
 type Batch struct {
 	Tokens    []int32
 	Positions []int32    // absolute position of each token in its sequence
 	Seqs      []SeqSlice // in row order, covering all tokens
 	LogitRows []int      // rows whose logits the caller wants, in output order
 }
+
+// FeedToken is the Batch token that stands for row j of the last argmax
+// queued by ArgmaxAsync. Real ids are never negative.
+func FeedToken(j int) int32 { return int32(-1 - j) }
+
+// FedRow reports whether id is a FeedToken and the argmax row it names.
+func FedRow(id int32) (int, bool) { return int(-1 - id), id < 0 }
+
+// PendingIDs is an argmax whose ids are still on their way to the host.
+type PendingIDs interface {
+	// Wait blocks until the ids are on the host. It reports the first
+	// failure of the queued work, as Sync would.
+	Wait() ([]int32, error)
+}
+
+// AsyncArgmaxer is a backend that queues an argmax without waiting for
+// it and resolves FeedTokens on the device. With it, the host prepares and
+// launches step N+1 while the device still runs step N (vLLM calls this
+// asynchronous scheduling), so the host's per-step work stops adding to
+// the device's idle time.
+type AsyncArgmaxer interface {
+	// ArgmaxAsync queues Argmax of t's rows; the ids become the rows that
+	// FeedTokens of the next steps name.
+	ArgmaxAsync(t Tensor) PendingIDs
+}
+
+// ReadyIDs is a PendingIDs that is already done (backends without
+// AsyncArgmaxer).
+type ReadyIDs struct {
+	IDs []int32
+	Err error
+}
+
+func (r ReadyIDs) Wait() ([]int32, error) { return r.IDs, r.Err }
 
 // KVSpec sizes the paged KV store: NumBlocks blocks of BlockSize tokens,
 // each layer with its own KV head count and head dim.

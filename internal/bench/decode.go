@@ -353,10 +353,13 @@ func runOne(m *model.Model, enc Encoder, r *Row, o DecodeOptions) (err error) {
 	r.GeneratedTokens = maxTokens
 	r.Status = StatusOK
 	idleNote := ""
-	if _, ok := m.Backend().(deviceIdler); ok && idle.Gaps > 0 {
-		us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(idle.Gaps) }
-		idleNote = fmt.Sprintf("; device idle between steps %.1f us a step: before the step %.1f, inputs %.1f, recording %.1f, launch %.1f",
-			us(idle.Total), us(idle.Before), us(idle.Inputs), us(idle.Record), us(idle.Launch))
+	if _, ok := m.Backend().(deviceIdler); ok && len(decode) > 0 {
+		// Per decode step, not per gap: with steps queued ahead the device
+		// drains only once or twice a run.
+		steps := maxTokens * len(decode)
+		us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(steps) }
+		idleNote = fmt.Sprintf("; device idle between steps %.1f us a step (%d gaps in %d steps): before the step %.1f, inputs %.1f, recording %.1f, launch %.1f",
+			us(idle.Total), idle.Gaps, steps, us(idle.Before), us(idle.Inputs), us(idle.Record), us(idle.Launch))
 	}
 	fmt.Fprintf(o.Log, "%s: prompt %d tokens: prefill %.1f ms (%.1f tok/s%s), decode %d tokens %.1f ms (%.2f tok/s%s%s)\n",
 		r.Model, r.PromptTokens, r.PrefillMS, r.PrefillTokS(), spread(prefill), maxTokens, r.DecodeMS, r.DecodeTokS(), spread(decode), idleNote)
@@ -408,19 +411,29 @@ func once(m *model.Model, prompt []int32, n, chunk int) (prefillMS, decodeMS flo
 		return 0, 0, idle, "prefill", errors.New("non-finite logits")
 	}
 	t = time.Now()
-	// Greedy decode takes the engine's argmax path: only the token id
-	// comes back from the device, as when serving greedy requests.
+	// Greedy decode: only the token id comes back from the device, and
+	// each step is queued before the previous one's id has arrived (its
+	// token is a FeedToken the device resolves), so the host's work for
+	// step i+1 overlaps the device's for step i. On backends without
+	// asynchronous argmax the steps run one after the other.
 	next := argmax(logits)
 	idler, _ := m.Backend().(deviceIdler)
 	if idler != nil {
 		idler.DeviceIdle() // from here on
 	}
-	for i := range n {
-		ids, err := m.ForwardArgmax(batch([]int32{next}, len(prompt)+i), kv)
-		if err != nil {
-			return 0, 0, idle, "decode", err
+	pending, err := m.ForwardArgmaxAsync(batch([]int32{next}, len(prompt)), kv)
+	for i := 0; err == nil && i < n; i++ {
+		var ahead backend.PendingIDs
+		if i+1 < n {
+			ahead, err = m.ForwardArgmaxAsync(batch([]int32{backend.FeedToken(0)}, len(prompt)+i+1), kv)
 		}
-		next = ids[0]
+		if err == nil {
+			_, err = pending.Wait()
+		}
+		pending = ahead
+	}
+	if err != nil {
+		return 0, 0, idle, "decode", err
 	}
 	if err := m.Backend().Sync(); err != nil {
 		return 0, 0, idle, "decode", err

@@ -6,6 +6,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
@@ -63,6 +64,7 @@ type Model struct {
 	FinalSoftcap float32
 
 	buf *buffers
+	fed []int32 // the last argmax ids, for FeedTokens on backends without AsyncArgmaxer
 }
 
 // Backend is the device the model runs on.
@@ -190,7 +192,45 @@ func (m *Model) ForwardArgmax(b *backend.Batch, kv backend.KVStore) ([]int32, er
 		return nil, err
 	}
 	ids := m.be.Argmax(logits)
+	if _, async := m.be.(backend.AsyncArgmaxer); !async {
+		m.fed = ids
+	}
 	return ids, m.be.Sync()
+}
+
+// ForwardArgmaxAsync queues one step and its argmax without waiting for
+// the ids; Wait on the result returns them. The next step may name them
+// with backend.FeedToken before they arrive, so a greedy decode loop keeps
+// one step queued ahead of the one it waits for. Backends without
+// AsyncArgmaxer run the step synchronously and resolve FeedTokens on the
+// host: the same ids, without the overlap.
+func (m *Model) ForwardArgmaxAsync(b *backend.Batch, kv backend.KVStore) (backend.PendingIDs, error) {
+	a, async := m.be.(backend.AsyncArgmaxer)
+	if !async {
+		if slices.ContainsFunc(b.Tokens, func(id int32) bool { return id < 0 }) {
+			resolved := *b
+			resolved.Tokens = slices.Clone(b.Tokens)
+			for i, id := range resolved.Tokens {
+				if j, fed := backend.FedRow(id); fed {
+					if j >= len(m.fed) {
+						return nil, fmt.Errorf("feed token for argmax row %d, but the last argmax had %d rows", j, len(m.fed))
+					}
+					resolved.Tokens[i] = m.fed[j]
+				}
+			}
+			b = &resolved
+		}
+		ids, err := m.ForwardArgmax(b, kv)
+		return backend.ReadyIDs{IDs: ids, Err: err}, err
+	}
+	logits, err := m.forward(b, kv)
+	if err != nil {
+		return nil, err
+	}
+	if logits == nil {
+		return backend.ReadyIDs{}, nil
+	}
+	return a.ArgmaxAsync(logits), nil
 }
 
 // forward runs the layers and the head; it returns nil when no logits
@@ -200,7 +240,11 @@ func (m *Model) forward(b *backend.Batch, kv backend.KVStore) (backend.Tensor, e
 	if n == 0 {
 		return nil, fmt.Errorf("empty batch")
 	}
+	_, feeds := m.be.(backend.AsyncArgmaxer)
 	for _, id := range b.Tokens {
+		if _, fed := backend.FedRow(id); fed && feeds {
+			continue // the backend checks the row it names
+		}
 		if id < 0 || int(id) >= m.Cfg.Vocab {
 			return nil, fmt.Errorf("token id %d outside the vocabulary (%d)", id, m.Cfg.Vocab)
 		}

@@ -128,6 +128,15 @@ type Backend struct {
 	scratchX devBuf             // cuBLAS bf16 path: activations rounded to bf16
 	wsBuf    devBuf             // cuBLAS workspace
 	pinned   []byte             // page-locked staging for uploads
+
+	// Asynchronous steps (async.go).
+	feed     devBuf        // the last argmax's ids, read by FeedTokens
+	feedRows int           // rows of that argmax
+	inSlots  [3]pinnedSlot // BeginStep's uploads, in turn
+	nextIn   int
+	idSlots  [4]idSlot // ArgmaxAsync's copies to the host, in turn
+	nextID   int
+	queued   uint64 // copies and flushes queued on the stream so far
 	err      error              // first asynchronous failure, sticky
 }
 
@@ -569,7 +578,8 @@ func (b *Backend) Close() error {
 	for _, c := range b.arena.chunks {
 		_ = b.d.call("cuMemFree", b.d.memFree, c.ptr)
 	}
-	for _, p := range []*devBuf{&b.stepBuf, &b.scratch, &b.scratchX, &b.wsBuf, &b.cntBuf} {
+	b.closeAsync()
+	for _, p := range []*devBuf{&b.stepBuf, &b.scratch, &b.scratchX, &b.wsBuf, &b.cntBuf, &b.feed} {
 		if p.ptr != 0 {
 			_ = b.d.call("cuMemFree", b.d.memFree, p.ptr)
 		}

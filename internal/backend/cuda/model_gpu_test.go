@@ -34,7 +34,7 @@ func TestModelsGPU(t *testing.T) {
 				t.Skipf("fixture %s missing", f)
 			}
 			r := modeltest.Check(t, dir+"/"+f, b, modeltest.Options{RelTol: 2e-2, NearTie: 1e-3, Prefix: 17})
-			t.Logf("%s: full %.2e incremental %.2e greedy steps checked %d", f, r.FullRel, r.IncrRel, r.GreedyChecked)
+			t.Logf("%s: full %.2e incremental %.2e greedy steps checked %d, pipelined %d", f, r.FullRel, r.IncrRel, r.GreedyChecked, r.Pipelined)
 		})
 	}
 	c, r, d, fl, lastErr := b.GraphStats()

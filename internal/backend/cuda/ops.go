@@ -52,10 +52,10 @@ func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
 	}
 	threads := min(256, roundUp(w.in, 32))
 	if w.quant {
-		b.newLaunch("embedq_"+w.sbName(), T, 1, 1, threads).p(d.ptr).p(w.w).p(w.sb).p(b.step.tok).i(w.in).i(w.bits).i(w.gshft)
+		b.newLaunch("embedq_"+w.sbName(), T, 1, 1, threads).p(d.ptr).p(w.w).p(w.sb).p(b.step.tok).p(b.feed.ptr).i(w.in).i(w.bits).i(w.gshft)
 		return
 	}
-	b.newLaunch("embed_"+dense(w.dtype), T, 1, 1, threads).p(d.ptr).p(w.w).p(b.step.tok).i(w.in)
+	b.newLaunch("embed_"+dense(w.dtype), T, 1, 1, threads).p(d.ptr).p(w.w).p(b.step.tok).p(b.feed.ptr).i(w.in)
 }
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
@@ -611,41 +611,27 @@ func (b *Backend) ReadRows(x backend.Tensor, out []float32) {
 // vocabulary row spreads over 63-75 blocks of 256 threads.
 const argmaxSpan = 2048
 
-// Argmax runs on the device and copies back only the ids. Rows longer
+// argmaxInto records the argmax of each row of t into the feed buffer,
+// where FeedTokens read it and ArgmaxAsync copies it from. Rows longer
 // than argmaxSpan are split over several blocks (argmax_split; off with
-// MLXCEL_CUDA_ARGMAX=rows, one block a row).
-func (b *Backend) Argmax(x backend.Tensor) []int32 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t := b.tt(x)
-	ids := make([]int32, t.rows)
-	if t.rows == 0 {
-		return ids
-	}
-	out, err := b.arenaAllocAny(4 * t.rows)
-	if err != nil {
-		b.fail(err)
-		return ids
+// MLXCEL_CUDA_ARGMAX=rows, one block a row). Call with the context bound.
+func (b *Backend) argmaxInto(t *Tensor) error {
+	if err := b.grow(&b.feed, 4*t.rows); err != nil {
+		return err
 	}
 	if S := (t.cols + argmaxSpan - 1) / argmaxSpan; S > 1 && b.argmaxSplit {
 		S = min(S, 128)
 		part, err := b.arenaAllocAny(8 * S * t.rows)
 		if err != nil {
-			b.fail(err)
-			return ids
+			return err
 		}
 		cnt := b.counters(t.rows)
 		if cnt == 0 { // counters recorded the failure
-			return ids
+			return nil
 		}
-		b.newLaunch("argmax_split", S, t.rows, 1, 256).p(out).p(t.ptr).i(t.cols).p(part).p(cnt)
+		b.newLaunch("argmax_split", S, t.rows, 1, 256).p(b.feed.ptr).p(t.ptr).i(t.cols).p(part).p(cnt)
 	} else {
-		b.newLaunch("argmax_rows", t.rows, 1, 1, 1024).p(out).p(t.ptr).i(t.cols)
+		b.newLaunch("argmax_rows", t.rows, 1, 1, 1024).p(b.feed.ptr).p(t.ptr).i(t.cols)
 	}
-	defer b.bind()()
-	b.flush()
-	if b.err == nil {
-		b.fail(b.dtoh(unsafe.Pointer(&ids[0]), out, 4*t.rows))
-	}
-	return ids
+	return nil
 }

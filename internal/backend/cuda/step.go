@@ -108,11 +108,14 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 	if err := b.grow(&b.stepBuf, 4*len(host)); err != nil {
 		return err
 	}
+	if err := b.checkFeed(batch.Tokens); err != nil {
+		return err
+	}
 	if len(host) > 0 {
-		// A synchronous copy on the legacy stream: it waits for the work
-		// queued on b.strm (a blocking stream), so the previous step's
-		// kernels have finished reading the buffer before it changes.
-		if err := b.htod(b.stepBuf.ptr, unsafe.Pointer(&host[0]), 4*len(host)); err != nil {
+		// Queued on b.strm behind the previous step, whose kernels finish
+		// reading the buffer before it changes; the host goes on to record
+		// this step meanwhile (async.go).
+		if err := b.uploadAsync(b.stepBuf.ptr, host); err != nil {
 			return err
 		}
 	}
@@ -260,6 +263,7 @@ func (b *Backend) flush() {
 	if b.err != nil {
 		return
 	}
+	b.queued++
 	b.idle.flushBegin()
 	defer b.idle.launched()
 	if b.prof.on {

@@ -7,6 +7,7 @@ package modeltest
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
@@ -94,6 +95,7 @@ type Options struct {
 type Result struct {
 	FullRel, IncrRel float64
 	GreedyChecked    int
+	Pipelined        int // free-running greedy steps that matched with steps queued ahead (FeedTokens)
 }
 
 const blockSize = 16
@@ -149,6 +151,11 @@ func (s *Seq) Feed(tokens []int32, allRows bool) ([]float32, error) {
 		// keys its own first queries still need.
 		return nil, fmt.Errorf("modeltest: feeding %d tokens to a sequence made for at most %d at a time", len(tokens), s.maxFeed)
 	}
+	return s.M.Forward(s.next(tokens, allRows), s.KV)
+}
+
+// next describes the step that appends tokens, and advances.
+func (s *Seq) next(tokens []int32, allRows bool) *backend.Batch {
 	b := &backend.Batch{Tokens: tokens, Seqs: []backend.SeqSlice{{Start: 0, Len: len(tokens), Blocks: s.blocks, Slot: 0}}}
 	for i := range tokens {
 		b.Positions = append(b.Positions, int32(s.pos+i))
@@ -160,7 +167,49 @@ func (s *Seq) Feed(tokens []int32, allRows bool) ([]float32, error) {
 		b.LogitRows = []int{len(tokens) - 1}
 	}
 	s.pos += len(tokens)
-	return s.M.Forward(b, s.KV)
+	return b
+}
+
+// Greedy decodes n tokens after start, each step's id read back before
+// the next step (pipelined false), or with each step queued before the
+// previous id reaches the host, its token a FeedToken
+// (Model.ForwardArgmaxAsync). The two must give the same ids.
+func Greedy(m *model.Model, start []int32, n int, pipelined bool) ([]int32, error) {
+	s, err := NewSeqFeed(m, len(start)+n, len(start))
+	if err != nil {
+		return nil, err
+	}
+	logits, err := s.Feed(start, false)
+	if err != nil {
+		return nil, err
+	}
+	ids := []int32{Argmax(logits)}
+	if !pipelined {
+		for len(ids) < n {
+			got, err := m.ForwardArgmax(s.next(ids[len(ids)-1:], false), s.KV)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, got[0])
+		}
+		return ids, nil
+	}
+	pending, err := m.ForwardArgmaxAsync(s.next(ids, false), s.KV)
+	for err == nil && len(ids) < n {
+		var ahead backend.PendingIDs
+		if len(ids)+1 < n {
+			ahead, err = m.ForwardArgmaxAsync(s.next([]int32{backend.FeedToken(0)}, false), s.KV)
+		}
+		var got []int32
+		if err == nil {
+			got, err = pending.Wait()
+		}
+		if err == nil {
+			ids = append(ids, got[0])
+		}
+		pending = ahead
+	}
+	return ids, err
 }
 
 // RelDiff is max|a-ref| / max|ref|.
@@ -264,5 +313,21 @@ func Check(t *testing.T, dir string, be backend.Backend, o Options) Result {
 			}
 		}
 	}
+
+	// 4. Free-running greedy decode, step by step and with each step
+	// queued ahead (FeedTokens): the same ids.
+	n := len(ref.GreedyIDs)
+	stepwise, err := Greedy(m, start, n, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipelined, err := Greedy(m, start, n, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(pipelined, stepwise) {
+		t.Errorf("%s: pipelined greedy ids %v, step by step %v", dir, pipelined, stepwise)
+	}
+	res.Pipelined = len(pipelined)
 	return res
 }

@@ -8,19 +8,25 @@
 
 extern "C" __global__ void fill_f32(float* p, float v, long long n) { grid_dep_start(); GRID_STRIDE(i, n) p[i] = v; }
 
+// token_id is this block's token: a negative id -(j+1) is a feed token,
+// the id the last argmax left in feed[j] (async.go).
+DEV long long token_id(const int* tokens, const int* feed) {
+    const int id = tokens[blockIdx.x];
+    return id >= 0 ? id : feed[-id - 1];
+}
 // Embedding rows: dst[r] = table[tokens[r]], one block per row.
 template <class T>
-DEV void embed_dense(float* dst, const typename T::T* table, const int* tokens, int cols) {
-    long long id = tokens[blockIdx.x];
+DEV void embed_dense(float* dst, const typename T::T* table, const int* tokens, const int* feed, int cols) {
+    const long long id = token_id(tokens, feed);
     for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[(long long)blockIdx.x * cols + c] = T::at(table, id * cols + c);
 }
-extern "C" __global__ void embed_f32(float* d, const float* t, const int* tok, int cols) { grid_dep_start(); embed_dense<F32>(d, t, tok, cols); }
-extern "C" __global__ void embed_bf16(float* d, const u16* t, const int* tok, int cols) { grid_dep_start(); embed_dense<BF16>(d, t, tok, cols); }
-extern "C" __global__ void embed_f16(float* d, const u16* t, const int* tok, int cols) { grid_dep_start(); embed_dense<F16>(d, t, tok, cols); }
+extern "C" __global__ void embed_f32(float* d, const float* t, const int* tok, const int* feed, int cols) { grid_dep_start(); embed_dense<F32>(d, t, tok, feed, cols); }
+extern "C" __global__ void embed_bf16(float* d, const u16* t, const int* tok, const int* feed, int cols) { grid_dep_start(); embed_dense<BF16>(d, t, tok, feed, cols); }
+extern "C" __global__ void embed_f16(float* d, const u16* t, const int* tok, const int* feed, int cols) { grid_dep_start(); embed_dense<F16>(d, t, tok, feed, cols); }
 
 template <class SB>
-DEV void embed_q(float* dst, const u32* w, const u32* sb, const int* tokens, int cols, int bits, int gshift) {
-    long long id = tokens[blockIdx.x];
+DEV void embed_q(float* dst, const u32* w, const u32* sb, const int* tokens, const int* feed, int cols, int bits, int gshift) {
+    const long long id = token_id(tokens, feed);
     const int nw = (cols * bits + 31) / 32, ng = cols >> gshift;
     const u32* row = w + id * nw;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
@@ -29,11 +35,11 @@ DEV void embed_q(float* dst, const u32* w, const u32* sb, const int* tokens, int
         dst[(long long)blockIdx.x * cols + c] = s * (float)qval(row, c, bits) + b;
     }
 }
-extern "C" __global__ void embedq_bf(float* d, const u32* w, const u32* sb, const int* tok, int cols, int bits, int gs) { grid_dep_start();
-    embed_q<SBbf>(d, w, sb, tok, cols, bits, gs);
+extern "C" __global__ void embedq_bf(float* d, const u32* w, const u32* sb, const int* tok, const int* feed, int cols, int bits, int gs) { grid_dep_start();
+    embed_q<SBbf>(d, w, sb, tok, feed, cols, bits, gs);
 }
-extern "C" __global__ void embedq_f32(float* d, const u32* w, const u32* sb, const int* tok, int cols, int bits, int gs) { grid_dep_start();
-    embed_q<SBf32>(d, w, sb, tok, cols, bits, gs);
+extern "C" __global__ void embedq_f32(float* d, const u32* w, const u32* sb, const int* tok, const int* feed, int cols, int bits, int gs) { grid_dep_start();
+    embed_q<SBf32>(d, w, sb, tok, feed, cols, bits, gs);
 }
 
 // RMSNorm, one block per row. dst may alias x: each thread reads its
