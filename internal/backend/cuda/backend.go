@@ -137,7 +137,7 @@ type Backend struct {
 	idSlots  [4]idSlot // ArgmaxAsync's copies to the host, in turn
 	nextID   int
 	queued   uint64 // copies and flushes queued on the stream so far
-	err      error              // first asynchronous failure, sticky
+	err      error  // first asynchronous failure, sticky
 }
 
 type devBuf struct {
