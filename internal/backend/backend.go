@@ -67,6 +67,10 @@ type AttnParams struct {
 	Scale                   float32 // multiplies q·k (1/sqrt(head_dim) usually)
 	Window                  int     // sliding window in tokens; 0 means full causal
 	Softcap                 float32 // tanh soft-capping of scores; 0 means none
+	// ScratchQK: the caller reads neither q nor k after the call, so a
+	// backend that rotates or normalises them inside its attention kernel
+	// (RoPE and head norms folded in) need not write them back.
+	ScratchQK bool
 }
 
 // SeqSlice is one sequence's contiguous run of tokens inside a Batch.

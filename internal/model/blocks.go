@@ -106,6 +106,7 @@ func (a *Attention) Forward(s *Step, h, out backend.Tensor) {
 		b.ApplyRoPE(k, p.KVHeads, p.HeadDim, a.Rope)
 	}
 	att := s.Scratch("att", qd)
+	p.ScratchQK = true // q and k are this call's scratch
 	b.Attention(att, q, k, v, s.KV, s.Layer, p)
 	b.Linear(out, att, a.O, nil)
 }

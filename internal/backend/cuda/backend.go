@@ -105,9 +105,10 @@ type Backend struct {
 	useMMA, useFlash, useDecAttn, gemmBF16, moeGroup bool
 	pdl                                              bool      // programmatic dependent launch (runPDL)
 	decSplitKeys                                     int       // attn_decode keys per split block
-	decWaves                                         int       // attn_decode blocks an SM at most, splits included (MLXCEL_CUDA_DECWAVES; 2)
+	decWaves                                         int       // attn_decode blocks an SM at most, splits included (MLXCEL_CUDA_DECWAVES; 0: decodeWaves)
 	decPF                                            bool      // attn_decode's next K/V round loaded before this one's math (MLXCEL_CUDA_DECPF=1, the _p kernels)
 	decHeads                                         int       // attn_decode query heads per block (0: the whole GQA group)
+	decH1                                            bool      // one-head blocks take the _h1 kernels (MLXCEL_CUDA_DECH1=0: the AD_G ones)
 	decHeadsMaxCtx                                   int       // longest (rounded) context that takes head groups (decHeadsMaxCtx)
 	fuseRoPE                                         bool      // decode: rope2 folded into attn_decode (takeRoPE)
 	folds                                            normFolds // one-row norms (and residual adds) folded into their neighbours
@@ -269,12 +270,10 @@ func New(dev int) (*Backend, error) {
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECSPLITKEYS")); err == nil && v > 0 {
 		b.decSplitKeys = v
 	}
-	// At most 2 attn_decode blocks an SM: with one-head groups Qwen3's 32
-	// (kv head, head) blocks get 9 splits of ~30 keys at 264 tokens, two
-	// rounds of loads each; MLXCEL_CUDA_DECWAVES=4 gives 17 splits of one
-	// round (not yet measured).
-	b.decWaves = 2
+	// Splits of attn_decode at most fill decWaves blocks an SM (0: by
+	// kernel, decodeWaves). MLXCEL_CUDA_DECWAVES sets it for all.
 	b.decPF = os.Getenv("MLXCEL_CUDA_DECPF") == "1"
+	b.decH1 = os.Getenv("MLXCEL_CUDA_DECH1") != "0"
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECWAVES")); err == nil && v > 0 {
 		b.decWaves = v
 	}
@@ -389,7 +388,7 @@ func kernelNames() []string {
 	names = append(names, "qmma4_bf_1_d2", "qmma4_bf_1_d8", "qmma4_bf_2_d2", "qmma4_bf_2_d8",
 		"qmma4_bf_1_o2", "qmma4_bf_2_o2", "qmma4_bf_1_r4", "qmma4_bf_2_r4", "qmma4_bf_1_xp", "qmma4_bf_2_xp", "qmma4_bf_1_xc", "qmma4_bf_2_xc")
 	return append(names, "flash_attn_64", "flash_attn_128", "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_decode_64", "attn_decode_128",
-		"attn_decode_64_p", "attn_decode_128_p")
+		"attn_decode_64_p", "attn_decode_128_p", "attn_decode_64_h1", "attn_decode_128_h1")
 }
 
 // Function attributes (CUfunction_attribute).

@@ -210,7 +210,11 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 			gl = b.decHeads
 		}
 		hb := T * p.KVHeads * (G / gl) // blocks per split
-		splits := max(1, min(ctx/b.decSplitKeys, 64, (b.decWaves*b.SMs+hb-1)/hb))
+		waves := b.decWaves
+		if waves == 0 {
+			waves = decodeWaves(gl == 1 && b.decH1 && !b.decPF)
+		}
+		splits := max(1, min(ctx/b.decSplitKeys, 64, (waves*b.SMs+hb-1)/hb))
 		// Counters: one per (token, head group) for the splits, then one
 		// per (token, kv head) for the head groups.
 		part, cnt, ok := b.splitScratch(T*p.Heads, splits, p.HeadDim, hb+T*p.KVHeads)
@@ -224,17 +228,25 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		}
 		invf, half, rscale := b.takeRoPE(qt, kt, p)
 		qn, kn, neps := b.takeHeadNorms(qt, kt, T, p)
-		name := "attn_decode_128" // constant names: recorded every layer of every step
+		// Constant names: recorded every layer of every step.
+		name := "attn_decode_128"
 		if p.HeadDim == 64 {
 			name = "attn_decode_64"
 		}
-		if b.decPF {
+		switch {
+		case b.decPF:
 			name += "_p"
+		case gl == 1 && b.decH1:
+			name += "_h1"
+		}
+		wb := 1 // q and k as the unfused rope/norm kernels leave them
+		if p.ScratchQK {
+			wb = 0
 		}
 		b.newLaunch(name, p.KVHeads*(G/gl), T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
 			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(kvw).p(cnt).
-			p(invf).i(half).f(rscale).p(qn).p(kn).f(neps).i(gl)
+			p(invf).i(half).f(rscale).p(qn).p(kn).f(neps).i(gl).i(wb)
 		return
 	}
 	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
@@ -360,6 +372,20 @@ const decHeadsPerBlock = 1
 // (the grid is capped at two blocks an SM), walk several times as many
 // keys each (not yet measured on the H200).
 const decHeadsMaxCtx = 1024
+
+// decodeWaves caps attn_decode's grid at that many blocks an SM. The
+// one-head _h1 kernel (93 registers: 5 blocks an SM) takes 4: at ~264
+// keys Qwen3's and Llama's 32 (kv head, head) blocks then split 17 ways,
+// one round of K/V loads each, all issued before the wait (s8r5, same
+// machine: Qwen3 396.3 against 388.1 tok/s with 2, Llama 454.3 against
+// 449.9). The others (164-200 registers: 2-3 blocks an SM) take 2: with
+// 4, Qwen3 ran at 341-345 against 359-363 (s8r1).
+func decodeWaves(h1 bool) int {
+	if h1 {
+		return 4
+	}
+	return 2
+}
 
 // decSplitKeys is attn_decode's default target of keys per split block
 // (MLXCEL_CUDA_DECSPLITKEYS overrides it): 4 warps take 4 keys each per

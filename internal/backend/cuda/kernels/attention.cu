@@ -241,14 +241,15 @@ DEV void rope_apply(float (&v)[VPL], const float (&cs)[VPL], const float (&sn)[V
 
 // head_norm is the per-head RMSNorm (Qwen3's q_norm/k_norm) of a head row
 // held VPL dims per lane: (v*inv)*w, as the rmsnorm kernel rounds it.
+// The weights w are this lane's VPL, loaded before the wait (constants).
 template <int VPL>
-DEV void head_norm(float (&v)[VPL], const float* w, float eps, int lane) {
+DEV void head_norm(float (&v)[VPL], const float (&w)[VPL], float eps) {
     float ss = 0.f;
 #pragma unroll
     for (int i = 0; i < VPL; i++) ss += v[i] * v[i];
     const float inv = 1.f / sqrtf(warp_sum(ss) / (float)(32 * VPL) + eps);
 #pragma unroll
-    for (int i = 0; i < VPL; i++) v[i] = v[i] * inv * w[lane * VPL + i];
+    for (int i = 0; i < VPL; i++) v[i] = v[i] * inv * w[i];
 }
 
 #define AD_G 8  // most query heads per kv head
@@ -256,17 +257,22 @@ DEV void head_norm(float (&v)[VPL], const float* w, float eps, int lane) {
 #define AD_MAXS 64 // most splits (the Go side caps them)
 #define AD_ML 8 // partial loads in flight per thread while merging
 // PF: each warp's next round of K/V rows is loaded before this round's
-// math (two rounds in flight; 32 more registers at HD 128), for splits of
-// more than one round (long contexts; MLXCEL_CUDA_DECPF=1, the _p
-// kernels, not yet measured).
-template <int HD, bool PF = false>
+// math (two rounds in flight; 32 more registers at HD 128), the first two
+// before the wait, for splits of more than one round (MLXCEL_CUDA_DECPF=1,
+// the _p kernels).
+// GM: the most query heads a block serves (AD_G, or 1 for the one-head
+// blocks of short contexts: a quarter of the registers for q, the sums and
+// the softmax state). wb: write the rotated/normalised q and k back (the
+// unfused kernels' result); 0 when the caller reads neither afterwards
+// (AttnParams.ScratchQK), which also drops the k write-back's ticket.
+template <int HD, bool PF = false, int GM = AD_G>
 DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,
                           const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
                           float softcap, float* kin, const float* vin, int ldk, int* cnt, const float* invf, int half,
-                          float rscale, const float* qn, const float* kn, float neps, int gl) {
+                          float rscale, const float* qn, const float* kn, float neps, int gl, int wb) {
     constexpr int VPL = HD / 32; // dims per lane: 2 or 4
-    __shared__ float wm[4][AD_G], wl[4][AD_G];
-    __shared__ float wo[4][AD_G][HD];
+    __shared__ float wm[4][GM], wl[4][GM];
+    __shared__ float wo[4][GM][HD];
     // Head groups: blockIdx.x is (kv head, group of gl of its query heads),
     // so a large GQA group (Qwen3-30B-A3B: 8 per kv head) spreads over
     // more blocks, each with a shorter head loop.
@@ -311,47 +317,56 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     };
     auto load_keys = [&](int c0) { load_into(c0, kr, vr); };
     load_keys(c);
+    // PF: the second round too, so a split of up to two rounds (Qwen3 at a
+    // few hundred keys: ~30 keys a split) has every K/V load in flight
+    // before the wait.
+    float kn2[PF ? AD_DU : 1][VPL], vn2[PF ? AD_DU : 1][VPL]; // PF: the next round
+    if constexpr (PF)
+        if (c + 4 * AD_DU < j1) load_into(c + 4 * AD_DU, kn2, vn2);
     // With invf (RoPE fused, the rope2 launch dropped), q and this step's
     // k are rotated here, and with qn/kn normalised first (the q_norm and
     // k_norm launches dropped); the last block writes both back, as those
     // kernels would have left them.
     float rc[VPL], rs[VPL];
     const bool rok = invf ? rope_angles<VPL>(rc, rs, invf, half, rscale, p, lane) : false;
+    float qw[VPL], kw[VPL];
+#pragma unroll
+    for (int i = 0; i < VPL; i++) qw[i] = qn ? qn[lane * VPL + i] : 0.f, kw[i] = kn ? kn[lane * VPL + i] : 0.f;
     grid_dep_wait();
     float kself[VPL];
 #pragma unroll
     for (int i = 0; i < VPL; i++) kself[i] = krow[i];
-    if (kn) head_norm<VPL>(kself, kn, neps, lane);
+    if (kn) head_norm<VPL>(kself, kw, neps);
     if (invf) rope_apply<VPL>(kself, rc, rs, rok, half, lane);
     if (split == 0 && hgi == 0 && warp == 0) {
         long long dst = ((bt[p / bs] * (long long)kvh + kh) * bs + p % bs) * HD + lane * VPL;
 #pragma unroll
         for (int i = 0; i < VPL; i++) Kc[dst + i] = f16bits(kself[i]), Vc[dst + i] = f16bits(vself[i]);
     }
-    float qv[AD_G][VPL];
+    float qv[GM][VPL];
 #pragma unroll
-    for (int g = 0; g < AD_G; g++) {
+    for (int g = 0; g < GM; g++) {
 #pragma unroll
         for (int i = 0; i < VPL; i++) qv[g][i] = g < G ? q[((long long)t * heads + h0 + g) * HD + lane * VPL + i] : 0.f;
-        if (qn && g < G) head_norm<VPL>(qv[g], qn, neps, lane);
+        if (qn && g < G) head_norm<VPL>(qv[g], qw, neps);
         if (invf && g < G) rope_apply<VPL>(qv[g], rc, rs, rok, half, lane);
     }
-    float m[AD_G], l[AD_G], acc[AD_G][VPL];
+    float m[GM], l[GM], acc[GM][VPL];
 #pragma unroll
-    for (int g = 0; g < AD_G; g++) {
+    for (int g = 0; g < GM; g++) {
         m[g] = NEG_INF, l[g] = 0.f;
 #pragma unroll
         for (int i = 0; i < VPL; i++) acc[g][i] = 0.f;
     }
-    float kn2[PF ? AD_DU : 1][VPL], vn2[PF ? AD_DU : 1][VPL]; // PF: the next round
     for (; c < j1; c += 4 * AD_DU) {
         if constexpr (PF) {
-            if (c > j0 + warp * AD_DU)
+            if (c > j0 + warp * AD_DU) {
 #pragma unroll
                 for (int u = 0; u < AD_DU; u++)
 #pragma unroll
                     for (int i = 0; i < VPL; i++) kr[u][i] = kn2[u][i], vr[u][i] = vn2[u][i];
-            if (c + 4 * AD_DU < j1) load_into(c + 4 * AD_DU, kn2, vn2);
+                if (c + 4 * AD_DU < j1) load_into(c + 4 * AD_DU, kn2, vn2);
+            }
         } else if (c > j0 + warp * AD_DU) {
             load_keys(c);
         }
@@ -361,7 +376,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
 #pragma unroll
                 for (int i = 0; i < VPL; i++) kr[u][i] = kself[i], vr[u][i] = vself[i];
 #pragma unroll
-        for (int g = 0; g < AD_G; g++) {
+        for (int g = 0; g < GM; g++) {
             if (g >= G) break;
             float s[AD_DU];
 #pragma unroll
@@ -394,7 +409,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     }
     // Merge the 4 warps.
 #pragma unroll
-    for (int g = 0; g < AD_G; g++) {
+    for (int g = 0; g < GM; g++) {
         if (g >= G) break;
         if (lane == 0) wm[warp][g] = m[g], wl[warp][g] = l[g];
 #pragma unroll
@@ -425,13 +440,13 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     // Counters: one per (token, head group) for the splits, then one per
     // (token, kv head) for the groups.
     if (S > 1 && !last_block(cnt + (long long)t * gridDim.x + blockIdx.x, S)) return;
-    if (invf || qn || kn) {
+    if (wb && (invf || qn || kn)) {
         // Every block of this head group has read its q rows (this is the
         // last, or the only one): write them back rotated, from registers
         // (v2 reloaded and re-rotated each head: G dependent round trips).
         if (warp == 0)
 #pragma unroll
-            for (int g = 0; g < AD_G; g++) {
+            for (int g = 0; g < GM; g++) {
                 if (g >= G) break;
                 float* qr = q + ((long long)t * heads + h0 + g) * HD + lane * VPL;
 #pragma unroll
@@ -448,7 +463,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     // a weighted sum over the splits, its loads issued AD_ML at a time
     // before any is used (v1 walked them one dependent ld.cg at a time:
     // ~20 us a call at 33 splits).
-    __shared__ float sw[AD_G][AD_MAXS], sl[AD_G][AD_MAXS], sinv[AD_G];
+    __shared__ float sw[GM][AD_MAXS], sl[GM][AD_MAXS], sinv[GM];
     for (int i = threadIdx.x; i < G * S; i += 128) {
         const int g = i / S, s = i - g * S;
         const float* pp = pb0 + ((long long)g * S + s) * (HD + 2);
@@ -483,25 +498,27 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
         out[((long long)t * heads + h0 + g) * HD + d] = acc * sinv[g];
     }
 }
-#define ATTN_DECODE(HD)                                                                                              \
-    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD(                                              \
-        float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq, const int* btab,     \
-        int btStride, int bs, int heads, int kvh, float scale, int window, float softcap, float* kin, const float* vin, \
-        int ldk, int* cnt, const float* invf, int half, float rscale, const float* qn, const float* kn, float neps,  \
-        int gl) {                                                                                                     \
-        grid_dep_launch();                                                                                            \
-        attn_decode_impl<HD>(out, part, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window,     \
-                             softcap, kin, vin, ldk, cnt, invf, half, rscale, qn, kn, neps, gl);                      \
+#define AD_PARAMS                                                                                                  \
+    float *out, float *part, float *q, u16 *Kc, u16 *Vc, const int *pos, const int *tok2seq, const int *btab,         \
+        int btStride, int bs, int heads, int kvh, float scale, int window, float softcap, float *kin, const float *vin, \
+        int ldk, int *cnt, const float *invf, int half, float rscale, const float *qn, const float *kn, float neps,   \
+        int gl, int wb
+#define AD_ARGS                                                                                                     \
+    out, part, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, softcap, kin, vin, ldk, cnt, \
+        invf, half, rscale, qn, kn, neps, gl, wb
+// attn_decode_<hd>: up to AD_G heads a block; _p: with the next round's
+// loads ahead (PF); _h1: one query head a block (head groups of 1).
+#define ATTN_DECODE(HD)                                                                                                \
+    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD(AD_PARAMS) {                                    \
+        grid_dep_launch();                                                                                             \
+        attn_decode_impl<HD>(AD_ARGS);                                                                                 \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_p(AD_PARAMS) {                                \
+        grid_dep_launch();                                                                                             \
+        attn_decode_impl<HD, true>(AD_ARGS);                                                                           \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h1(AD_PARAMS) {                               \
+        grid_dep_launch();                                                                                             \
+        attn_decode_impl<HD, false, 1>(AD_ARGS);                                                                       \
     }
 ATTN_DECODE(64) ATTN_DECODE(128)
-#define ATTN_DECODE_PF(HD)                                                                                           \
-    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_p(                                          \
-        float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq, const int* btab,     \
-        int btStride, int bs, int heads, int kvh, float scale, int window, float softcap, float* kin, const float* vin, \
-        int ldk, int* cnt, const float* invf, int half, float rscale, const float* qn, const float* kn, float neps,  \
-        int gl) {                                                                                                     \
-        grid_dep_launch();                                                                                            \
-        attn_decode_impl<HD, true>(out, part, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, \
-                                   softcap, kin, vin, ldk, cnt, invf, half, rscale, qn, kn, neps, gl);                \
-    }
-ATTN_DECODE_PF(64) ATTN_DECODE_PF(128)
