@@ -114,6 +114,8 @@ type Backend struct {
 	folds                                            normFolds // one-row norms (and residual adds) folded into their neighbours
 	moeDec                                           bool      // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
 	argmaxSplit                                      bool      // long rows' argmax over several blocks (MLXCEL_CUDA_ARGMAX=rows: one block a row)
+	routeBlock                                       bool      // MoE decode: the router's last block routes with all its threads (MLXCEL_CUDA_ROUTE=block)
+	moeGULanes                                       int       // MoE decode gate/up row-group width (MLXCEL_CUDA_MOEGU; 0: rowGroupLanes)
 
 	// Prefill flash kernel: flashV 2 (flash2_attn_*, the default) or 1
 	// (flash_attn_*, MLXCEL_CUDA_FLASHV=1); flash2 holds the head dims
@@ -274,6 +276,14 @@ func New(dev int) (*Backend, error) {
 	// kernel, decodeWaves). MLXCEL_CUDA_DECWAVES sets it for all.
 	b.decPF = os.Getenv("MLXCEL_CUDA_DECPF") == "1"
 	b.decH1 = os.Getenv("MLXCEL_CUDA_DECH1") != "0"
+	// Prepared for measurement, off by default (eighth session, not yet run
+	// on the GPU): routing by the router's whole last block, and the gate/up
+	// kernel's row-group width (32: 384 blocks for Qwen3-30B-A3B, one wave,
+	// where 64 gives 768, 1.16 waves at 5 blocks an SM).
+	b.routeBlock = os.Getenv("MLXCEL_CUDA_ROUTE") == "block"
+	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_MOEGU")); err == nil && (v == 32 || v == 64 || v == 128) {
+		b.moeGULanes = v
+	}
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECWAVES")); err == nil && v > 0 {
 		b.decWaves = v
 	}

@@ -111,17 +111,21 @@ func (b *Backend) recorded() []string {
 func TestMoEDecode(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
-	defer func(on bool, folds normFolds) { b.moeDec, b.folds = on, folds }(b.moeDec, b.folds)
+	defer func(on bool, folds normFolds, rb bool, gu int) {
+		b.moeDec, b.folds, b.routeBlock, b.moeGULanes = on, folds, rb, gu
+	}(b.moeDec, b.folds, b.routeBlock, b.moeGULanes)
 	gate, up, down := mdHosts()
 	ly := mdUpload(t, b, gate, up, down, 11)
 	p := backend.MoEParams{TopK: mdTopK, Renorm: true, Act: backend.SiLU}
 	rng := rand.New(rand.NewSource(3))
 	for _, c := range []struct {
-		T    int
-		fold bool
-	}{{1, true}, {4, true}, {1, false}} {
+		T     int
+		fold  bool
+		route bool // MLXCEL_CUDA_ROUTE=block
+		gu    int  // MLXCEL_CUDA_MOEGU
+	}{{1, true, false, 0}, {4, true, false, 0}, {1, false, false, 0}, {1, false, true, 32}, {4, true, true, 128}} {
 		T := c.T
-		b.folds.router = c.fold
+		b.folds.router, b.routeBlock, b.moeGULanes = c.fold, c.route, c.gu
 		h, xn, out := mdInput(t, b, rng, T)
 		// Run 0: the seven-launch path; runs 1-4: the three-launch path.
 		// Run 1 may grow the counters (a fill between its first norm and
@@ -150,7 +154,7 @@ func TestMoEDecode(t *testing.T) {
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("T=%d fold=%v run %d (moeDec %v): %d launches %v", T, c.fold, run, b.moeDec, len(names), names)
+			t.Logf("T=%d fold=%v route=%v gu=%d run %d (moeDec %v): %d launches %v", T, c.fold, c.route, c.gu, run, b.moeDec, len(names), names)
 			for i, v := range got {
 				if math.IsNaN(float64(v)) || math.IsNaN(float64(gotN[i])) {
 					t.Fatalf("T=%d run %d: element %d not written (out %v, normed x %v)", T, run, i, v, gotN[i])
@@ -173,7 +177,8 @@ func TestMoEDecode(t *testing.T) {
 				if T > 1 || !c.fold { // only a one-row norm is folded
 					want = append(want, "rmsnorm")
 				}
-				want = append(want, "moe_router8_bf", "moe_gateup4_bf_g64", "moe_down_sum4_bf_g32")
+				gateup := map[int]string{0: "moe_gateup4_bf_g64", 32: "moe_gateup4_bf_g32", 128: "moe_gateup4_bf"}[c.gu]
+				want = append(want, "moe_router8_bf", gateup, "moe_down_sum4_bf_g32")
 			}
 			if strings.Join(names, " ") != strings.Join(want, " ") {
 				t.Errorf("T=%d fold=%v run %d: launches %v, want %v", T, c.fold, run, names, want)

@@ -42,12 +42,21 @@ func moeDecQuant(w *weight) bool {
 // moeDecName names the kernel of a stage for weight w with K-long rows,
 // and returns its row-group width (rowGroupLanes). Dense bf16 weights (the
 // router only) count 16 bits per element.
-func moeDecName(stage string, w *weight) (string, int) {
+//
+// lanes, when not 0, picks the row-group width instead (32, 64 or 128:
+// MLXCEL_CUDA_MOEGU for the gate/up kernel).
+func moeDecName(stage string, w *weight, lanes int) (string, int) {
 	bits := w.bits
 	name := fmt.Sprintf("moe_%s%d_%s", stage, bits, w.sbName())
 	if !w.quant {
 		bits = 16
 		name = "moe_" + stage + "_bf16"
+	}
+	switch lanes {
+	case 32, 64:
+		return fmt.Sprintf("%s_g%d", name, lanes), lanes
+	case 128:
+		return name, lanes
 	}
 	return name + rowGroupSuffix(w.in, bits), rowGroupLanes(w.in, bits)
 }
@@ -57,11 +66,15 @@ func moeDecName(stage string, w *weight) (string, int) {
 // layer in every decode step's recording, where formatting the names cost
 // ~1 us a layer.
 func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
-	key := moeDecKey{stage, w.w}
+	lanes := 0
+	if stage == "gateup" {
+		lanes = b.moeGULanes
+	}
+	key := moeDecKey{stage, w.w, lanes}
 	if k, ok := b.moeDecNames[key]; ok {
 		return k
 	}
-	name, lanes := moeDecName(stage, w)
+	name, lanes := moeDecName(stage, w, lanes)
 	if b.moeDecNames == nil {
 		b.moeDecNames = map[moeDecKey]moeDecVal{}
 	}
@@ -73,6 +86,7 @@ func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
 type moeDecKey struct {
 	stage string
 	w     uintptr
+	lanes int // the width asked for (0: rowGroupLanes)
 }
 
 type moeDecVal struct {
@@ -129,13 +143,17 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	}
 	// A one-row RMSNorm that wrote x just before runs in the router
 	// (takeNorm, as for qgemvm): one launch fewer per decode layer.
+	rb := 0 // the last router block routes by one warp, or by the whole block
+	if b.routeBlock {
+		rb = 1
+	}
 	var nsrc, nw uintptr
 	var eps float32
 	if T == 1 && b.folds.router {
 		nsrc, nw, eps = b.takeNorm(s.ptr, hidden, rw.bytes)
 	}
 	b.newLaunchFn(rk.fn, rk.name, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
-		i(topk).i(renorm).p(idx).p(wts).p(nsrc).p(nw).f(eps)
+		i(topk).i(renorm).p(idx).p(wts).p(nsrc).p(nw).f(eps).i(rb)
 
 	act := actSiLU
 	if p.Act == backend.GELUTanh {

@@ -151,18 +151,57 @@ DEV void md_route(const float* lg, int E, int topk, int renorm, int* idx, float*
     route_warp(l, E, topk, renorm, idx, wts);
 }
 
+// md_route_block routes one token with the whole block (all threads call
+// it; MLXCEL_CUDA_ROUTE=block). route_warp picks the k experts in k
+// rounds of warp argmax, each with a double exp; here every thread ranks
+// its experts against all E at once (rank = experts ahead of it: larger,
+// or equal and lower index, the order route_warp picks in; NaN counts as
+// -inf) and the ranks below k write themselves. Float math: the weights
+// agree with route_warp's to float rounding, the choice is the same.
+DEV void md_route_block(const float* lg, int E, int topk, int renorm, int* idx, float* wts) {
+    __shared__ float l[MD_MAXE], red[32], pk[16];
+    __shared__ int ek[16];
+    for (int e = threadIdx.x; e < E; e += MD_THREADS) {
+        const float v = ldcg(lg + e);
+        l[e] = v != v ? NEG_INF : v;
+    }
+    __syncthreads();
+    float mx = NEG_INF;
+    for (int e = threadIdx.x; e < E; e += MD_THREADS) mx = fmaxf(mx, l[e]);
+    mx = block_max(mx, red);
+    float sum = 0.f, top = 0.f;
+    for (int e = threadIdx.x; e < E; e += MD_THREADS) {
+        const float v = l[e], pv = expf(v - mx);
+        sum += pv;
+        int rank = 0;
+#pragma unroll 4
+        for (int j = 0; j < E; j++) {
+            const float u = l[j];
+            rank += (u > v) | ((u == v) & (j < e));
+        }
+        if (rank < topk) pk[rank] = pv, ek[rank] = e, top += pv;
+    }
+    sum = block_sum(sum, red);
+    top = block_sum(top, red); // (its barriers also publish pk/ek)
+    if (threadIdx.x < topk) {
+        idx[threadIdx.x] = ek[threadIdx.x];
+        wts[threadIdx.x] = pk[threadIdx.x] / (renorm ? top : sum);
+    }
+}
+
 // moe_router: grid (row blocks of E, T), MD_THREADS threads. BITS 4 or 8:
 // quantized router (scale pairs SB); BITS 16: dense bf16 (sb unused).
 // logits[t][e] = x[t] . w[e]; the last block of token t to finish (ticket
-// cnt[t], reset for the next launch) routes it into idx/wts[t*topk..].
+// cnt[t], reset for the next launch) routes it into idx/wts[t*topk..]:
+// by one warp (md_route), or by the block when rb (md_route_block).
 // The kernels prefetch their weight rows and wait (grid_dep_wait) first.
 // nsrc set: the RMSNorm that wrote x is folded in (MDNorm): x[t] =
 // nsrc[t] / rms(nsrc[t]) * nwt (nwt may be null); the blocks read the
 // source, and block (0, t) writes x[t] for the expert kernels.
 #define MR_PARAMS                                                                                                 \
     float *x, const u32 *w, const u32 *sb, int E, int K, int gshift, float *logits, int *cnt, int topk, int renorm, \
-        int *idx, float *wts, const float *nsrc, const float *nwt, float eps
-#define MR_ARGS x, w, sb, E, K, gshift, logits, cnt, topk, renorm, idx, wts, nsrc, nwt, eps
+        int *idx, float *wts, const float *nsrc, const float *nwt, float eps, int rb
+#define MR_ARGS x, w, sb, E, K, gshift, logits, cnt, topk, renorm, idx, wts, nsrc, nwt, eps, rb
 template <int BITS, class SB, int L>
 DEV void moe_router_impl(MR_PARAMS) {
     const int t = blockIdx.y, li = threadIdx.x % L, row0 = md_row0<L, MD_NR>();
@@ -210,7 +249,10 @@ DEV void moe_router_impl(MR_PARAMS) {
     if (li < MD_NR && row0 + li < E) logits[(long long)t * E + row0 + li] = md_group<MD_NR, L>(red, li) * ninv;
     // last_block fences each thread's logits before the ticket.
     if (!last_block(cnt + t, gridDim.x)) return;
-    if (threadIdx.x < 32) md_route(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
+    if (rb)
+        md_route_block(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
+    else if (threadIdx.x < 32)
+        md_route(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
 }
 
 // moe_gateup: grid (row blocks of N = inter, T, topk). The block's row
