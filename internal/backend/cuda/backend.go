@@ -66,6 +66,9 @@ type Backend struct {
 	SMs         int
 	CompileTime time.Duration // NVRTC time at start (0 on a cache hit)
 	CacheHit    bool
+	// BulkPrefetchErr is why the kernels were built without bulk L2
+	// prefetch on a device that has it (NVRTC rejected the source).
+	BulkPrefetchErr error
 
 	persistent []uintptr // device allocations freed at Close
 
@@ -115,6 +118,8 @@ type Backend struct {
 	moeDec                                           bool      // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
 	argmaxSplit                                      bool      // long rows' argmax over several blocks (MLXCEL_CUDA_ARGMAX=rows: one block a row)
 	routeBlock                                       bool      // MoE decode: the router's last block routes with all its threads (MLXCEL_CUDA_ROUTE=block)
+	moePF                                            bool      // MoE decode: the router's last block bulk-prefetches the chosen experts into L2 (MLXCEL_CUDA_MOEPF=1)
+	bulkPrefetch                                     bool      // the kernels were built with MLXCEL_BULK_PREFETCH
 	moeGULanes                                       int       // MoE decode gate/up row-group width (MLXCEL_CUDA_MOEGU; 0: rowGroupLanes)
 
 	// Prefill flash kernel: flashV 2 (flash2_attn_*, the default) or 1
@@ -200,10 +205,22 @@ func New(dev int) (*Backend, error) {
 		return nil, err
 	}
 	t0 := time.Now()
-	img, hit, err := b.nv.compileCached(kernelSource(), "mlxcel", b.Arch, []string{"--std=c++17"})
+	// Bulk L2 prefetch (cp.async.bulk.prefetch, PTX 8.0) needs NVRTC 12+
+	// and sm_90+. It is not checkable without such a toolchain, so a
+	// source that fails with it is compiled once more without it.
+	opts := []string{"--std=c++17"}
+	if b.nv.major >= 12 && b.d.attr(b.dev, attrCCMajor) >= 9 {
+		opts = append(opts, "-DMLXCEL_BULK_PREFETCH")
+	}
+	img, hit, err := b.nv.compileCached(kernelSource(), "mlxcel", b.Arch, opts)
+	if err != nil && len(opts) > 1 {
+		b.BulkPrefetchErr = err
+		img, hit, err = b.nv.compileCached(kernelSource(), "mlxcel", b.Arch, opts[:1])
+	}
 	if err != nil {
 		return nil, err
 	}
+	b.bulkPrefetch = len(opts) > 1 && b.BulkPrefetchErr == nil
 	if !hit {
 		b.CompileTime = time.Since(t0)
 	}
@@ -281,6 +298,7 @@ func New(dev int) (*Backend, error) {
 	// kernel's row-group width (32: 384 blocks for Qwen3-30B-A3B, one wave,
 	// where 64 gives 768, 1.16 waves at 5 blocks an SM).
 	b.routeBlock = os.Getenv("MLXCEL_CUDA_ROUTE") == "block"
+	b.moePF = os.Getenv("MLXCEL_CUDA_MOEPF") == "1"
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_MOEGU")); err == nil && (v == 32 || v == 64 || v == 128) {
 		b.moeGULanes = v
 	}

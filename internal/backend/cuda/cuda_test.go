@@ -136,7 +136,8 @@ func TestGraphReplay(t *testing.T) {
 // decode attention with its next K/V round prefetched (MLXCEL_CUDA_DECPF),
 // one-head decode attention blocks on the AD_G kernel (MLXCEL_CUDA_DECH1=0);
 // MoE decode routed by the router's whole last block (MLXCEL_CUDA_ROUTE) and
-// its gate/up kernel on 32-lane row groups (MLXCEL_CUDA_MOEGU).
+// its gate/up kernel on 32-lane row groups (MLXCEL_CUDA_MOEGU), and the
+// chosen experts bulk-prefetched into L2 by the router (MLXCEL_CUDA_MOEPF).
 func TestConformanceVariants(t *testing.T) {
 	for _, v := range []struct{ name, env, val string }{
 		{"stream4", "MLXCEL_CUDA_STREAM", "4"}, {"stream3", "MLXCEL_CUDA_STREAM", "3"},
@@ -144,6 +145,7 @@ func TestConformanceVariants(t *testing.T) {
 		{"half", "MLXCEL_CUDA_GEMVH", "1"}, {"half16", "MLXCEL_CUDA_GEMVH", "16"}, {"mmaxp", "MLXCEL_CUDA_MMAV", "xp"},
 		{"folds", "MLXCEL_CUDA_NORMFUSE", "1"}, {"decpf", "MLXCEL_CUDA_DECPF", "1"}, {"h1off", "MLXCEL_CUDA_DECH1", "0"},
 		{"routeblock", "MLXCEL_CUDA_ROUTE", "block"}, {"moegu32", "MLXCEL_CUDA_MOEGU", "32"},
+		{"moepf", "MLXCEL_CUDA_MOEPF", "1"},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Setenv(v.env, v.val)
@@ -152,7 +154,7 @@ func TestConformanceVariants(t *testing.T) {
 			b := newOrSkip(t)
 			defer b.Close()
 			if b.streamStages == 0 && !b.gemvTC && b.gemvHalf == "" && b.mmaVariant != "xp" && b.folds == defaultNormFolds && !b.decPF && b.decH1 &&
-				!b.routeBlock && b.moeGULanes == 0 {
+				!b.routeBlock && b.moeGULanes == 0 && !b.moePF {
 				t.Fatalf("%s=%s left the kernel off on %s", v.env, v.val, b.Info())
 			}
 			backendtest.Run(t, b)

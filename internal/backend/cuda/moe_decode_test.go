@@ -111,9 +111,12 @@ func (b *Backend) recorded() []string {
 func TestMoEDecode(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
-	defer func(on bool, folds normFolds, rb bool, gu int) {
-		b.moeDec, b.folds, b.routeBlock, b.moeGULanes = on, folds, rb, gu
-	}(b.moeDec, b.folds, b.routeBlock, b.moeGULanes)
+	defer func(on bool, folds normFolds, rb bool, gu int, pf bool) {
+		b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF = on, folds, rb, gu, pf
+	}(b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF)
+	if !b.bulkPrefetch {
+		t.Logf("kernels without bulk prefetch (%v): the prefetch case runs without it", b.BulkPrefetchErr)
+	}
 	gate, up, down := mdHosts()
 	ly := mdUpload(t, b, gate, up, down, 11)
 	p := backend.MoEParams{TopK: mdTopK, Renorm: true, Act: backend.SiLU}
@@ -123,9 +126,11 @@ func TestMoEDecode(t *testing.T) {
 		fold  bool
 		route bool // MLXCEL_CUDA_ROUTE=block
 		gu    int  // MLXCEL_CUDA_MOEGU
-	}{{1, true, false, 0}, {4, true, false, 0}, {1, false, false, 0}, {1, false, true, 32}, {4, true, true, 128}} {
+		pf    bool // MLXCEL_CUDA_MOEPF
+	}{{1, true, false, 0, false}, {4, true, false, 0, false}, {1, false, false, 0, false}, {1, false, true, 32, true},
+		{4, true, true, 128, true}} {
 		T := c.T
-		b.folds.router, b.routeBlock, b.moeGULanes = c.fold, c.route, c.gu
+		b.folds.router, b.routeBlock, b.moeGULanes, b.moePF = c.fold, c.route, c.gu, c.pf
 		h, xn, out := mdInput(t, b, rng, T)
 		// Run 0: the seven-launch path; runs 1-4: the three-launch path.
 		// Run 1 may grow the counters (a fill between its first norm and
