@@ -108,6 +108,10 @@ type Config struct {
 	// when sliding-window layers are stored in per-slot rings (see New).
 	DisablePrefixCache bool
 
+	// RunAhead selects pipelined greedy decode (pipeline.go): by default
+	// on when the backend queues steps asynchronously.
+	RunAhead RunAheadMode
+
 	// OnFinish is called once per finished request (any reason), from the
 	// engine goroutine: keep it fast and non-blocking.
 	OnFinish func(t Timing, finishReason string)
@@ -154,7 +158,8 @@ type Engine struct {
 	kvStore    backend.KVStore
 	sched      *sched.Scheduler
 	newSampler func(p sample.Params, vocab int) Sampler
-	workers    int // goroutines for parallel sampling
+	workers    int  // goroutines for parallel sampling
+	runAhead   bool // pipelined greedy decode (pipeline.go)
 
 	mu      sync.Mutex
 	inbox   []*request // submitted, not yet seen by the loop
@@ -258,6 +263,7 @@ func New(m Model, cfg Config) (*Engine, error) {
 		sched:      s,
 		newSampler: func(p sample.Params, vocab int) Sampler { return sample.New(p, vocab) },
 		workers:    max(1, runtime.GOMAXPROCS(0)),
+		runAhead:   runsAhead(m, cfg.RunAhead),
 		wake:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
 		done:       make(chan struct{}),
@@ -401,7 +407,11 @@ type Stats struct {
 	BatchSize, BatchTokens int
 
 	Steps, PrefillTokens, DecodeTokens uint64
-	Preemptions                        uint64
+	// RunAheadSteps counts the decode steps queued before the previous
+	// step's ids came back (pipelined greedy decode); DecodeTokens counts
+	// only the tokens emitted.
+	RunAheadSteps uint64
+	Preemptions   uint64
 	// PrefixCacheQueries is the tokens of admitted sequences looked up in
 	// the prefix cache, PrefixCacheHits how many were found there and not
 	// computed (as vLLM's prefix_cache_queries/hits; re-admissions after a

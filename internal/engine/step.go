@@ -112,9 +112,13 @@ func (e *Engine) runPlan(plan *sched.Plan, start time.Time) {
 			r.cachedTokens = q.CachedTokens
 		}
 	}
+	if e.aheadable(plan) {
+		e.runAheadFrom(plan, start)
+		return
+	}
 	b := e.buildBatch(plan)
 	if ids, ok, err := e.tryGreedy(plan, b); ok {
-		e.acceptGreedy(plan, b, ids, err, start)
+		e.acceptGreedy(plan, ids, err, start)
 		return
 	}
 	logits, err := e.forward(b)
@@ -191,8 +195,10 @@ func (e *Engine) tryGreedy(plan *sched.Plan, b *backend.Batch) (ids []int32, ok 
 	return ids, true, err
 }
 
-// acceptGreedy is runPlan's tail for the argmax path.
-func (e *Engine) acceptGreedy(plan *sched.Plan, b *backend.Batch, ids []int32, err error, start time.Time) {
+// acceptGreedy is runPlan's tail for the argmax path. A step queued ahead
+// (pipeline.go) may hold sequences that ended on the step before: their
+// ids are dropped.
+func (e *Engine) acceptGreedy(plan *sched.Plan, ids []int32, err error, start time.Time) {
 	if err != nil {
 		err = fmt.Errorf("engine: forward: %w", err)
 		for _, it := range plan.Items {
@@ -204,13 +210,22 @@ func (e *Engine) acceptGreedy(plan *sched.Plan, b *backend.Batch, ids []int32, e
 	now := time.Now()
 	row := 0
 	for _, it := range plan.Items {
+		r := e.reqs[it.Seq.ID]
+		if r == nil {
+			if it.Logits {
+				row++
+			}
+			if !it.Prefill {
+				plan.DecodeTokens -= it.Len // computed, never emitted
+			}
+			continue
+		}
 		it.Seq.Computed += it.Len
 		if !it.Logits {
 			continue
 		}
 		id := ids[row]
 		row++
-		r := e.reqs[it.Seq.ID]
 		if id < 0 || int(id) >= e.vocab {
 			e.finish(r, FinishError, fmt.Errorf("engine: argmax returned token %d outside the vocabulary", id), nil)
 			continue

@@ -51,6 +51,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&o.KVMemMiB, "kv-mem", 0, "KV cache size in MiB (0 with --kv-blocks 0: 4096 tokens per --parallel slot, capped by the context)")
 	fs.IntVar(&o.BlockSize, "block-size", 16, "KV cache block size in tokens")
 	fs.BoolVar(&o.NoPrefixCache, "no-prefix-cache", false, "do not reuse the KV of prompt prefixes shared with earlier requests")
+	fs.BoolVar(&o.NoRunAhead, "no-run-ahead", false, "do not queue greedy decode steps before the previous step's tokens are read (on by default with cuda)")
 	fs.IntVar(&o.MaxQueue, "max-queue", engine.DefaultMaxQueue, "requests that may wait beyond the running ones before 429 (-1: none)")
 	fs.IntVar(&o.PrefillChunk, "prefill-chunk", 0, fmt.Sprintf("most prompt tokens processed per step (long prompts are chunked; 0: %d on cuda, %d on cpu)",
 		engine.DefaultPrefillChunkGPU, engine.DefaultPrefillChunk))

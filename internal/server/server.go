@@ -49,6 +49,9 @@ type Options struct {
 	// NoPrefixCache turns automatic prefix caching off
 	// (engine.Config.DisablePrefixCache).
 	NoPrefixCache bool
+	// NoRunAhead turns pipelined greedy decode off (engine.RunAheadOff;
+	// by default on when the backend queues steps asynchronously).
+	NoRunAhead bool
 
 	// MaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
@@ -173,6 +176,9 @@ func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 	// Prefix caching is on unless asked otherwise (the engine also turns
 	// it off for models whose window layers use rings).
 	cfg.DisablePrefixCache = o.NoPrefixCache
+	if o.NoRunAhead {
+		cfg.RunAhead = engine.RunAheadOff
+	}
 	if o.KVBlocks > 0 && o.KVMemMiB > 0 {
 		return cfg, errors.New("server: give the KV cache size as blocks or as MiB, not both")
 	}

@@ -300,6 +300,26 @@ func (s *Scheduler) Schedule() Plan {
 	return p
 }
 
+// Ahead plans q's next decode one token past the one now running, whose
+// token is not known yet: pipelined greedy decode queues it before the
+// running step's id reaches the host. It requires q.Computed to be that
+// running step's Start (the engine has not yet advanced it), allocates the
+// block for the new position and never preempts: ok is false when q is
+// not decoding or blocks are short. The caller advances Computed and
+// appends the token as for a planned item; if q ends first, its blocks go
+// back with it and the step's result for it is dropped.
+func (s *Scheduler) Ahead(q *Seq) (it Item, ok bool) {
+	pos := q.Computed + 1
+	if !q.running || q.Computed < q.prefillEnd || len(q.Tokens) != pos {
+		return Item{}, false
+	}
+	if _, err := s.kv.Allocate(q.ID, pos+1); err != nil {
+		return Item{}, false
+	}
+	s.checkWritable(q, pos, 1)
+	return Item{Seq: q, Start: pos, Len: 1, Blocks: s.kv.Table(q.ID), Slot: s.kv.Slot(q.ID), Logits: true}, true
+}
+
 // planPrefill schedules up to budget tokens of q's prefill and returns how
 // many it took. Blocks for the whole prefill were allocated at admission.
 func (s *Scheduler) planPrefill(q *Seq, budget int, p *Plan) int {

@@ -336,3 +336,50 @@ func TestRemoveFreesEverywhere(t *testing.T) {
 		t.Fatalf("plan after removing everything: %+v", p)
 	}
 }
+
+// Ahead plans the token after the running decode: only for a decoding
+// sequence whose running step has not been accounted yet, with the block
+// for the new position, never preempting.
+func TestAhead(t *testing.T) {
+	cfg := Config{Parallel: 2, PrefillChunk: 64, MaxBatchTokens: 66}
+	s := newSched(t, cfg, 3, 4)
+	q := seq(6) // prefill of 6 tokens in blocks of 4
+	if _, ok := s.Ahead(q); ok {
+		t.Fatal("Ahead of a waiting sequence")
+	}
+	s.Add(q)
+	p := s.Schedule()
+	if _, ok := s.Ahead(q); ok {
+		t.Fatal("Ahead while the prefill runs")
+	}
+	run(p) // Computed 6, 7 tokens
+	p = s.Schedule()
+	if len(p.Items) != 1 || p.Items[0].Start != 6 {
+		t.Fatalf("decode plan %+v", p.Items)
+	}
+	// The decode at 6 runs; the step ahead is at 7, in the second block.
+	it, ok := s.Ahead(q)
+	if !ok || it.Start != 7 || it.Len != 1 || !it.Logits || len(it.Blocks) != 2 || it.Slot != p.Items[0].Slot {
+		t.Fatalf("Ahead: %+v ok %v", it, ok)
+	}
+	q.Computed++
+	q.Tokens = append(q.Tokens, 1) // the decode at 6 accepted
+	// Now 8 tokens, 7 computed: the step at 7 runs, the one ahead at 8
+	// needs a third block (the last free one).
+	if it, ok = s.Ahead(q); !ok || it.Start != 8 || len(it.Blocks) != 3 {
+		t.Fatalf("Ahead at a block boundary: %+v ok %v", it, ok)
+	}
+	q.Computed++
+	q.Tokens = append(q.Tokens, 1)
+	// Position 9 fits the third block; then 12 would need a fourth: none.
+	if it, ok = s.Ahead(q); !ok || it.Start != 9 {
+		t.Fatalf("Ahead: %+v ok %v", it, ok)
+	}
+	q.Computed, q.Tokens = 12, append(q.Tokens, 1, 1, 1, 1)
+	if _, ok = s.Ahead(q); ok {
+		t.Fatal("Ahead with no free block must not preempt or overcommit")
+	}
+	if len(s.running) != 1 {
+		t.Fatalf("running %d", len(s.running))
+	}
+}

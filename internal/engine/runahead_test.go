@@ -1,0 +1,127 @@
+package engine_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/mlxcel/mlxcel/internal/engine"
+)
+
+// TestRunAheadMatchesStepByStep: greedy decode with each step queued
+// before the previous step's ids are read (engine.RunAheadAlways; on the
+// CPU the model resolves the feed tokens from the last ids) must emit
+// exactly what step-by-step decode emits, also when sequences of one batch
+// end at different steps on a stop id or their length limit (the step
+// queued ahead then holds rows that are dropped, and the steps after it
+// name the surviving rows by their place in it).
+func TestRunAheadMatchesStepByStep(t *testing.T) {
+	m := loadStories(t)
+	var reqs []engine.Request
+	for i := range 6 {
+		p := []int32{1}
+		for j := range 2 + i*5 {
+			p = append(p, int32(5+(i*71+j*13)%400))
+		}
+		reqs = append(reqs, engine.Request{Prompt: p, MaxTokens: 12 + i*9, IgnoreEOS: true})
+	}
+	run := func(mode engine.RunAheadMode, reqs []engine.Request) ([]out, engine.Stats) {
+		e, err := engine.New(m, engine.Config{Parallel: 6, MaxQueue: 8, RunAhead: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Stop()
+		res := generate(t, e, reqs)
+		return res, e.Stats()
+	}
+	want, _ := run(engine.RunAheadOff, reqs)
+	// Stop ids taken from the step-by-step output: request 1 ends on its
+	// 5th token, request 4 on its 11th, while the others go on.
+	reqs[1].StopIDs, reqs[1].IgnoreEOS = []int32{want[1].tokens[4]}, false
+	reqs[4].StopIDs, reqs[4].IgnoreEOS = []int32{want[4].tokens[10]}, false
+	want, wst := run(engine.RunAheadOff, reqs)
+	got, gst := run(engine.RunAheadAlways, reqs)
+	for i := range reqs {
+		if !slices.Equal(got[i].tokens, want[i].tokens) || got[i].reason != want[i].reason {
+			t.Errorf("request %d: run ahead %v (%s)\nstep by step %v (%s)", i, got[i].tokens, got[i].reason, want[i].tokens, want[i].reason)
+		}
+	}
+	if want[1].reason != engine.FinishStop || want[4].reason != engine.FinishStop || want[0].reason != engine.FinishLength {
+		t.Fatalf("finish reasons %q %q %q: the stop ids did not end the requests", want[0].reason, want[1].reason, want[4].reason)
+	}
+	if gst.RunAheadSteps == 0 || wst.RunAheadSteps != 0 {
+		t.Errorf("steps run ahead: %d with RunAheadAlways, %d with RunAheadOff", gst.RunAheadSteps, wst.RunAheadSteps)
+	}
+	if gst.DecodeTokens != wst.DecodeTokens || gst.KVBlocksUsed != 0 || gst.Running != 0 {
+		t.Errorf("decode tokens %d against %d, blocks in use %d, running %d", gst.DecodeTokens, wst.DecodeTokens, gst.KVBlocksUsed, gst.Running)
+	}
+	t.Logf("run ahead: %d of %d steps", gst.RunAheadSteps, gst.Steps)
+}
+
+// TestRunAheadStopsForCancelAndArrivals: a request cancelled while steps
+// run ahead ends and frees its blocks, and a request submitted meanwhile
+// is admitted; the others keep their step-by-step output.
+func TestRunAheadStopsForCancelAndArrivals(t *testing.T) {
+	m := loadStories(t)
+	base := []engine.Request{
+		{Prompt: []int32{1, 40, 41}, MaxTokens: 60, IgnoreEOS: true},
+		{Prompt: []int32{1, 90}, MaxTokens: 60, IgnoreEOS: true},
+	}
+	late := engine.Request{Prompt: []int32{1, 300, 301, 302}, MaxTokens: 20, IgnoreEOS: true}
+	ref, err := engine.New(m, engine.Config{Parallel: 3, RunAhead: engine.RunAheadOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := generate(t, ref, []engine.Request{base[0], late})
+	ref.Stop()
+
+	e, err := engine.New(m, engine.Config{Parallel: 3, RunAhead: engine.RunAheadAlways})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	s0, err := e.Submit(context.Background(), base[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s1, err := e.Submit(ctx, base[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	var first []int32
+	var sLate *engine.Stream
+	for ev := range s0.Events() {
+		if ev.Done {
+			if ev.FinishReason != engine.FinishLength {
+				t.Errorf("request 0 finished %q (%v)", ev.FinishReason, ev.Err)
+			}
+			break
+		}
+		first = append(first, ev.Token)
+		if len(first) == 10 {
+			cancel()
+			if sLate, err = e.Submit(context.Background(), late); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range s1.Events() { // a cancelled stream closes, its last events may be dropped
+	}
+	var lateTokens []int32
+	for ev := range sLate.Events() {
+		if !ev.Done {
+			lateTokens = append(lateTokens, ev.Token)
+		}
+	}
+
+	if !slices.Equal(first, want[0].tokens) || !slices.Equal(lateTokens, want[1].tokens) {
+		t.Errorf("outputs differ from step by step:\n%v\n%v\nlate %v\n%v", first, want[0].tokens, lateTokens, want[1].tokens)
+	}
+	if st := e.Stats(); st.KVBlocksUsed != 0 || st.RunAheadSteps == 0 || st.Cancelled != 1 || st.Finished != 3 {
+		t.Errorf("after all ended: %d blocks in use, %d steps run ahead, %d cancelled, %d finished", st.KVBlocksUsed,
+			st.RunAheadSteps, st.Cancelled, st.Finished)
+	}
+}
