@@ -10,7 +10,8 @@
 # last. Environment: MLXCEL_CUDA_BENCH=0 skips the benchmarks (MLXCEL_BENCH_QUICK=1
 # keeps only the defaults and the tensor-core variants, MLXCEL_BENCH_PREFILL=0 drops prefill),
 # MLXCEL_BENCH_DECODE=0 the synthetic decode run, GPU_TESTS overrides the
-# -test.run pattern of the test step.
+# -test.run pattern of the test step. SERVE_CONCURRENCY=1,16 adds a serving
+# run (SERVE_ARGS: more mlxcel serve flags, e.g. --no-run-ahead).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -130,7 +131,7 @@ if [ -x .gpu/mlxcel ] && [ -n "${SERVE_CONCURRENCY:-}" ]; then
 	# --max-tokens).
 	echo "== serve ${SERVE_PROFILE:-llama-3.1-8b-4bit}"
 	.gpu/mlxcel serve --profile "${SERVE_PROFILE:-llama-3.1-8b-4bit}" --backend ${SERVE_BACKEND:-cuda} --parallel ${SERVE_PARALLEL:-16} --ctx-size ${SERVE_CTX:-2048} \
-		--port 18080 $tok >"$OUT/serve.log" 2>&1 &
+		--port 18080 $tok ${SERVE_ARGS:-} >"$OUT/serve.log" 2>&1 &
 	spid=$!
 	for _ in $(seq 1 120); do
 		if command -v curl >/dev/null; then curl -sf http://127.0.0.1:18080/health >/dev/null 2>&1 && break
