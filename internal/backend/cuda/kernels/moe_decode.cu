@@ -169,11 +169,12 @@ DEV void md_prefetch_experts(const int* idx, int topk, const MDExpertsPF& f) {
     for (int i = threadIdx.x; i < topk * 6 * np; i += MD_THREADS) {
         const int k = i / (6 * np), m = (i / np) % 6, piece = i % np;
         const long long e = idx[k];
-        const u32* const bases[6] = {f.g, f.u, f.d, f.gs, f.us, f.ds};
-        const long long words[6] = {f.gw, f.gw, f.dw, f.gsw, f.gsw, f.dsw};
-        const long long off = piece * P, bytes = words[m] * 4;
+        // (selects, not arrays indexed by m: those would sit in local memory)
+        const u32* base = m == 0 ? f.g : m == 1 ? f.u : m == 2 ? f.d : m == 3 ? f.gs : m == 4 ? f.us : f.ds;
+        const long long words = m < 2 ? f.gw : m == 2 ? f.dw : m < 5 ? f.gsw : f.dsw;
+        const long long off = piece * P, bytes = words * 4;
         if (off < bytes)
-            bulk_prefetch_l2(reinterpret_cast<const char*>(bases[m] + e * words[m]) + off, (unsigned)min(P, bytes - off));
+            bulk_prefetch_l2(reinterpret_cast<const char*>(base + e * words) + off, (unsigned)min(P, bytes - off));
     }
 }
 
