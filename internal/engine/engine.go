@@ -428,7 +428,7 @@ type StepStats struct {
 	Admitted, Preempted         int
 	Running, Waiting            int // after the step
 	KVUsage                     float64
-	Duration                    time.Duration // schedule + forward + sampling
+	Duration                    time.Duration // schedule + forward + sampling; a step queued ahead: from the previous step's end
 }
 
 // Stats returns a snapshot. The loop publishes its part once per step.

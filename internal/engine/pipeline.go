@@ -88,6 +88,11 @@ func (e *Engine) runAheadFrom(plan *sched.Plan, start time.Time) {
 		if err == nil {
 			ids, err = cur.pending.Wait()
 		}
+		if next != nil {
+			// The step ahead was queued during cur; its duration (StepStats,
+			// the step histogram) runs from here, as a step's would.
+			next.start = time.Now()
+		}
 		if err == nil && len(ids) != len(cur.plan.Items) {
 			err = fmt.Errorf("model returned %d ids for %d rows", len(ids), len(cur.plan.Items))
 		}
