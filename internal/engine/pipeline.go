@@ -83,11 +83,7 @@ func (e *Engine) runAheadFrom(plan *sched.Plan, start time.Time) {
 		if cur.err == nil {
 			next = e.queueAhead(cur)
 		}
-		var ids []int32
-		err := cur.err
-		if err == nil {
-			ids, err = cur.pending.Wait()
-		}
+		ids, err := cur.wait()
 		if next != nil {
 			// The step ahead was queued during cur; its duration (StepStats,
 			// the step histogram) runs from here, as a step's would.
@@ -99,6 +95,20 @@ func (e *Engine) runAheadFrom(plan *sched.Plan, start time.Time) {
 		e.acceptGreedy(&cur.plan, ids, err, cur.start)
 		cur = next
 	}
+}
+
+// wait returns the step's ids, turning a panic into an error as forward
+// does for the synchronous path.
+func (q *queued) wait() (ids []int32, err error) {
+	if q.err != nil {
+		return nil, q.err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return q.pending.Wait()
 }
 
 // queue launches one greedy step without waiting for its ids.
