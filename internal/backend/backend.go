@@ -123,6 +123,14 @@ type AsyncArgmaxer interface {
 	ArgmaxAsync(t Tensor) PendingIDs
 }
 
+// CopyMeter is a backend that measures its memory's copy rate: the
+// ceiling a memory-bound decode is compared with (bench decode).
+type CopyMeter interface {
+	// CopyGBps copies n bytes between two fresh buffers and returns the
+	// best rate in GB/s, counting bytes read plus bytes written.
+	CopyGBps(n int64) (float64, error)
+}
+
 // ReadyIDs is a PendingIDs that is already done (backends without
 // AsyncArgmaxer).
 type ReadyIDs struct {

@@ -98,7 +98,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 
 	// 1. The model's description.
 	var cfg *weights.Config
-	var stored int64
+	var stored, perToken int64 // weight bytes stored, and read by a decode token
 	var tokSpec string
 	var err error
 	switch {
@@ -119,6 +119,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 			return fail("config", o.PromptTokens, err)
 		}
 		stored = synthetic.TotalBytes(plan)
+		perToken = synthetic.DecodeBytes(plan, cfg)
 		tokSpec = o.Tokenizer
 		if tokSpec == "" {
 			if isFile(filepath.Join(dir, "tokenizer.json")) {
@@ -140,6 +141,9 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 			return fail("config", o.PromptTokens, err)
 		}
 		stored = checkpointBytes(o.Model)
+		if plan, err := synthetic.Plan(cfg); err == nil {
+			perToken = synthetic.DecodeBytes(plan, cfg)
+		}
 		tokSpec = o.Tokenizer
 		if tokSpec == "" {
 			tokSpec = o.Model
@@ -280,7 +284,39 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 		}
 		emit(r)
 	}
+	reportBandwidth(o.Log, be, rows, perToken, est.KVPerToken)
 	return rows, firstErr
+}
+
+// copyBytes is each buffer of the copy that decode bandwidth is compared
+// with: far beyond any cache.
+const copyBytes = 512 << 20
+
+// reportBandwidth logs, for each measured row, the bytes a decode token
+// read (weights, and the KV of the mean context) and the rate that makes,
+// beside the backend's copy rate measured now, in the same run
+// (backend.CopyMeter; nothing when the backend has none or perToken is
+// unknown).
+func reportBandwidth(log io.Writer, be backend.Backend, rows []Row, perToken, kvPerToken int64) {
+	cm, ok := be.(backend.CopyMeter)
+	if !ok || perToken <= 0 || !slices.ContainsFunc(rows, func(r Row) bool { return r.Status == StatusOK }) {
+		return
+	}
+	copyGBps, err := cm.CopyGBps(copyBytes)
+	if err != nil {
+		fmt.Fprintf(log, "copy rate: %v\n", err)
+		return
+	}
+	for _, r := range rows {
+		if r.Status != StatusOK || r.GeneratedTokens == 0 {
+			continue
+		}
+		ctx := float64(r.PromptTokens) + float64(r.GeneratedTokens-1)/2 // the mean context a decode token attends to
+		kv := float64(kvPerToken) * ctx
+		gbps := (float64(perToken) + kv) * r.DecodeTokS() / 1e9
+		fmt.Fprintf(log, "%s: %d-token prompt: a decode token reads %.3f GB (weights %.3f, KV %.1f MB at %.0f tokens): %.0f GB/s, %.2f of the %s copy rate (%.0f GB/s, 2 x %d MiB, measured after the runs)\n",
+			r.Model, r.PromptTokens, (float64(perToken)+kv)/1e9, float64(perToken)/1e9, kv/1e6, ctx, gbps, gbps/copyGBps, be.Name(), copyGBps, copyBytes>>20)
+	}
 }
 
 // contextFor is the KV context a run of an n-token prompt (0: the short

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/csv"
+	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/model/synthetic"
 	"os"
 	"path/filepath"
@@ -365,5 +366,37 @@ func TestDecodeTimeSkip(t *testing.T) {
 	rows := readRecords(t, csvPath)
 	if len(rows) != 2 || rows[0]["status"] != "ok" || rows[1]["status"] != StatusSkipTime || rows[1]["prefill_ms"] != "" {
 		t.Errorf("rows %v", rows)
+	}
+}
+
+// copyMeter is a backend with a known copy rate.
+type copyMeter struct {
+	backend.Backend
+	gbps float64
+}
+
+func (c copyMeter) CopyGBps(int64) (float64, error) { return c.gbps, nil }
+func (c copyMeter) Name() string                    { return "fake" }
+
+// The bandwidth line: weights plus the KV of the mean context, times the
+// decode rate, beside the copy rate; nothing for rows that did not run or
+// backends that cannot measure a copy.
+func TestReportBandwidth(t *testing.T) {
+	rows := []Row{
+		{Model: "m", PromptTokens: 100, GeneratedTokens: 11, DecodeMS: 100, Status: StatusOK}, // 110 tok/s
+		{Model: "m", PromptTokens: 8192, Status: StatusSkipOOM},
+	}
+	var out strings.Builder
+	// 1e9 weight bytes + 1e5 KV bytes x 105 tokens of mean context = 1.0105 GB a token (printed 1.010).
+	reportBandwidth(&out, copyMeter{gbps: 222.31}, rows, 1e9, 1e5)
+	want := "m: 100-token prompt: a decode token reads 1.010 GB (weights 1.000, KV 10.5 MB at 105 tokens): 111 GB/s, 0.50 of the fake copy rate (222 GB/s"
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], want) {
+		t.Fatalf("got %q\nwant a line starting %q", out.String(), want)
+	}
+	out.Reset()
+	reportBandwidth(&out, copyMeter{gbps: 1}, rows, 0, 1e5) // bytes a token unknown
+	reportBandwidth(&out, nil, rows, 1e9, 1e5)              // no CopyMeter
+	if out.Len() != 0 {
+		t.Fatalf("unexpected report %q", out.String())
 	}
 }

@@ -108,33 +108,15 @@ func weightHost(kind string, out, in int, seed uint64) *tensor.Host {
 	panic(kind)
 }
 
-// copyRate measures a device-to-device copy with the copy kernel, counting
-// bytes read plus bytes written, the yardstick for the GEMV kernels.
+// copyRate measures the device's copy rate (CopyGBps over 2 x 1 GiB), the
+// yardstick for the GEMV kernels.
 func copyRate(t *testing.T, b *Backend, o *benchOut) float64 {
 	const n = 1 << 30 // bytes per buffer
-	b.mu.Lock()
-	unbind := b.bind()
-	src, err1 := b.allocPersistent(n)
-	dst, err2 := b.allocPersistent(n)
-	unbind()
-	b.mu.Unlock()
-	if err1 != nil || err2 != nil {
-		t.Fatal(err1, err2)
+	gbps, err := b.CopyGBps(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	tm := b.NewTimer()
-	var best time.Duration
-	for it := 0; it < 6; it++ {
-		tm.Start()
-		b.mu.Lock()
-		b.newLaunch("copy_f32x4", b.SMs*8, 1, 1, 256).p(dst).p(src).i64(n / 16)
-		b.mu.Unlock()
-		d := tm.Stop()
-		if it > 0 && (best == 0 || d < best) {
-			best = d
-		}
-	}
-	gbps := 2 * n / best.Seconds() / 1e9
-	o.add("copy", "copy_f32x4", 0, "2x1GiB", float64(best.Microseconds()), gbps, 1, "read+write")
+	o.add("copy", "copy_f32x4", 0, "2x1GiB", 2*n/gbps/1e3, gbps, 1, "read+write")
 	return gbps
 }
 

@@ -42,6 +42,16 @@ func (t *Timer) Stop() time.Duration {
 	return time.Duration(float64(ms) * 1e6)
 }
 
+// Close destroys the events.
+func (t *Timer) Close() {
+	b := t.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	defer b.bind()()
+	_ = b.d.call("cuEventDestroy", b.d.eventDestroy, t.start)
+	_ = b.d.call("cuEventDestroy", b.d.eventDestroy, t.end)
+}
+
 func (t *Timer) mark(ev uintptr) {
 	b := t.b
 	b.mu.Lock()

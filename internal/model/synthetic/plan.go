@@ -3,6 +3,7 @@ package synthetic
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/mlxcel/mlxcel/internal/quant"
 	"github.com/mlxcel/mlxcel/internal/tensor"
@@ -45,6 +46,25 @@ func TotalBytes(plan []Tensor) int64 {
 	var n int64
 	for _, t := range plan {
 		n += t.Bytes()
+	}
+	return n
+}
+
+// DecodeBytes is what one decode token reads of plan's weights at batch
+// 1: every tensor once, except the embedding table, of which it reads one
+// row (the whole table when it is also the tied output head), and the
+// stacked experts (switch_mlp), of which it reads the top-k.
+func DecodeBytes(plan []Tensor, cfg *weights.Config) int64 {
+	var n int64
+	for _, t := range plan {
+		b := t.Bytes()
+		switch {
+		case strings.HasPrefix(t.Name, "model.embed_tokens.") && !cfg.TieEmbeddings:
+			b /= int64(max(cfg.Vocab, 1))
+		case strings.Contains(t.Name, ".switch_mlp.") && cfg.NumExperts > 0:
+			b = b * int64(min(cfg.TopK, cfg.NumExperts)) / int64(cfg.NumExperts)
+		}
+		n += b
 	}
 	return n
 }

@@ -260,3 +260,28 @@ func TestProfilePlanSizes(t *testing.T) {
 		}
 	}
 }
+
+// What a decode token reads, from the architecture alone: Llama-3.1-8B at
+// 4 bits (group 64, bf16 scales and biases: 0.5625 bytes a weight) reads
+// its 6.98e9 layer weights and the 525e6-weight output head, 4.22 GB;
+// Qwen3-30B-A3B reads 8 of its 128 experts a layer (48 layers of 18.9e6
+// attention and 37.7e6 active expert weights) and its 311e6-weight head,
+// about 1.7 GB of its 16.5.
+func TestDecodeBytes(t *testing.T) {
+	needTestdata(t)
+	for name, r := range map[string][2]float64{"llama-3.1-8b-4bit": {4.15, 4.3}, "qwen3-30b-a3b-4bit": {1.6, 1.8}} {
+		cfg, err := weights.LoadConfig(testdata + "profiles/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := synthetic.Plan(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gb := float64(synthetic.DecodeBytes(plan, cfg)) / 1e9
+		t.Logf("%s: %.3f GB a decode token of %.2f GB stored", name, gb, float64(synthetic.TotalBytes(plan))/1e9)
+		if gb < r[0] || gb > r[1] {
+			t.Errorf("%s: %.3f GB a token, want %.2f-%.2f", name, gb, r[0], r[1])
+		}
+	}
+}
