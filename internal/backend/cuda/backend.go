@@ -120,7 +120,8 @@ type Backend struct {
 	routeBlock                                       bool      // MoE decode: the router's last block routes with all its threads (MLXCEL_CUDA_ROUTE=block)
 	moePF                                            bool      // MoE decode: the router's last block bulk-prefetches the chosen experts into L2 (MLXCEL_CUDA_MOEPF=1)
 	bulkPrefetch                                     bool      // the kernels were built with MLXCEL_BULK_PREFETCH
-	moeGULanes                                       int       // MoE decode gate/up row-group width (MLXCEL_CUDA_MOEGU; 0: rowGroupLanes)
+	moeGULanes                                       int       // MoE decode gate/up row-group width (MLXCEL_CUDA_MOEGU=32/64/128; 0: rowGroupLanes)
+	moeGUO6                                          bool      // MoE decode gate/up at six blocks an SM (MLXCEL_CUDA_MOEGU=o6, the _o6 kernels)
 
 	// Prefill flash kernel: flashV 2 (flash2_attn_*, the default) or 1
 	// (flash_attn_*, MLXCEL_CUDA_FLASHV=1); flash2 holds the head dims
@@ -296,11 +297,15 @@ func New(dev int) (*Backend, error) {
 	// Prepared for measurement, off by default (eighth session, not yet run
 	// on the GPU): routing by the router's whole last block, and the gate/up
 	// kernel's row-group width (32: 384 blocks for Qwen3-30B-A3B, one wave,
-	// where 64 gives 768, 1.16 waves at 5 blocks an SM).
+	// where 64 gives 768, 1.16 waves at 5 blocks an SM) or its six-blocks-
+	// an-SM form (o6: 80 registers, 40 bytes spilled, one wave of 768).
 	b.routeBlock = os.Getenv("MLXCEL_CUDA_ROUTE") == "block"
 	b.moePF = os.Getenv("MLXCEL_CUDA_MOEPF") == "1"
-	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_MOEGU")); err == nil && (v == 32 || v == 64 || v == 128) {
-		b.moeGULanes = v
+	switch v := os.Getenv("MLXCEL_CUDA_MOEGU"); v {
+	case "32", "64", "128":
+		b.moeGULanes, _ = strconv.Atoi(v)
+	case "o6":
+		b.moeGUO6 = true
 	}
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECWAVES")); err == nil && v > 0 {
 		b.decWaves = v
@@ -416,7 +421,8 @@ func kernelNames() []string {
 	names = append(names, "qmma4_bf_1_d2", "qmma4_bf_1_d8", "qmma4_bf_2_d2", "qmma4_bf_2_d8",
 		"qmma4_bf_1_o2", "qmma4_bf_2_o2", "qmma4_bf_1_r4", "qmma4_bf_2_r4", "qmma4_bf_1_xp", "qmma4_bf_2_xp", "qmma4_bf_1_xc", "qmma4_bf_2_xc")
 	return append(names, "flash_attn_64", "flash_attn_128", "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_decode_64", "attn_decode_128",
-		"attn_decode_64_p", "attn_decode_128_p", "attn_decode_64_h1", "attn_decode_128_h1")
+		"attn_decode_64_p", "attn_decode_128_p", "attn_decode_64_h1", "attn_decode_128_h1",
+		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6") // (two-argument __launch_bounds__: not matched by kernelName)
 }
 
 // Function attributes (CUfunction_attribute).

@@ -145,7 +145,7 @@ func TestConformanceVariants(t *testing.T) {
 		{"half", "MLXCEL_CUDA_GEMVH", "1"}, {"half16", "MLXCEL_CUDA_GEMVH", "16"}, {"mmaxp", "MLXCEL_CUDA_MMAV", "xp"},
 		{"folds", "MLXCEL_CUDA_NORMFUSE", "1"}, {"decpf", "MLXCEL_CUDA_DECPF", "1"}, {"h1off", "MLXCEL_CUDA_DECH1", "0"},
 		{"routeblock", "MLXCEL_CUDA_ROUTE", "block"}, {"moegu32", "MLXCEL_CUDA_MOEGU", "32"},
-		{"moepf", "MLXCEL_CUDA_MOEPF", "1"},
+		{"moepf", "MLXCEL_CUDA_MOEPF", "1"}, {"moeguo6", "MLXCEL_CUDA_MOEGU", "o6"},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Setenv(v.env, v.val)
@@ -154,7 +154,7 @@ func TestConformanceVariants(t *testing.T) {
 			b := newOrSkip(t)
 			defer b.Close()
 			if b.streamStages == 0 && !b.gemvTC && b.gemvHalf == "" && b.mmaVariant != "xp" && b.folds == defaultNormFolds && !b.decPF && b.decH1 &&
-				!b.routeBlock && b.moeGULanes == 0 && !b.moePF {
+				!b.routeBlock && b.moeGULanes == 0 && !b.moePF && !b.moeGUO6 {
 				t.Fatalf("%s=%s left the kernel off on %s", v.env, v.val, b.Info())
 			}
 			backendtest.Run(t, b)

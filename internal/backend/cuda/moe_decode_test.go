@@ -111,9 +111,9 @@ func (b *Backend) recorded() []string {
 func TestMoEDecode(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
-	defer func(on bool, folds normFolds, rb bool, gu int, pf bool) {
-		b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF = on, folds, rb, gu, pf
-	}(b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF)
+	defer func(on bool, folds normFolds, rb bool, gu int, pf, o6 bool) {
+		b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6 = on, folds, rb, gu, pf, o6
+	}(b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6)
 	if !b.bulkPrefetch {
 		t.Logf("kernels without bulk prefetch (%v): the prefetch case runs without it", b.BulkPrefetchErr)
 	}
@@ -127,10 +127,11 @@ func TestMoEDecode(t *testing.T) {
 		route bool // MLXCEL_CUDA_ROUTE=block
 		gu    int  // MLXCEL_CUDA_MOEGU
 		pf    bool // MLXCEL_CUDA_MOEPF
-	}{{1, true, false, 0, false}, {4, true, false, 0, false}, {1, false, false, 0, false}, {1, false, true, 32, true},
-		{4, true, true, 128, true}} {
+		o6    bool // MLXCEL_CUDA_MOEGU=o6
+	}{{1, true, false, 0, false, false}, {4, true, false, 0, false, false}, {1, false, false, 0, false, false},
+		{1, false, true, 32, true, false}, {4, true, true, 128, true, false}, {1, false, false, 0, false, true}} {
 		T := c.T
-		b.folds.router, b.routeBlock, b.moeGULanes, b.moePF = c.fold, c.route, c.gu, c.pf
+		b.folds.router, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6 = c.fold, c.route, c.gu, c.pf, c.o6
 		h, xn, out := mdInput(t, b, rng, T)
 		// Run 0: the seven-launch path; runs 1-4: the three-launch path.
 		// Run 1 may grow the counters (a fill between its first norm and
@@ -183,6 +184,9 @@ func TestMoEDecode(t *testing.T) {
 					want = append(want, "rmsnorm")
 				}
 				gateup := map[int]string{0: "moe_gateup4_bf_g64", 32: "moe_gateup4_bf_g32", 128: "moe_gateup4_bf"}[c.gu]
+				if c.o6 {
+					gateup += "_o6"
+				}
 				want = append(want, "moe_router8_bf", gateup, "moe_down_sum4_bf_g32")
 			}
 			if strings.Join(names, " ") != strings.Join(want, " ") {

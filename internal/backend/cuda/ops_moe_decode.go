@@ -66,15 +66,18 @@ func moeDecName(stage string, w *weight, lanes int) (string, int) {
 // layer in every decode step's recording, where formatting the names cost
 // ~1 us a layer.
 func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
-	lanes := 0
+	lanes, o6 := 0, false
 	if stage == "gateup" {
-		lanes = b.moeGULanes
+		lanes, o6 = b.moeGULanes, b.moeGUO6
 	}
-	key := moeDecKey{stage, w.w, lanes}
+	key := moeDecKey{stage, w.w, lanes, o6}
 	if k, ok := b.moeDecNames[key]; ok {
 		return k
 	}
 	name, lanes := moeDecName(stage, w, lanes)
+	if o6 && (name == "moe_gateup4_bf" || name == "moe_gateup4_bf_g64") {
+		name += "_o6" // six blocks an SM (kernels/moe_decode.cu)
+	}
 	if b.moeDecNames == nil {
 		b.moeDecNames = map[moeDecKey]moeDecVal{}
 	}
@@ -86,7 +89,8 @@ func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
 type moeDecKey struct {
 	stage string
 	w     uintptr
-	lanes int // the width asked for (0: rowGroupLanes)
+	lanes int  // the width asked for (0: rowGroupLanes)
+	o6    bool // the six-blocks-an-SM gate/up kernel where there is one
 }
 
 type moeDecVal struct {
