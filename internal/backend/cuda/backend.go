@@ -112,6 +112,7 @@ type Backend struct {
 	decPF                                            bool      // attn_decode's next K/V round loaded before this one's math (MLXCEL_CUDA_DECPF=1, the _p kernels)
 	decHeads                                         int       // attn_decode query heads per block (0: the whole GQA group)
 	decH1                                            bool      // one-head blocks take the _h1 kernels (MLXCEL_CUDA_DECH1=0: the AD_G ones)
+	decHG                                            bool      // blocks of 2 or 4 heads take the _h2/_h4 kernels (MLXCEL_CUDA_DECHG=1; not yet measured)
 	decHeadsMaxCtx                                   int       // longest (rounded) context that takes head groups (decHeadsMaxCtx)
 	fuseRoPE                                         bool      // decode: rope2 folded into attn_decode (takeRoPE)
 	folds                                            normFolds // one-row norms (and residual adds) folded into their neighbours
@@ -294,6 +295,7 @@ func New(dev int) (*Backend, error) {
 	// kernel, decodeWaves). MLXCEL_CUDA_DECWAVES sets it for all.
 	b.decPF = os.Getenv("MLXCEL_CUDA_DECPF") == "1"
 	b.decH1 = os.Getenv("MLXCEL_CUDA_DECH1") != "0"
+	b.decHG = os.Getenv("MLXCEL_CUDA_DECHG") == "1"
 	// Prepared for measurement, off by default (eighth session, not yet run
 	// on the GPU): routing by the router's whole last block, and the gate/up
 	// kernel's row-group width (32: 384 blocks for Qwen3-30B-A3B, one wave,
@@ -422,6 +424,7 @@ func kernelNames() []string {
 		"qmma4_bf_1_o2", "qmma4_bf_2_o2", "qmma4_bf_1_r4", "qmma4_bf_2_r4", "qmma4_bf_1_xp", "qmma4_bf_2_xp", "qmma4_bf_1_xc", "qmma4_bf_2_xc")
 	return append(names, "flash_attn_64", "flash_attn_128", "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_decode_64", "attn_decode_128",
 		"attn_decode_64_p", "attn_decode_128_p", "attn_decode_64_h1", "attn_decode_128_h1",
+		"attn_decode_64_h2", "attn_decode_128_h2", "attn_decode_64_h4", "attn_decode_128_h4",
 		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6") // (two-argument __launch_bounds__: not matched by kernelName)
 }
 

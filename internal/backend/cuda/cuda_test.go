@@ -143,7 +143,7 @@ func TestConformanceVariants(t *testing.T) {
 		{"stream4", "MLXCEL_CUDA_STREAM", "4"}, {"stream3", "MLXCEL_CUDA_STREAM", "3"},
 		{"stream6", "MLXCEL_CUDA_STREAM", "6"}, {"tc", "MLXCEL_CUDA_GEMVT", "1"}, {"tcw4", "MLXCEL_CUDA_GEMVT", "w4"},
 		{"half", "MLXCEL_CUDA_GEMVH", "1"}, {"half16", "MLXCEL_CUDA_GEMVH", "16"}, {"mmaxp", "MLXCEL_CUDA_MMAV", "xp"},
-		{"folds", "MLXCEL_CUDA_NORMFUSE", "1"}, {"decpf", "MLXCEL_CUDA_DECPF", "1"}, {"h1off", "MLXCEL_CUDA_DECH1", "0"},
+		{"folds", "MLXCEL_CUDA_NORMFUSE", "1"}, {"decpf", "MLXCEL_CUDA_DECPF", "1"}, {"h1off", "MLXCEL_CUDA_DECH1", "0"}, {"dechg", "MLXCEL_CUDA_DECHG", "1"},
 		{"routeblock", "MLXCEL_CUDA_ROUTE", "block"}, {"moegu32", "MLXCEL_CUDA_MOEGU", "32"},
 		{"moepf", "MLXCEL_CUDA_MOEPF", "1"}, {"moeguo6", "MLXCEL_CUDA_MOEGU", "o6"},
 	} {
@@ -153,7 +153,7 @@ func TestConformanceVariants(t *testing.T) {
 			t.Setenv("MLXCEL_CUDA_STREAM_GRID", "5")
 			b := newOrSkip(t)
 			defer b.Close()
-			if b.streamStages == 0 && !b.gemvTC && b.gemvHalf == "" && b.mmaVariant != "xp" && b.folds == defaultNormFolds && !b.decPF && b.decH1 &&
+			if b.streamStages == 0 && !b.gemvTC && b.gemvHalf == "" && b.mmaVariant != "xp" && b.folds == defaultNormFolds && !b.decPF && b.decH1 && !b.decHG &&
 				!b.routeBlock && b.moeGULanes == 0 && !b.moePF && !b.moeGUO6 {
 				t.Fatalf("%s=%s left the kernel off on %s", v.env, v.val, b.Info())
 			}

@@ -238,6 +238,10 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 			name += "_p"
 		case gl == 1 && b.decH1:
 			name += "_h1"
+		case gl == 2 && b.decHG:
+			name += "_h2"
+		case gl == 4 && b.decHG:
+			name += "_h4"
 		}
 		wb := 1 // q and k as the unfused rope/norm kernels leave them
 		if p.ScratchQK {

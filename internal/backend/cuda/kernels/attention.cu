@@ -507,7 +507,9 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     out, part, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, softcap, kin, vin, ldk, cnt, \
         invf, half, rscale, qn, kn, neps, gl, wb
 // attn_decode_<hd>: up to AD_G heads a block; _p: with the next round's
-// loads ahead (PF); _h1: one query head a block (head groups of 1).
+// loads ahead (PF); _h1: one query head a block (head groups of 1); _h2,
+// _h4: blocks of 2 or 4 heads (MLXCEL_CUDA_DECHG=1: Llama's whole GQA
+// group at long contexts and in batched steps, on fewer registers).
 #define ATTN_DECODE(HD)                                                                                                \
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD(AD_PARAMS) {                                    \
         grid_dep_launch();                                                                                             \
@@ -520,5 +522,13 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h1(AD_PARAMS) {                               \
         grid_dep_launch();                                                                                             \
         attn_decode_impl<HD, false, 1>(AD_ARGS);                                                                       \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h2(AD_PARAMS) {                               \
+        grid_dep_launch();                                                                                             \
+        attn_decode_impl<HD, false, 2>(AD_ARGS);                                                                       \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h4(AD_PARAMS) {                               \
+        grid_dep_launch();                                                                                             \
+        attn_decode_impl<HD, false, 4>(AD_ARGS);                                                                       \
     }
 ATTN_DECODE(64) ATTN_DECODE(128)
