@@ -1,15 +1,14 @@
 package engine_test
 
 import (
-	"context"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 	_ "github.com/mlxcel/mlxcel/internal/backend/cpu" // registers "cpu"
 	"github.com/mlxcel/mlxcel/internal/defaultmodel"
 	"github.com/mlxcel/mlxcel/internal/engine"
+	"github.com/mlxcel/mlxcel/internal/engine/enginetest"
 	"github.com/mlxcel/mlxcel/internal/model"
 )
 
@@ -32,42 +31,8 @@ func loadStories(t *testing.T) *model.Model {
 	return m
 }
 
-type out struct {
-	tokens   []int32
-	logprobs []float32
-	reason   string
-}
-
-// generate submits all of reqs, then starts e (a no-op when it runs
-// already), so a fresh engine sees them all in its first step and the
-// schedule is deterministic.
-func generate(t *testing.T, e *engine.Engine, reqs []engine.Request) []out {
-	t.Helper()
-	res := make([]out, len(reqs))
-	var wg sync.WaitGroup
-	for i, r := range reqs {
-		s, err := e.Submit(context.Background(), r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() {
-			for ev := range s.Events() {
-				if ev.Done {
-					res[i].reason = ev.FinishReason
-					if ev.Err != nil {
-						t.Errorf("request %d: %v", i, ev.Err)
-					}
-					continue
-				}
-				res[i].tokens = append(res[i].tokens, ev.Token)
-				res[i].logprobs = append(res[i].logprobs, ev.Logprob)
-			}
-		})
-	}
-	e.Start()
-	wg.Wait()
-	return res
-}
+// generate runs reqs on e (enginetest.Generate).
+var generate = enginetest.Generate
 
 // TestRealModelBatchInvariance runs the real Llama model on the CPU
 // backend: each request's greedy tokens and logprobs must be bit-identical
@@ -90,7 +55,7 @@ func TestRealModelBatchInvariance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := make([]out, len(reqs))
+	want := make([]enginetest.Output, len(reqs))
 	for i, r := range reqs {
 		want[i] = generate(t, alone, []engine.Request{r})[0]
 	}
@@ -105,15 +70,15 @@ func TestRealModelBatchInvariance(t *testing.T) {
 	defer batched.Stop()
 	got := generate(t, batched, reqs)
 	for i := range reqs {
-		if !slices.Equal(got[i].tokens, want[i].tokens) {
-			t.Errorf("request %d: batched %v\nalone   %v", i, got[i].tokens, want[i].tokens)
+		if !slices.Equal(got[i].Tokens, want[i].Tokens) {
+			t.Errorf("request %d: batched %v\nalone   %v", i, got[i].Tokens, want[i].Tokens)
 			continue
 		}
-		if !slices.Equal(got[i].logprobs, want[i].logprobs) {
+		if !slices.Equal(got[i].Logprobs, want[i].Logprobs) {
 			t.Errorf("request %d: logprobs differ batched vs alone", i)
 		}
-		if got[i].reason != engine.FinishLength {
-			t.Errorf("request %d: finish %q", i, got[i].reason)
+		if got[i].Reason != engine.FinishLength {
+			t.Errorf("request %d: finish %q", i, got[i].Reason)
 		}
 	}
 	st := batched.Stats()
@@ -135,7 +100,7 @@ func TestGreedyArgmaxPathMatchesSampler(t *testing.T) {
 	for i := range 4 {
 		reqs = append(reqs, engine.Request{Prompt: []int32{1, int32(100 + 40*i), int32(7 + i)}, MaxTokens: 40, IgnoreEOS: true})
 	}
-	run := func(mm engine.Model) []out {
+	run := func(mm engine.Model) []enginetest.Output {
 		e, err := engine.New(mm, engine.Config{Parallel: 4, MaxQueue: 8})
 		if err != nil {
 			t.Fatal(err)
@@ -145,8 +110,8 @@ func TestGreedyArgmaxPathMatchesSampler(t *testing.T) {
 	}
 	fast, slow := run(m), run(logitsOnly{m})
 	for i := range reqs {
-		if !slices.Equal(fast[i].tokens, slow[i].tokens) || len(fast[i].tokens) != 40 {
-			t.Errorf("request %d: argmax path %v, sampler path %v", i, fast[i].tokens, slow[i].tokens)
+		if !slices.Equal(fast[i].Tokens, slow[i].Tokens) || len(fast[i].Tokens) != 40 {
+			t.Errorf("request %d: argmax path %v, sampler path %v", i, fast[i].Tokens, slow[i].Tokens)
 		}
 	}
 }
@@ -161,7 +126,7 @@ func TestGreedyWithLogprobGetsRealLogprobs(t *testing.T) {
 	}
 	defer e.Stop()
 	res := generate(t, e, []engine.Request{{Prompt: []int32{1}, MaxTokens: 8, IgnoreEOS: true, NeedLogprob: true}})
-	for i, lp := range res[0].logprobs {
+	for i, lp := range res[0].Logprobs {
 		if !(lp < 0) {
 			t.Fatalf("token %d: logprob %v", i, lp)
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/engine"
+	"github.com/mlxcel/mlxcel/internal/engine/enginetest"
 	"github.com/mlxcel/mlxcel/internal/sample"
 )
 
@@ -37,7 +38,7 @@ func TestRealModelPrefixCache(t *testing.T) {
 		reqs = append(reqs, r)
 	}
 
-	run := func(cfg engine.Config, sequential bool) ([]out, engine.Stats) {
+	run := func(cfg engine.Config, sequential bool) ([]enginetest.Output, engine.Stats) {
 		e, err := engine.New(m, cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -46,7 +47,7 @@ func TestRealModelPrefixCache(t *testing.T) {
 		if !sequential {
 			return generate(t, e, reqs), e.Stats()
 		}
-		var res []out
+		var res []enginetest.Output
 		for _, r := range reqs {
 			res = append(res, generate(t, e, []engine.Request{r})[0])
 		}
@@ -71,18 +72,18 @@ func TestRealModelPrefixCache(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, st := run(tc.cfg, tc.sequential)
 			for i := range reqs {
-				if !slices.Equal(got[i].tokens, want[i].tokens) {
-					t.Errorf("request %d: prefix cache %v\nwithout     %v", i, got[i].tokens, want[i].tokens)
+				if !slices.Equal(got[i].Tokens, want[i].Tokens) {
+					t.Errorf("request %d: prefix cache %v\nwithout     %v", i, got[i].Tokens, want[i].Tokens)
 					continue
 				}
 				// A pure greedy request's logprob is whatever path its
 				// step took (0 from the argmax path, real when batched
 				// with sampling requests): only compared when asked for.
-				if reqs[i].NeedLogprob && !slices.Equal(got[i].logprobs, want[i].logprobs) {
-					t.Errorf("request %d: logprobs differ with the prefix cache:\n%v\n%v", i, got[i].logprobs, want[i].logprobs)
+				if reqs[i].NeedLogprob && !slices.Equal(got[i].Logprobs, want[i].Logprobs) {
+					t.Errorf("request %d: logprobs differ with the prefix cache:\n%v\n%v", i, got[i].Logprobs, want[i].Logprobs)
 				}
-				if reqs[i].NeedLogprob && !(got[i].logprobs[0] < 0) {
-					t.Errorf("request %d: logprob %v is not real", i, got[i].logprobs[0])
+				if reqs[i].NeedLogprob && !(got[i].Logprobs[0] < 0) {
+					t.Errorf("request %d: logprob %v is not real", i, got[i].Logprobs[0])
 				}
 			}
 			if st.PrefixCacheHits == 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/engine"
+	"github.com/mlxcel/mlxcel/internal/engine/enginetest"
 )
 
 // TestRunAheadMatchesStepByStep: greedy decode with each step queued
@@ -25,7 +26,7 @@ func TestRunAheadMatchesStepByStep(t *testing.T) {
 		}
 		reqs = append(reqs, engine.Request{Prompt: p, MaxTokens: 12 + i*9, IgnoreEOS: true})
 	}
-	run := func(mode engine.RunAheadMode, reqs []engine.Request) ([]out, engine.Stats) {
+	run := func(mode engine.RunAheadMode, reqs []engine.Request) ([]enginetest.Output, engine.Stats) {
 		e, err := engine.New(m, engine.Config{Parallel: 6, MaxQueue: 8, RunAhead: mode})
 		if err != nil {
 			t.Fatal(err)
@@ -37,17 +38,17 @@ func TestRunAheadMatchesStepByStep(t *testing.T) {
 	want, _ := run(engine.RunAheadOff, reqs)
 	// Stop ids taken from the step-by-step output: request 1 ends on its
 	// 5th token, request 4 on its 11th, while the others go on.
-	reqs[1].StopIDs, reqs[1].IgnoreEOS = []int32{want[1].tokens[4]}, false
-	reqs[4].StopIDs, reqs[4].IgnoreEOS = []int32{want[4].tokens[10]}, false
+	reqs[1].StopIDs, reqs[1].IgnoreEOS = []int32{want[1].Tokens[4]}, false
+	reqs[4].StopIDs, reqs[4].IgnoreEOS = []int32{want[4].Tokens[10]}, false
 	want, wst := run(engine.RunAheadOff, reqs)
 	got, gst := run(engine.RunAheadAlways, reqs)
 	for i := range reqs {
-		if !slices.Equal(got[i].tokens, want[i].tokens) || got[i].reason != want[i].reason {
-			t.Errorf("request %d: run ahead %v (%s)\nstep by step %v (%s)", i, got[i].tokens, got[i].reason, want[i].tokens, want[i].reason)
+		if !slices.Equal(got[i].Tokens, want[i].Tokens) || got[i].Reason != want[i].Reason {
+			t.Errorf("request %d: run ahead %v (%s)\nstep by step %v (%s)", i, got[i].Tokens, got[i].Reason, want[i].Tokens, want[i].Reason)
 		}
 	}
-	if want[1].reason != engine.FinishStop || want[4].reason != engine.FinishStop || want[0].reason != engine.FinishLength {
-		t.Fatalf("finish reasons %q %q %q: the stop ids did not end the requests", want[0].reason, want[1].reason, want[4].reason)
+	if want[1].Reason != engine.FinishStop || want[4].Reason != engine.FinishStop || want[0].Reason != engine.FinishLength {
+		t.Fatalf("finish reasons %q %q %q: the stop ids did not end the requests", want[0].Reason, want[1].Reason, want[4].Reason)
 	}
 	if gst.RunAheadSteps == 0 || wst.RunAheadSteps != 0 {
 		t.Errorf("steps run ahead: %d with RunAheadAlways, %d with RunAheadOff", gst.RunAheadSteps, wst.RunAheadSteps)
@@ -117,8 +118,8 @@ func TestRunAheadStopsForCancelAndArrivals(t *testing.T) {
 		}
 	}
 
-	if !slices.Equal(first, want[0].tokens) || !slices.Equal(lateTokens, want[1].tokens) {
-		t.Errorf("outputs differ from step by step:\n%v\n%v\nlate %v\n%v", first, want[0].tokens, lateTokens, want[1].tokens)
+	if !slices.Equal(first, want[0].Tokens) || !slices.Equal(lateTokens, want[1].Tokens) {
+		t.Errorf("outputs differ from step by step:\n%v\n%v\nlate %v\n%v", first, want[0].Tokens, lateTokens, want[1].Tokens)
 	}
 	if st := e.Stats(); st.KVBlocksUsed != 0 || st.RunAheadSteps == 0 || st.Cancelled != 1 || st.Finished != 3 {
 		t.Errorf("after all ended: %d blocks in use, %d steps run ahead, %d cancelled, %d finished", st.KVBlocksUsed,

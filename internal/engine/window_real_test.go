@@ -7,6 +7,7 @@ import (
 
 	"github.com/mlxcel/mlxcel/internal/backend/cpu"
 	"github.com/mlxcel/mlxcel/internal/engine"
+	"github.com/mlxcel/mlxcel/internal/engine/enginetest"
 	"github.com/mlxcel/mlxcel/internal/model"
 	"github.com/mlxcel/mlxcel/internal/sample"
 )
@@ -54,7 +55,7 @@ func TestGemma4RingsMatchAlone(t *testing.T) {
 	if r := alone.KVStore().Spec().RingTokens; r != 0 {
 		t.Fatalf("the single-sequence engine uses rings of %d tokens; the comparison wants it paged", r)
 	}
-	want := make([]out, len(reqs))
+	want := make([]enginetest.Output, len(reqs))
 	for i, r := range reqs {
 		want[i] = generate(t, alone, []engine.Request{r})[0]
 	}
@@ -70,13 +71,13 @@ func TestGemma4RingsMatchAlone(t *testing.T) {
 	}
 	got := generate(t, batched, reqs)
 	for i := range reqs {
-		if !slices.Equal(got[i].tokens, want[i].tokens) {
-			t.Errorf("request %d: batched %v\nalone   %v", i, got[i].tokens, want[i].tokens)
+		if !slices.Equal(got[i].Tokens, want[i].Tokens) {
+			t.Errorf("request %d: batched %v\nalone   %v", i, got[i].Tokens, want[i].Tokens)
 			continue
 		}
 		// Greedy requests alone take the argmax path, which reports no
 		// logprobs; batched with sampled ones they take the logits path.
-		if reqs[i].Params.Logprobs > 0 && !slices.Equal(got[i].logprobs, want[i].logprobs) {
+		if reqs[i].Params.Logprobs > 0 && !slices.Equal(got[i].Logprobs, want[i].Logprobs) {
 			t.Errorf("request %d: logprobs differ batched vs alone", i)
 		}
 	}

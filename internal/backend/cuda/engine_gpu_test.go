@@ -3,13 +3,12 @@
 package cuda
 
 import (
-	"context"
 	"os"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/engine"
+	"github.com/mlxcel/mlxcel/internal/engine/enginetest"
 	"github.com/mlxcel/mlxcel/internal/model"
 )
 
@@ -19,11 +18,7 @@ import (
 // of them ending on stop ids mid-way (the step queued ahead then holds
 // rows that are dropped), must emit what step-by-step decode emits.
 func TestEngineRunAheadGPU(t *testing.T) {
-	dir := os.Getenv("MLXCEL_TESTDATA")
-	if dir == "" {
-		dir = "../../../../shared/testdata"
-	}
-	fixture := dir + "/tiny/llama-mlx-q4g64"
+	fixture := testdataDir() + "/tiny/llama-mlx-q4g64"
 	if _, err := os.Stat(fixture); err != nil {
 		t.Skipf("no fixture at %s", fixture)
 	}
@@ -41,48 +36,22 @@ func TestEngineRunAheadGPU(t *testing.T) {
 		}
 		reqs = append(reqs, engine.Request{Prompt: p, MaxTokens: 10 + 6*i, IgnoreEOS: true})
 	}
-	type out struct {
-		tokens []int32
-		reason string
-	}
-	run := func(mode engine.RunAheadMode) ([]out, engine.Stats) {
+	run := func(mode engine.RunAheadMode) ([]enginetest.Output, engine.Stats) {
 		e, err := engine.New(m, engine.Config{Parallel: 5, RunAhead: mode, MaxContext: 256})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer e.Stop()
-		res := make([]out, len(reqs))
-		var wg sync.WaitGroup
-		for i, r := range reqs {
-			s, err := e.Submit(context.Background(), r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wg.Go(func() {
-				for ev := range s.Events() {
-					if ev.Done {
-						res[i].reason = ev.FinishReason
-						if ev.Err != nil {
-							t.Errorf("request %d: %v", i, ev.Err)
-						}
-						continue
-					}
-					res[i].tokens = append(res[i].tokens, ev.Token)
-				}
-			})
-		}
-		e.Start()
-		wg.Wait()
-		return res, e.Stats()
+		return enginetest.Generate(t, e, reqs), e.Stats()
 	}
 	want, _ := run(engine.RunAheadOff)
-	reqs[1].StopIDs, reqs[1].IgnoreEOS = []int32{want[1].tokens[3]}, false
-	reqs[3].StopIDs, reqs[3].IgnoreEOS = []int32{want[3].tokens[7]}, false
+	reqs[1].StopIDs, reqs[1].IgnoreEOS = []int32{want[1].Tokens[3]}, false
+	reqs[3].StopIDs, reqs[3].IgnoreEOS = []int32{want[3].Tokens[7]}, false
 	want, _ = run(engine.RunAheadOff)
 	got, st := run(engine.RunAheadAuto)
 	for i := range reqs {
-		if !slices.Equal(got[i].tokens, want[i].tokens) || got[i].reason != want[i].reason {
-			t.Errorf("request %d: run ahead %v (%s), step by step %v (%s)", i, got[i].tokens, got[i].reason, want[i].tokens, want[i].reason)
+		if !slices.Equal(got[i].Tokens, want[i].Tokens) || got[i].Reason != want[i].Reason {
+			t.Errorf("request %d: run ahead %v (%s), step by step %v (%s)", i, got[i].Tokens, got[i].Reason, want[i].Tokens, want[i].Reason)
 		}
 	}
 	if st.RunAheadSteps == 0 || st.KVBlocksUsed != 0 {

@@ -14,10 +14,7 @@ import (
 // ids (outside near-ties) must match the HF reference. MLXCEL_TESTDATA
 // points at shared/testdata (scripts/gpu-check.sh carries a copy).
 func TestModelsGPU(t *testing.T) {
-	dir := os.Getenv("MLXCEL_TESTDATA")
-	if dir == "" {
-		dir = "../../../../shared/testdata"
-	}
+	dir := testdataDir()
 	if _, err := os.Stat(dir + "/tiny"); err != nil {
 		t.Skipf("no fixtures at %s", dir)
 	}
@@ -51,4 +48,13 @@ func TestDumpSource(t *testing.T) {
 	if err := os.WriteFile(p, []byte(kernelSource()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// testdataDir is shared/testdata: MLXCEL_TESTDATA (scripts/gpu-check.sh
+// carries a copy to the GPU machine), else beside the checkout.
+func testdataDir() string {
+	if dir := os.Getenv("MLXCEL_TESTDATA"); dir != "" {
+		return dir
+	}
+	return "../../../../shared/testdata"
 }
