@@ -112,17 +112,17 @@ type Backend struct {
 	decPF                                            bool      // attn_decode's next K/V round loaded before this one's math (MLXCEL_CUDA_DECPF=1, the _p kernels)
 	decHeads                                         int       // attn_decode query heads per block (0: the whole GQA group)
 	decH1                                            bool      // one-head blocks take the _h1 kernels (MLXCEL_CUDA_DECH1=0: the AD_G ones)
-	decHG                                            bool      // blocks of 2 or 4 heads take the _h2/_h4 kernels (MLXCEL_CUDA_DECHG=1; not yet measured)
+	decHG                                            bool      // blocks of 2 or 4 heads take the _h2/_h4 kernels (MLXCEL_CUDA_DECHG=0: the AD_G ones)
 	decHeadsMaxCtx                                   int       // longest (rounded) context that takes head groups (decHeadsMaxCtx)
 	fuseRoPE                                         bool      // decode: rope2 folded into attn_decode (takeRoPE)
 	folds                                            normFolds // one-row norms (and residual adds) folded into their neighbours
 	moeDec                                           bool      // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
 	argmaxSplit                                      bool      // long rows' argmax over several blocks (MLXCEL_CUDA_ARGMAX=rows: one block a row)
-	routeBlock                                       bool      // MoE decode: the router's last block routes with all its threads (MLXCEL_CUDA_ROUTE=block)
+	routeBlock                                       bool      // MoE decode: the router's last block routes with all its threads (default; MLXCEL_CUDA_ROUTE=warp: one warp)
 	moePF                                            bool      // MoE decode: the router's last block bulk-prefetches the chosen experts into L2 (MLXCEL_CUDA_MOEPF=1)
 	bulkPrefetch                                     bool      // the kernels were built with MLXCEL_BULK_PREFETCH
 	moeGULanes                                       int       // MoE decode gate/up row-group width (MLXCEL_CUDA_MOEGU=32/64/128; 0: rowGroupLanes)
-	moeGUO6                                          bool      // MoE decode gate/up at six blocks an SM (MLXCEL_CUDA_MOEGU=o6, the _o6 kernels)
+	moeGUO6                                          bool      // MoE decode gate/up at six blocks an SM (the _o6 kernels; default unless MLXCEL_CUDA_MOEGU picks a width)
 
 	// Prefill flash kernel: flashV 2 (flash2_attn_*, the default) or 1
 	// (flash_attn_*, MLXCEL_CUDA_FLASHV=1); flash2 holds the head dims
@@ -295,19 +295,21 @@ func New(dev int) (*Backend, error) {
 	// kernel, decodeWaves). MLXCEL_CUDA_DECWAVES sets it for all.
 	b.decPF = os.Getenv("MLXCEL_CUDA_DECPF") == "1"
 	b.decH1 = os.Getenv("MLXCEL_CUDA_DECH1") != "0"
-	b.decHG = os.Getenv("MLXCEL_CUDA_DECHG") == "1"
-	// Prepared for measurement, off by default (eighth session, not yet run
-	// on the GPU): routing by the router's whole last block, and the gate/up
-	// kernel's row-group width (32: 384 blocks for Qwen3-30B-A3B, one wave,
-	// where 64 gives 768, 1.16 waves at 5 blocks an SM) or its six-blocks-
-	// an-SM form (o6: 80 registers, 40 bytes spilled, one wave of 768).
-	b.routeBlock = os.Getenv("MLXCEL_CUDA_ROUTE") == "block"
+	b.decHG = os.Getenv("MLXCEL_CUDA_DECHG") != "0"
+	// MoE decode (ninth session, s9r1, Qwen3-30B-A3B at batch 1): routing by
+	// the router's whole last block (393.3 -> 416.9 tok/s; MLXCEL_CUDA_ROUTE=warp
+	// gives back the one-warp router) and the gate/up kernel at six blocks an
+	// SM (o6: 80 registers, 40 bytes spilled, one wave of 768 blocks where
+	// 5 an SM made 1.16 waves; 393.3 -> 415.0). MLXCEL_CUDA_MOEGU=32/64/128
+	// picks a plain row-group width instead (32 lost: 386.6). The L2 bulk
+	// prefetch of the chosen experts (MLXCEL_CUDA_MOEPF=1) lost badly: 152.9.
+	b.routeBlock = os.Getenv("MLXCEL_CUDA_ROUTE") != "warp"
 	b.moePF = os.Getenv("MLXCEL_CUDA_MOEPF") == "1"
+	b.moeGUO6 = true
 	switch v := os.Getenv("MLXCEL_CUDA_MOEGU"); v {
 	case "32", "64", "128":
 		b.moeGULanes, _ = strconv.Atoi(v)
-	case "o6":
-		b.moeGUO6 = true
+		b.moeGUO6 = false
 	}
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECWAVES")); err == nil && v > 0 {
 		b.decWaves = v

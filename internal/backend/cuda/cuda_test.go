@@ -134,18 +134,19 @@ func TestGraphReplay(t *testing.T) {
 // tensor-core kernel's earlier default (MLXCEL_CUDA_MMAV=xp); the norm
 // folds (MLXCEL_CUDA_NORMFUSE=1), which DecodeLayer checks op by op; and
 // decode attention with its next K/V round prefetched (MLXCEL_CUDA_DECPF),
-// one-head decode attention blocks on the AD_G kernel (MLXCEL_CUDA_DECH1=0);
-// MoE decode routed by the router's whole last block (MLXCEL_CUDA_ROUTE) and
-// its gate/up kernel on 32-lane row groups (MLXCEL_CUDA_MOEGU), and the
+// one-head decode attention blocks on the AD_G kernel (MLXCEL_CUDA_DECH1=0),
+// and blocks of 2 or 4 heads on it too (MLXCEL_CUDA_DECHG=0);
+// MoE decode routed by one warp (MLXCEL_CUDA_ROUTE=warp) and its gate/up
+// kernel on plain 32- or 64-lane row groups (MLXCEL_CUDA_MOEGU), and the
 // chosen experts bulk-prefetched into L2 by the router (MLXCEL_CUDA_MOEPF).
 func TestConformanceVariants(t *testing.T) {
 	for _, v := range []struct{ name, env, val string }{
 		{"stream4", "MLXCEL_CUDA_STREAM", "4"}, {"stream3", "MLXCEL_CUDA_STREAM", "3"},
 		{"stream6", "MLXCEL_CUDA_STREAM", "6"}, {"tc", "MLXCEL_CUDA_GEMVT", "1"}, {"tcw4", "MLXCEL_CUDA_GEMVT", "w4"},
 		{"half", "MLXCEL_CUDA_GEMVH", "1"}, {"half16", "MLXCEL_CUDA_GEMVH", "16"}, {"mmaxp", "MLXCEL_CUDA_MMAV", "xp"},
-		{"folds", "MLXCEL_CUDA_NORMFUSE", "1"}, {"decpf", "MLXCEL_CUDA_DECPF", "1"}, {"h1off", "MLXCEL_CUDA_DECH1", "0"}, {"dechg", "MLXCEL_CUDA_DECHG", "1"},
-		{"routeblock", "MLXCEL_CUDA_ROUTE", "block"}, {"moegu32", "MLXCEL_CUDA_MOEGU", "32"},
-		{"moepf", "MLXCEL_CUDA_MOEPF", "1"}, {"moeguo6", "MLXCEL_CUDA_MOEGU", "o6"},
+		{"folds", "MLXCEL_CUDA_NORMFUSE", "1"}, {"decpf", "MLXCEL_CUDA_DECPF", "1"}, {"h1off", "MLXCEL_CUDA_DECH1", "0"}, {"hgoff", "MLXCEL_CUDA_DECHG", "0"},
+		{"routewarp", "MLXCEL_CUDA_ROUTE", "warp"}, {"moegu32", "MLXCEL_CUDA_MOEGU", "32"},
+		{"moepf", "MLXCEL_CUDA_MOEPF", "1"}, {"moegu64", "MLXCEL_CUDA_MOEGU", "64"},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Setenv(v.env, v.val)
@@ -153,8 +154,8 @@ func TestConformanceVariants(t *testing.T) {
 			t.Setenv("MLXCEL_CUDA_STREAM_GRID", "5")
 			b := newOrSkip(t)
 			defer b.Close()
-			if b.streamStages == 0 && !b.gemvTC && b.gemvHalf == "" && b.mmaVariant != "xp" && b.folds == defaultNormFolds && !b.decPF && b.decH1 && !b.decHG &&
-				!b.routeBlock && b.moeGULanes == 0 && !b.moePF && !b.moeGUO6 {
+			if b.streamStages == 0 && !b.gemvTC && b.gemvHalf == "" && b.mmaVariant != "xp" && b.folds == defaultNormFolds && !b.decPF && b.decH1 && b.decHG &&
+				b.routeBlock && b.moeGULanes == 0 && !b.moePF && b.moeGUO6 {
 				t.Fatalf("%s=%s left the kernel off on %s", v.env, v.val, b.Info())
 			}
 			backendtest.Run(t, b)

@@ -128,8 +128,8 @@ func TestMoEDecode(t *testing.T) {
 		gu    int  // MLXCEL_CUDA_MOEGU
 		pf    bool // MLXCEL_CUDA_MOEPF
 		o6    bool // MLXCEL_CUDA_MOEGU=o6
-	}{{1, true, false, 0, false, false}, {4, true, false, 0, false, false}, {1, false, false, 0, false, false},
-		{1, false, true, 32, true, false}, {4, true, true, 128, true, false}, {1, false, false, 0, false, true}} {
+	}{{1, true, true, 0, false, true}, {4, true, true, 0, false, true}, {1, false, true, 0, false, true}, // the defaults
+		{1, true, false, 0, false, false}, {1, false, true, 32, true, false}, {4, true, true, 128, true, false}} {
 		T := c.T
 		b.folds.router, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6 = c.fold, c.route, c.gu, c.pf, c.o6
 		h, xn, out := mdInput(t, b, rng, T)

@@ -212,7 +212,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		hb := T * p.KVHeads * (G / gl) // blocks per split
 		waves := b.decWaves
 		if waves == 0 {
-			waves = decodeWaves(gl == 1 && b.decH1 && !b.decPF)
+			waves = decodeWaves(!b.decPF && (gl == 1 && b.decH1 || (gl == 2 || gl == 4) && b.decHG))
 		}
 		splits := max(1, min(ctx/b.decSplitKeys, 64, (waves*b.SMs+hb-1)/hb))
 		// Counters: one per (token, head group) for the splits, then one
@@ -382,10 +382,13 @@ const decHeadsMaxCtx = 1024
 // keys Qwen3's and Llama's 32 (kv head, head) blocks then split 17 ways,
 // one round of K/V loads each, all issued before the wait (s8r5, same
 // machine: Qwen3 396.3 against 388.1 tok/s with 2, Llama 454.3 against
-// 449.9). The others (164-200 registers: 2-3 blocks an SM) take 2: with
-// 4, Qwen3 ran at 341-345 against 359-363 (s8r1).
-func decodeWaves(h1 bool) int {
-	if h1 {
+// 449.9). So do the _h2/_h4 kernels (102/121 registers), which serve
+// long contexts, past decHeadsMaxCtx: Llama after 8192 prompt tokens
+// 215.9 -> 251.6 tok/s, after 32768 93.4 -> 137.3 (s9r2, against the AD_G
+// kernel at 2). The AD_G kernels (164-200 registers: 2-3 blocks an SM)
+// take 2: with 4, Qwen3 ran at 341-345 against 359-363 (s8r1).
+func decodeWaves(small bool) int {
+	if small {
 		return 4
 	}
 	return 2
