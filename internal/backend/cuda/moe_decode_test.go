@@ -111,9 +111,9 @@ func (b *Backend) recorded() []string {
 func TestMoEDecode(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
-	defer func(on bool, folds normFolds, rb bool, gu int, pf, o6 bool) {
-		b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6 = on, folds, rb, gu, pf, o6
-	}(b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6)
+	defer func(on bool, folds normFolds, rb bool, gu int, pf, o6, pre bool) {
+		b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6, b.moePre = on, folds, rb, gu, pf, o6, pre
+	}(b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6, b.moePre)
 	if !b.bulkPrefetch {
 		t.Logf("kernels without bulk prefetch (%v): the prefetch case runs without it", b.BulkPrefetchErr)
 	}
@@ -128,10 +128,12 @@ func TestMoEDecode(t *testing.T) {
 		gu    int  // MLXCEL_CUDA_MOEGU
 		pf    bool // MLXCEL_CUDA_MOEPF
 		o6    bool // MLXCEL_CUDA_MOEGU=o6
-	}{{1, true, true, 0, false, true}, {4, true, true, 0, false, true}, {1, false, true, 0, false, true}, // the defaults
-		{1, true, false, 0, false, false}, {1, false, true, 32, true, false}, {4, true, true, 128, true, false}} {
+		pre   bool // MLXCEL_CUDA_MOEPRE
+	}{{1, true, true, 0, false, true, false}, {4, true, true, 0, false, true, false}, {1, false, true, 0, false, true, false}, // the defaults
+		{1, true, false, 0, false, false, false}, {1, false, true, 32, true, false, false}, {4, true, true, 128, true, false, false},
+		{1, true, true, 0, false, true, true}, {4, false, true, 0, false, true, true}} {
 		T := c.T
-		b.folds.router, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6 = c.fold, c.route, c.gu, c.pf, c.o6
+		b.folds.router, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6, b.moePre = c.fold, c.route, c.gu, c.pf, c.o6, c.pre
 		h, xn, out := mdInput(t, b, rng, T)
 		// Run 0: the seven-launch path; runs 1-4: the three-launch path.
 		// Run 1 may grow the counters (a fill between its first norm and
@@ -160,7 +162,7 @@ func TestMoEDecode(t *testing.T) {
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("T=%d fold=%v route=%v gu=%d run %d (moeDec %v): %d launches %v", T, c.fold, c.route, c.gu, run, b.moeDec, len(names), names)
+			t.Logf("T=%d fold=%v route=%v gu=%d pre=%v run %d (moeDec %v): %d launches %v", T, c.fold, c.route, c.gu, c.pre, run, b.moeDec, len(names), names)
 			for i, v := range got {
 				if math.IsNaN(float64(v)) || math.IsNaN(float64(gotN[i])) {
 					t.Fatalf("T=%d run %d: element %d not written (out %v, normed x %v)", T, run, i, v, gotN[i])

@@ -165,12 +165,18 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 		act = actGELU
 	}
 	wstride, sbstride := expertStrides(gw)
+	// pre: gate/up lets down_sum launch only after the router is done, and
+	// down_sum loads its expert's first weight chunk before its wait.
+	pre := 0
+	if b.moePre {
+		pre = 1
+	}
 	b.newLaunchFn(gk.fn, gk.name, ggx, T, topk, 128).p(s.ptr).p(gw.w).p(gw.sb).p(uw.w).p(uw.sb).i(inter).i(hidden).i(gw.gshft).
-		i64(wstride).i64(sbstride).p(idx).i(topk).i(act).p(a)
+		i64(wstride).i64(sbstride).p(idx).i(topk).i(act).p(a).i(pre)
 
 	wstride, sbstride = expertStrides(dw)
 	b.newLaunchFn(dk.fn, dk.name, dgx, T, topk, 128).p(d.ptr).p(res).p(y).p(a).p(dw.w).p(dw.sb).i(hidden).i(inter).i(dw.gshft).
-		i64(wstride).i64(sbstride).p(idx).p(wts).i(topk).p(cnt)
+		i64(wstride).i64(sbstride).p(idx).p(wts).i(topk).p(cnt).i(pre)
 	return true
 }
 

@@ -295,12 +295,19 @@ DEV void moe_router_impl(MR_PARAMS) {
 // idx[t*topk+slot] (shared x chunk loads, as the glu mode of
 // qgemv_multi_impl) and write a[slot][t][row] = act(gate) * up (act 1:
 // SiLU, 2: GELU-tanh, the formulas of gated_silu/gated_gelu).
+//
+// late set: the next kernel (moe_down_sum with pre) may launch only once
+// every block has passed its wait, i.e. once the router is done, so that
+// it can read idx and load its expert's weights before its own wait.
 #define GU_PARAMS                                                                                                \
     const float *x, const u32 *wg, const u32 *sbg, const u32 *wu, const u32 *sbu, int N, int K, int gshift,        \
-        long long wstride, long long sbstride, const int *idx, int topk, int act, float *a
-#define GU_ARGS x, wg, sbg, wu, sbu, N, K, gshift, wstride, sbstride, idx, topk, act, a
+        long long wstride, long long sbstride, const int *idx, int topk, int act, float *a, int late
+#define GU_ARGS x, wg, sbg, wu, sbu, N, K, gshift, wstride, sbstride, idx, topk, act, a, late
 template <int BITS, class SB, int L>
 DEV void moe_gateup_impl(GU_PARAMS) {
+    if (!late) grid_dep_launch();
+    grid_dep_wait();
+    if (late) grid_dep_launch();
     constexpr int H = MD_NR / 2;
     const int t = blockIdx.y, slot = blockIdx.z, li = threadIdx.x % L, row0 = md_row0<L, H>();
     const long long e = idx[t * topk + slot]; // from the router: read after grid_dep_wait
@@ -337,15 +344,22 @@ DEV void moe_gateup_impl(GU_PARAMS) {
 // depend on which block came last, and writes dst[t][row] (when dst is
 // set) and adds it to res[t][row] (when res is set: the residual, so the
 // model's Add can be folded in; dst and res must not alias).
+//
+// pre set (the gate/up kernel ran with late): the router has finished
+// when this kernel launches, so the block reads its expert from idx (past
+// L1: ld.cg) and loads its lanes' first weight chunk before the wait,
+// while gate/up still runs; only a (gate/up's output) is read after it.
 #define DS_PARAMS                                                                                               \
     float *dst, float *res, float *y, const float *a, const u32 *w, const u32 *sb, int N, int K, int gshift,      \
-        long long wstride, long long sbstride, const int *idx, const float *wts, int topk, int *cnt
-#define DS_ARGS dst, res, y, a, w, sb, N, K, gshift, wstride, sbstride, idx, wts, topk, cnt
+        long long wstride, long long sbstride, const int *idx, const float *wts, int topk, int *cnt, int pre
+#define DS_ARGS dst, res, y, a, w, sb, N, K, gshift, wstride, sbstride, idx, wts, topk, cnt, pre
 template <int BITS, class SB, int L>
 DEV void moe_down_sum_impl(DS_PARAMS) {
     const int t = blockIdx.y, slot = blockIdx.z, T = gridDim.y, li = threadIdx.x % L, row0 = md_row0<L, MD_NR>();
-    const long long e = idx[t * topk + slot];
-    const int nw = K * BITS / 32, ng = K >> gshift;
+    const int nw = K * BITS / 32, ng = K >> gshift, nc = K * BITS / 128;
+    grid_dep_launch();
+    if (!pre) grid_dep_wait();
+    const long long e = pre ? __ldcg(idx + t * topk + slot) : idx[t * topk + slot];
     const uint4* wr[MD_NR];
     const u32* sr[MD_NR];
 #pragma unroll
@@ -354,11 +368,24 @@ DEV void moe_down_sum_impl(DS_PARAMS) {
         wr[r] = reinterpret_cast<const uint4*>(w + e * wstride + (long long)rr * nw);
         sr[r] = sb + e * sbstride + (long long)rr * ng * (sizeof(typename SB::raw) / 4);
     }
+    uint4 wv[MD_NR];
+    typename SB::raw sv[MD_NR];
+    if (pre) {
+        if (li < nc) load_chunk<BITS, SB, MD_NR>(wv, sv, wr, sr, li, gshift);
+        grid_dep_wait();
+    }
     float acc[MD_NR];
 #pragma unroll
     for (int r = 0; r < MD_NR; r++) acc[r] = 0.f;
-    float ss = 0.f; // (no norm)
-    qdots<BITS, SB, MD_NR, L>(acc, a + ((long long)slot * T + t) * K, wr, sr, K * BITS / 128, gshift, li, MDNorm::off(), ss);
+    const float* x = a + ((long long)slot * T + t) * K;
+    constexpr int EPC = 128 / BITS;
+    for (int c = li; c < nc; c += L) {
+        if (!pre || c != li) load_chunk<BITS, SB, MD_NR>(wv, sv, wr, sr, c, gshift);
+        float xv[EPC];
+        float ss = 0.f; // (no norm)
+        md_x<EPC>(xv, x, c * EPC, MDNorm::off(), ss);
+        chunk_fma<BITS, SB, MD_NR>(acc, wv, sv, xv);
+    }
     __shared__ float red[QW][MD_NR];
     md_warps<MD_NR>(acc, red);
     if (li < MD_NR && row0 + li < N) y[((long long)slot * T + t) * N + row0 + li] = md_group<MD_NR, L>(red, li);
@@ -384,7 +411,7 @@ DEV void moe_down_sum_impl(DS_PARAMS) {
 // The kernels, one per weight kind (bits, scale pair type) and row-group
 // width: L = 128 (no suffix), 64 (_g64) or 32 (_g32), as rowGroupLanes.
 // Written out rather than macro-generated so that kernelNames finds them
-// and each body shows its wait.
+// and each body shows its wait (gate/up and down_sum: in the impl, where late/pre place it).
 extern "C" __global__ void __launch_bounds__(128) moe_router4_bf(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 128>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 128>(MR_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_router4_bf_g64(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 64>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 64>(MR_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_router4_bf_g32(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 32>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 32>(MR_ARGS); }
@@ -401,33 +428,33 @@ extern "C" __global__ void __launch_bounds__(128) moe_router_bf16(MR_PARAMS) { g
 extern "C" __global__ void __launch_bounds__(128) moe_router_bf16_g64(MR_PARAMS) { grid_dep_launch(); md_prefetch<16, 64>(w, E, K); grid_dep_wait(); moe_router_impl<16, SBbf, 64>(MR_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_router_bf16_g32(MR_PARAMS) { grid_dep_launch(); md_prefetch<16, 32>(w, E, K); grid_dep_wait(); moe_router_impl<16, SBbf, 32>(MR_ARGS); }
 
-extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<4, SBbf, 128>(GU_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g64(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<4, SBbf, 64>(GU_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g32(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<4, SBbf, 32>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf(GU_PARAMS) { moe_gateup_impl<4, SBbf, 128>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g64(GU_PARAMS) { moe_gateup_impl<4, SBbf, 64>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g32(GU_PARAMS) { moe_gateup_impl<4, SBbf, 32>(GU_ARGS); }
 // _o6: six blocks an SM (at most 80 registers), so Qwen3-30B-A3B's 768
 // gate/up blocks are one wave instead of 1.16 at five (96 registers);
 // MLXCEL_CUDA_MOEGU=o6.
-extern "C" __global__ void __launch_bounds__(128, 6) moe_gateup4_bf_o6(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<4, SBbf, 128>(GU_ARGS); }
-extern "C" __global__ void __launch_bounds__(128, 6) moe_gateup4_bf_g64_o6(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<4, SBbf, 64>(GU_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<4, SBf32, 128>(GU_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32_g64(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<4, SBf32, 64>(GU_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32_g32(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<4, SBf32, 32>(GU_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_gateup8_bf(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<8, SBbf, 128>(GU_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_gateup8_bf_g64(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<8, SBbf, 64>(GU_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_gateup8_bf_g32(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<8, SBbf, 32>(GU_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<8, SBf32, 128>(GU_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32_g64(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<8, SBf32, 64>(GU_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32_g32(GU_PARAMS) { grid_dep_start(); moe_gateup_impl<8, SBf32, 32>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128, 6) moe_gateup4_bf_o6(GU_PARAMS) { moe_gateup_impl<4, SBbf, 128>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128, 6) moe_gateup4_bf_g64_o6(GU_PARAMS) { moe_gateup_impl<4, SBbf, 64>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32(GU_PARAMS) { moe_gateup_impl<4, SBf32, 128>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32_g64(GU_PARAMS) { moe_gateup_impl<4, SBf32, 64>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32_g32(GU_PARAMS) { moe_gateup_impl<4, SBf32, 32>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_bf(GU_PARAMS) { moe_gateup_impl<8, SBbf, 128>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_bf_g64(GU_PARAMS) { moe_gateup_impl<8, SBbf, 64>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_bf_g32(GU_PARAMS) { moe_gateup_impl<8, SBbf, 32>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32(GU_PARAMS) { moe_gateup_impl<8, SBf32, 128>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32_g64(GU_PARAMS) { moe_gateup_impl<8, SBf32, 64>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32_g32(GU_PARAMS) { moe_gateup_impl<8, SBf32, 32>(GU_ARGS); }
 
-extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<4, SBbf, 128>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf_g64(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<4, SBbf, 64>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf_g32(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<4, SBbf, 32>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_f32(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<4, SBf32, 128>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_f32_g64(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<4, SBf32, 64>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_f32_g32(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<4, SBf32, 32>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_bf(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<8, SBbf, 128>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_bf_g64(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<8, SBbf, 64>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_bf_g32(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<8, SBbf, 32>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<8, SBf32, 128>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32_g64(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<8, SBf32, 64>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32_g32(DS_PARAMS) { grid_dep_start(); moe_down_sum_impl<8, SBf32, 32>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf(DS_PARAMS) { moe_down_sum_impl<4, SBbf, 128>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf_g64(DS_PARAMS) { moe_down_sum_impl<4, SBbf, 64>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf_g32(DS_PARAMS) { moe_down_sum_impl<4, SBbf, 32>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_f32(DS_PARAMS) { moe_down_sum_impl<4, SBf32, 128>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_f32_g64(DS_PARAMS) { moe_down_sum_impl<4, SBf32, 64>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_f32_g32(DS_PARAMS) { moe_down_sum_impl<4, SBf32, 32>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_bf(DS_PARAMS) { moe_down_sum_impl<8, SBbf, 128>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_bf_g64(DS_PARAMS) { moe_down_sum_impl<8, SBbf, 64>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_bf_g32(DS_PARAMS) { moe_down_sum_impl<8, SBbf, 32>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32(DS_PARAMS) { moe_down_sum_impl<8, SBf32, 128>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32_g64(DS_PARAMS) { moe_down_sum_impl<8, SBf32, 64>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32_g32(DS_PARAMS) { moe_down_sum_impl<8, SBf32, 32>(DS_ARGS); }
