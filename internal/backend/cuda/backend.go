@@ -119,7 +119,8 @@ type Backend struct {
 	moeDec                                           bool      // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
 	argmaxSplit                                      bool      // long rows' argmax over several blocks (MLXCEL_CUDA_ARGMAX=rows: one block a row)
 	routeBlock                                       bool      // MoE decode: the router's last block routes with all its threads (default; MLXCEL_CUDA_ROUTE=warp: one warp)
-	moePre                                           bool      // MoE decode: down_sum loads its weights before its wait (MLXCEL_CUDA_MOEPRE=1)
+	moePre                                           bool      // MoE decode: down_sum loads its weights before its wait (default; MLXCEL_CUDA_MOEPRE=0: after)
+	moeDownAcc                                       bool      // MoE decode: moe_down_acc for down_sum (MLXCEL_CUDA_MOEDOWN=acc)
 	moePF                                            bool      // MoE decode: the router's last block bulk-prefetches the chosen experts into L2 (MLXCEL_CUDA_MOEPF=1)
 	bulkPrefetch                                     bool      // the kernels were built with MLXCEL_BULK_PREFETCH
 	moeGULanes                                       int       // MoE decode gate/up row-group width (MLXCEL_CUDA_MOEGU=32/64/128; 0: rowGroupLanes)
@@ -306,10 +307,16 @@ func New(dev int) (*Backend, error) {
 	// prefetch of the chosen experts (MLXCEL_CUDA_MOEPF=1) lost badly: 152.9.
 	b.routeBlock = os.Getenv("MLXCEL_CUDA_ROUTE") != "warp"
 	b.moePF = os.Getenv("MLXCEL_CUDA_MOEPF") == "1"
-	// Not yet measured: gate/up triggers the down kernel's launch only after
-	// its wait (the router done), and down_sum reads its expert and loads
-	// its first weight chunk before waiting for gate/up.
-	b.moePre = os.Getenv("MLXCEL_CUDA_MOEPRE") == "1"
+	// Not yet measured: the down projection and the slot sum in one pass,
+	// a block doing every slot of its rows (no scratch, ticket or second
+	// pass). Skipping moe_down_sum took Qwen3-30B-A3B from ~439 to 519.8
+	// tok/s (s9r3): 7.4 us a layer for 6.3 MB of weights.
+	b.moeDownAcc = os.Getenv("MLXCEL_CUDA_MOEDOWN") == "acc"
+	// gate/up triggers the down kernel's launch only after its wait (the
+	// router done), and down_sum reads its expert and loads its first
+	// weight chunk before waiting for gate/up: Qwen3-30B-A3B 443.0/443.7
+	// against 439.7/438.4 tok/s (s9r3, interleaved). MLXCEL_CUDA_MOEPRE=0: off.
+	b.moePre = os.Getenv("MLXCEL_CUDA_MOEPRE") != "0"
 	b.moeGUO6 = true
 	switch v := os.Getenv("MLXCEL_CUDA_MOEGU"); v {
 	case "32", "64", "128":

@@ -139,7 +139,8 @@ func TestGraphReplay(t *testing.T) {
 // MoE decode routed by one warp (MLXCEL_CUDA_ROUTE=warp) and its gate/up
 // kernel on plain 32- or 64-lane row groups (MLXCEL_CUDA_MOEGU), and the
 // chosen experts bulk-prefetched into L2 by the router (MLXCEL_CUDA_MOEPF),
-// and the down kernel's weights loaded before its wait (MLXCEL_CUDA_MOEPRE).
+// the down kernel's weights loaded after its wait (MLXCEL_CUDA_MOEPRE=0),
+// and the down projection with the slot sum in one pass (MLXCEL_CUDA_MOEDOWN=acc).
 func TestConformanceVariants(t *testing.T) {
 	for _, v := range []struct{ name, env, val string }{
 		{"stream4", "MLXCEL_CUDA_STREAM", "4"}, {"stream3", "MLXCEL_CUDA_STREAM", "3"},
@@ -147,7 +148,7 @@ func TestConformanceVariants(t *testing.T) {
 		{"half", "MLXCEL_CUDA_GEMVH", "1"}, {"half16", "MLXCEL_CUDA_GEMVH", "16"}, {"mmaxp", "MLXCEL_CUDA_MMAV", "xp"},
 		{"folds", "MLXCEL_CUDA_NORMFUSE", "1"}, {"decpf", "MLXCEL_CUDA_DECPF", "1"}, {"h1off", "MLXCEL_CUDA_DECH1", "0"}, {"hgoff", "MLXCEL_CUDA_DECHG", "0"},
 		{"routewarp", "MLXCEL_CUDA_ROUTE", "warp"}, {"moegu32", "MLXCEL_CUDA_MOEGU", "32"},
-		{"moepf", "MLXCEL_CUDA_MOEPF", "1"}, {"moegu64", "MLXCEL_CUDA_MOEGU", "64"}, {"moepre", "MLXCEL_CUDA_MOEPRE", "1"},
+		{"moepf", "MLXCEL_CUDA_MOEPF", "1"}, {"moegu64", "MLXCEL_CUDA_MOEGU", "64"}, {"moepreoff", "MLXCEL_CUDA_MOEPRE", "0"}, {"moedownacc", "MLXCEL_CUDA_MOEDOWN", "acc"},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Setenv(v.env, v.val)
@@ -156,7 +157,7 @@ func TestConformanceVariants(t *testing.T) {
 			b := newOrSkip(t)
 			defer b.Close()
 			if b.streamStages == 0 && !b.gemvTC && b.gemvHalf == "" && b.mmaVariant != "xp" && b.folds == defaultNormFolds && !b.decPF && b.decH1 && b.decHG &&
-				b.routeBlock && b.moeGULanes == 0 && !b.moePF && b.moeGUO6 && !b.moePre {
+				b.routeBlock && b.moeGULanes == 0 && !b.moePF && b.moeGUO6 && b.moePre && !b.moeDownAcc {
 				t.Fatalf("%s=%s left the kernel off on %s", v.env, v.val, b.Info())
 			}
 			backendtest.Run(t, b)

@@ -111,9 +111,9 @@ func (b *Backend) recorded() []string {
 func TestMoEDecode(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
-	defer func(on bool, folds normFolds, rb bool, gu int, pf, o6, pre bool) {
-		b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6, b.moePre = on, folds, rb, gu, pf, o6, pre
-	}(b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6, b.moePre)
+	defer func(on bool, folds normFolds, rb bool, gu int, pf, o6, pre, acc bool) {
+		b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6, b.moePre, b.moeDownAcc = on, folds, rb, gu, pf, o6, pre, acc
+	}(b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6, b.moePre, b.moeDownAcc)
 	if !b.bulkPrefetch {
 		t.Logf("kernels without bulk prefetch (%v): the prefetch case runs without it", b.BulkPrefetchErr)
 	}
@@ -129,11 +129,13 @@ func TestMoEDecode(t *testing.T) {
 		pf    bool // MLXCEL_CUDA_MOEPF
 		o6    bool // MLXCEL_CUDA_MOEGU=o6
 		pre   bool // MLXCEL_CUDA_MOEPRE
-	}{{1, true, true, 0, false, true, false}, {4, true, true, 0, false, true, false}, {1, false, true, 0, false, true, false}, // the defaults
-		{1, true, false, 0, false, false, false}, {1, false, true, 32, true, false, false}, {4, true, true, 128, true, false, false},
-		{1, true, true, 0, false, true, true}, {4, false, true, 0, false, true, true}} {
+		acc   bool // MLXCEL_CUDA_MOEDOWN=acc
+	}{{1, true, true, 0, false, true, true, false}, {4, true, true, 0, false, true, true, false}, {1, false, true, 0, false, true, true, false}, // the defaults
+		{1, true, false, 0, false, false, false, false}, {1, false, true, 32, true, false, false, false}, {4, true, true, 128, true, false, false, false},
+		{1, true, true, 0, false, true, false, false}, {4, false, true, 0, false, true, false, false},
+		{1, true, true, 0, false, true, true, true}, {4, false, true, 0, false, true, true, true}, {1, true, true, 0, false, true, false, true}} {
 		T := c.T
-		b.folds.router, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6, b.moePre = c.fold, c.route, c.gu, c.pf, c.o6, c.pre
+		b.folds.router, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6, b.moePre, b.moeDownAcc = c.fold, c.route, c.gu, c.pf, c.o6, c.pre, c.acc
 		h, xn, out := mdInput(t, b, rng, T)
 		// Run 0: the seven-launch path; runs 1-4: the three-launch path.
 		// Run 1 may grow the counters (a fill between its first norm and
@@ -162,7 +164,7 @@ func TestMoEDecode(t *testing.T) {
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("T=%d fold=%v route=%v gu=%d pre=%v run %d (moeDec %v): %d launches %v", T, c.fold, c.route, c.gu, c.pre, run, b.moeDec, len(names), names)
+			t.Logf("T=%d fold=%v route=%v gu=%d pre=%v acc=%v run %d (moeDec %v): %d launches %v", T, c.fold, c.route, c.gu, c.pre, c.acc, run, b.moeDec, len(names), names)
 			for i, v := range got {
 				if math.IsNaN(float64(v)) || math.IsNaN(float64(gotN[i])) {
 					t.Fatalf("T=%d run %d: element %d not written (out %v, normed x %v)", T, run, i, v, gotN[i])
@@ -189,7 +191,11 @@ func TestMoEDecode(t *testing.T) {
 				if c.o6 {
 					gateup += "_o6"
 				}
-				want = append(want, "moe_router8_bf", gateup, "moe_down_sum4_bf_g32")
+				down := "moe_down_sum4_bf_g32"
+				if c.acc {
+					down = "moe_down_acc4_bf"
+				}
+				want = append(want, "moe_router8_bf", gateup, down)
 			}
 			if strings.Join(names, " ") != strings.Join(want, " ") {
 				t.Errorf("T=%d fold=%v run %d: launches %v, want %v", T, c.fold, run, names, want)

@@ -383,13 +383,13 @@ func (b *Backend) foldAdd(l *launch, sum, a, c uintptr, cols int) bool {
 	return true
 }
 
-// isMoEDownSum reports whether fn is one of the moe_down_sum kernels (a
+// isMoEDownSum reports whether fn is one of the moe_down_sum or moe_down_acc kernels (a
 // set built once: this runs as each decode step is recorded).
 func (b *Backend) isMoEDownSum(fn uintptr) bool {
 	if b.downSumFns == nil {
 		b.downSumFns = map[uintptr]bool{}
 		for n, f := range b.fns {
-			if strings.HasPrefix(n, "moe_down_sum") {
+			if strings.HasPrefix(n, "moe_down_sum") || strings.HasPrefix(n, "moe_down_acc") {
 				b.downSumFns[f] = true
 			}
 		}

@@ -19,6 +19,9 @@ import (
 //	moe_gateup*   grid (inter row blocks, T, topk): act(gate)*up per slot
 //	moe_down_sum* grid (hidden row blocks, T, topk): down per slot, the
 //	              last slot block of each (token, row block) sums the slots
+//	moe_down_acc* (MLXCEL_CUDA_MOEDOWN=acc, topk 4-16, for down_sum): grid
+//	              (hidden blocks of 8 rows, T), each block every slot of its
+//	              rows, its warps a slot each at a time, summed in shared memory
 //
 // A batch-1 decode step of Qwen3-30B-A3B runs 48 MoE layers of a few
 // microseconds of weight reads each, so every launch removed (a ramp and a
@@ -75,6 +78,9 @@ func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
 		return k
 	}
 	name, lanes := moeDecName(stage, w, lanes)
+	if stage == "down_acc" { // one form: a warp a slot
+		name, lanes = fmt.Sprintf("moe_down_acc%d_%s", w.bits, w.sbName()), 32
+	}
 	if o6 && (name == "moe_gateup4_bf" || name == "moe_gateup4_bf_g64") {
 		name += "_o6" // six blocks an SM (kernels/moe_decode.cu)
 	}
@@ -129,11 +135,19 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	logits, idx, wts := alloc(T*E*4), alloc(T*topk*4), alloc(T*topk*4)
 	a, y := alloc(topk*T*inter*4), alloc(topk*T*hidden*4)
 
-	rk, gk, dk := b.moeDecKernel("router", rw), b.moeDecKernel("gateup", gw), b.moeDecKernel("down_sum", dw)
+	downAcc := b.moeDownAcc && topk >= 4 && topk <= 16
+	down := "down_sum"
+	if downAcc {
+		down = "down_acc"
+	}
+	rk, gk, dk := b.moeDecKernel("router", rw), b.moeDecKernel("gateup", gw), b.moeDecKernel(down, dw)
 	rl, gl, dl := rk.lanes, gk.lanes, dk.lanes
 	rgx := (E + mdRows*128/rl - 1) / (mdRows * 128 / rl)
 	ggx := (inter + mdRows/2*128/gl - 1) / (mdRows / 2 * 128 / gl)
-	dgx := (hidden + mdRows*128/dl - 1) / (mdRows * 128 / dl)
+	dgx, dgz := (hidden+mdRows*128/dl-1)/(mdRows*128/dl), topk
+	if downAcc { // a block of mdRows rows does every slot
+		dgx, dgz = (hidden+mdRows-1)/mdRows, 1
+	}
 	// Tickets: cnt[t] for the router, then cnt[t*dgx+bx] for the sum; each
 	// kernel leaves them zero, and the two never run at once (PDL: each
 	// touches them after grid_dep_wait).
@@ -175,7 +189,7 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 		i64(wstride).i64(sbstride).p(idx).i(topk).i(act).p(a).i(pre)
 
 	wstride, sbstride = expertStrides(dw)
-	b.newLaunchFn(dk.fn, dk.name, dgx, T, topk, 128).p(d.ptr).p(res).p(y).p(a).p(dw.w).p(dw.sb).i(hidden).i(inter).i(dw.gshft).
+	b.newLaunchFn(dk.fn, dk.name, dgx, T, dgz, 128).p(d.ptr).p(res).p(y).p(a).p(dw.w).p(dw.sb).i(hidden).i(inter).i(dw.gshft).
 		i64(wstride).i64(sbstride).p(idx).p(wts).i(topk).p(cnt).i(pre)
 	return true
 }

@@ -408,6 +408,77 @@ DEV void moe_down_sum_impl(DS_PARAMS) {
     }
 }
 
+// moe_down_acc: grid (blocks of MD_NR rows of N = hidden, T), the
+// moe_down_sum arguments. One block does every slot of its rows: warp w
+// takes slots w, w+QW, ... (32 lanes a slot, chunks lane, lane+32, ... as
+// the _g32 kernels), reduces each slot's MD_NR dot products over the warp
+// into red[slot], and then threads r < MD_NR sum the slots in slot order
+// with the routing weights (fmaf from zero). The sums are moe_down_sum's
+// bit for bit, without its scratch y, ticket and second pass through L2.
+// For topk >= QW (Qwen3-30B-A3B: 8); the Go side picks it (moeDownAcc).
+// pre: each warp's first slot is read from idx and its first chunk loaded
+// before the wait, the next slot's rows asked of L2.
+template <int BITS, class SB>
+DEV void moe_down_acc_impl(DS_PARAMS) {
+    const int t = blockIdx.y, T = gridDim.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, row0 = blockIdx.x * MD_NR;
+    const int nw = K * BITS / 32, ng = K >> gshift, nc = K * BITS / 128;
+    constexpr int EPC = 128 / BITS;
+    __shared__ float red[16][MD_NR];
+    grid_dep_launch();
+    if (!pre) grid_dep_wait();
+    for (int k = warp; k < topk; k += QW) {
+        const long long e = __ldcg(idx + t * topk + k); // (past L1: before the wait with pre)
+        const uint4* wr[MD_NR];
+        const u32* sr[MD_NR];
+#pragma unroll
+        for (int r = 0; r < MD_NR; r++) {
+            const int rr = min(row0 + r, N - 1);
+            wr[r] = reinterpret_cast<const uint4*>(w + e * wstride + (long long)rr * nw);
+            sr[r] = sb + e * sbstride + (long long)rr * ng * (sizeof(typename SB::raw) / 4);
+        }
+        uint4 wv[MD_NR];
+        typename SB::raw sv[MD_NR];
+        const bool pl = pre && k == warp; // first chunk loaded before the wait
+        if (pl) {
+            if (lane < nc) load_chunk<BITS, SB, MD_NR>(wv, sv, wr, sr, lane, gshift);
+            if (k + QW < topk) { // the next slot's rows, into L2
+                const long long e2 = __ldcg(idx + t * topk + k + QW);
+#pragma unroll
+                for (int r = 0; r < MD_NR; r++)
+                    for (int c = lane; c < nc; c += 32)
+                        prefetch_l2(reinterpret_cast<const uint4*>(w + e2 * wstride + (long long)min(row0 + r, N - 1) * nw) + c);
+            }
+            grid_dep_wait();
+        }
+        float acc[MD_NR];
+#pragma unroll
+        for (int r = 0; r < MD_NR; r++) acc[r] = 0.f;
+        const float* x = a + ((long long)k * T + t) * K;
+        for (int c = lane; c < nc; c += 32) {
+            if (!pl || c != lane) load_chunk<BITS, SB, MD_NR>(wv, sv, wr, sr, c, gshift);
+            float xv[EPC];
+            float ss = 0.f; // (no norm)
+            md_x<EPC>(xv, x, c * EPC, MDNorm::off(), ss);
+            chunk_fma<BITS, SB, MD_NR>(acc, wv, sv, xv);
+        }
+#pragma unroll
+        for (int r = 0; r < MD_NR; r++) {
+            const float v = warp_sum(acc[r]);
+            if (lane == 0) red[k][r] = 0.f + v; // (as md_group's sum over one warp)
+        }
+    }
+    if (pre && warp >= topk) grid_dep_wait(); // (a warp without a slot)
+    __syncthreads();
+    const int r = threadIdx.x;
+    if (r < MD_NR && row0 + r < N) {
+        float s = 0.f;
+        for (int k = 0; k < topk; k++) s = fmaf(wts[t * topk + k], red[k][r], s);
+        const long long o = (long long)t * N + row0 + r;
+        if (dst) dst[o] = s;
+        if (res) res[o] += s;
+    }
+}
+
 // The kernels, one per weight kind (bits, scale pair type) and row-group
 // width: L = 128 (no suffix), 64 (_g64) or 32 (_g32), as rowGroupLanes.
 // Written out rather than macro-generated so that kernelNames finds them
@@ -458,3 +529,7 @@ extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_bf_g32(DS_PARAMS
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32(DS_PARAMS) { moe_down_sum_impl<8, SBf32, 128>(DS_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32_g64(DS_PARAMS) { moe_down_sum_impl<8, SBf32, 64>(DS_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32_g32(DS_PARAMS) { moe_down_sum_impl<8, SBf32, 32>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_acc4_bf(DS_PARAMS) { moe_down_acc_impl<4, SBbf>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_acc4_f32(DS_PARAMS) { moe_down_acc_impl<4, SBf32>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_acc8_bf(DS_PARAMS) { moe_down_acc_impl<8, SBbf>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_acc8_f32(DS_PARAMS) { moe_down_acc_impl<8, SBf32>(DS_ARGS); }
