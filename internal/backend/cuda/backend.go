@@ -120,7 +120,7 @@ type Backend struct {
 	argmaxSplit                                      bool      // long rows' argmax over several blocks (MLXCEL_CUDA_ARGMAX=rows: one block a row)
 	routeBlock                                       bool      // MoE decode: the router's last block routes with all its threads (default; MLXCEL_CUDA_ROUTE=warp: one warp)
 	moePre                                           bool      // MoE decode: down_sum loads its weights before its wait (default; MLXCEL_CUDA_MOEPRE=0: after)
-	moeDownAcc                                       bool      // MoE decode: moe_down_acc for down_sum (MLXCEL_CUDA_MOEDOWN=acc)
+	moeDownAcc                                       bool      // MoE decode: moe_down_acc for down_sum at topk >= 8 (default; MLXCEL_CUDA_MOEDOWN=sum: off)
 	moePF                                            bool      // MoE decode: the router's last block bulk-prefetches the chosen experts into L2 (MLXCEL_CUDA_MOEPF=1)
 	bulkPrefetch                                     bool      // the kernels were built with MLXCEL_BULK_PREFETCH
 	moeGULanes                                       int       // MoE decode gate/up row-group width (MLXCEL_CUDA_MOEGU=32/64/128; 0: rowGroupLanes)
@@ -307,11 +307,12 @@ func New(dev int) (*Backend, error) {
 	// prefetch of the chosen experts (MLXCEL_CUDA_MOEPF=1) lost badly: 152.9.
 	b.routeBlock = os.Getenv("MLXCEL_CUDA_ROUTE") != "warp"
 	b.moePF = os.Getenv("MLXCEL_CUDA_MOEPF") == "1"
-	// Not yet measured: the down projection and the slot sum in one pass,
-	// a block doing every slot of its rows (no scratch, ticket or second
-	// pass). Skipping moe_down_sum took Qwen3-30B-A3B from ~439 to 519.8
-	// tok/s (s9r3): 7.4 us a layer for 6.3 MB of weights.
-	b.moeDownAcc = os.Getenv("MLXCEL_CUDA_MOEDOWN") == "acc"
+	// The down projection and the slot sum in one pass, a block of 8 warps
+	// doing every slot of its rows (no scratch, ticket or second pass):
+	// Qwen3-30B-A3B 451.3/453.6 against 439.0/433.4 tok/s (s9r5,
+	// interleaved; with 4 warps, two slots each, it lost: 423, s9r4).
+	// MLXCEL_CUDA_MOEDOWN=sum: moe_down_sum.
+	b.moeDownAcc = os.Getenv("MLXCEL_CUDA_MOEDOWN") != "sum"
 	// gate/up triggers the down kernel's launch only after its wait (the
 	// router done), and down_sum reads its expert and loads its first
 	// weight chunk before waiting for gate/up: Qwen3-30B-A3B 443.0/443.7

@@ -140,7 +140,7 @@ func TestGraphReplay(t *testing.T) {
 // kernel on plain 32- or 64-lane row groups (MLXCEL_CUDA_MOEGU), and the
 // chosen experts bulk-prefetched into L2 by the router (MLXCEL_CUDA_MOEPF),
 // the down kernel's weights loaded after its wait (MLXCEL_CUDA_MOEPRE=0),
-// and the down projection with the slot sum in one pass (MLXCEL_CUDA_MOEDOWN=acc).
+// and the down projection and the slot sum in two passes (MLXCEL_CUDA_MOEDOWN=sum).
 func TestConformanceVariants(t *testing.T) {
 	for _, v := range []struct{ name, env, val string }{
 		{"stream4", "MLXCEL_CUDA_STREAM", "4"}, {"stream3", "MLXCEL_CUDA_STREAM", "3"},
@@ -148,7 +148,7 @@ func TestConformanceVariants(t *testing.T) {
 		{"half", "MLXCEL_CUDA_GEMVH", "1"}, {"half16", "MLXCEL_CUDA_GEMVH", "16"}, {"mmaxp", "MLXCEL_CUDA_MMAV", "xp"},
 		{"folds", "MLXCEL_CUDA_NORMFUSE", "1"}, {"decpf", "MLXCEL_CUDA_DECPF", "1"}, {"h1off", "MLXCEL_CUDA_DECH1", "0"}, {"hgoff", "MLXCEL_CUDA_DECHG", "0"},
 		{"routewarp", "MLXCEL_CUDA_ROUTE", "warp"}, {"moegu32", "MLXCEL_CUDA_MOEGU", "32"},
-		{"moepf", "MLXCEL_CUDA_MOEPF", "1"}, {"moegu64", "MLXCEL_CUDA_MOEGU", "64"}, {"moepreoff", "MLXCEL_CUDA_MOEPRE", "0"}, {"moedownacc", "MLXCEL_CUDA_MOEDOWN", "acc"},
+		{"moepf", "MLXCEL_CUDA_MOEPF", "1"}, {"moegu64", "MLXCEL_CUDA_MOEGU", "64"}, {"moepreoff", "MLXCEL_CUDA_MOEPRE", "0"}, {"moedownsum", "MLXCEL_CUDA_MOEDOWN", "sum"},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Setenv(v.env, v.val)
@@ -157,7 +157,7 @@ func TestConformanceVariants(t *testing.T) {
 			b := newOrSkip(t)
 			defer b.Close()
 			if b.streamStages == 0 && !b.gemvTC && b.gemvHalf == "" && b.mmaVariant != "xp" && b.folds == defaultNormFolds && !b.decPF && b.decH1 && b.decHG &&
-				b.routeBlock && b.moeGULanes == 0 && !b.moePF && b.moeGUO6 && b.moePre && !b.moeDownAcc {
+				b.routeBlock && b.moeGULanes == 0 && !b.moePF && b.moeGUO6 && b.moePre && b.moeDownAcc {
 				t.Fatalf("%s=%s left the kernel off on %s", v.env, v.val, b.Info())
 			}
 			backendtest.Run(t, b)

@@ -130,7 +130,8 @@ func TestMoEDecode(t *testing.T) {
 		o6    bool // MLXCEL_CUDA_MOEGU=o6
 		pre   bool // MLXCEL_CUDA_MOEPRE
 		acc   bool // MLXCEL_CUDA_MOEDOWN=acc
-	}{{1, true, true, 0, false, true, true, false}, {4, true, true, 0, false, true, true, false}, {1, false, true, 0, false, true, true, false}, // the defaults
+	}{{1, true, true, 0, false, true, true, true}, {4, true, true, 0, false, true, true, true}, {1, false, true, 0, false, true, true, true}, // the defaults
+		{1, true, true, 0, false, true, true, false},
 		{1, true, false, 0, false, false, false, false}, {1, false, true, 32, true, false, false, false}, {4, true, true, 128, true, false, false, false},
 		{1, true, true, 0, false, true, false, false}, {4, false, true, 0, false, true, false, false},
 		{1, true, true, 0, false, true, true, true}, {4, false, true, 0, false, true, true, true}, {1, true, true, 0, false, true, false, true}} {

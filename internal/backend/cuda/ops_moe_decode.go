@@ -19,9 +19,9 @@ import (
 //	moe_gateup*   grid (inter row blocks, T, topk): act(gate)*up per slot
 //	moe_down_sum* grid (hidden row blocks, T, topk): down per slot, the
 //	              last slot block of each (token, row block) sums the slots
-//	moe_down_acc* (MLXCEL_CUDA_MOEDOWN=acc, topk 4-16, for down_sum): grid
+//	moe_down_acc* (topk 8-16, for down_sum; MLXCEL_CUDA_MOEDOWN=sum: off): grid
 //	              (hidden blocks of 8 rows, T), each block every slot of its
-//	              rows, its warps a slot each at a time, summed in shared memory
+//	              rows, its 8 warps a slot each at a time, summed in shared memory
 //
 // A batch-1 decode step of Qwen3-30B-A3B runs 48 MoE layers of a few
 // microseconds of weight reads each, so every launch removed (a ramp and a
@@ -135,7 +135,7 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	logits, idx, wts := alloc(T*E*4), alloc(T*topk*4), alloc(T*topk*4)
 	a, y := alloc(topk*T*inter*4), alloc(topk*T*hidden*4)
 
-	downAcc := b.moeDownAcc && topk >= 4 && topk <= 16
+	downAcc := b.moeDownAcc && topk >= 8 && topk <= 16
 	down := "down_sum"
 	if downAcc {
 		down = "down_acc"
@@ -189,7 +189,11 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 		i64(wstride).i64(sbstride).p(idx).i(topk).i(act).p(a).i(pre)
 
 	wstride, sbstride = expertStrides(dw)
-	b.newLaunchFn(dk.fn, dk.name, dgx, T, dgz, 128).p(d.ptr).p(res).p(y).p(a).p(dw.w).p(dw.sb).i(hidden).i(inter).i(dw.gshft).
+	dthreads := 128
+	if downAcc {
+		dthreads = 256 // 8 warps, a slot each
+	}
+	b.newLaunchFn(dk.fn, dk.name, dgx, T, dgz, dthreads).p(d.ptr).p(res).p(y).p(a).p(dw.w).p(dw.sb).i(hidden).i(inter).i(dw.gshft).
 		i64(wstride).i64(sbstride).p(idx).p(wts).i(topk).p(cnt).i(pre)
 	return true
 }

@@ -408,17 +408,19 @@ DEV void moe_down_sum_impl(DS_PARAMS) {
     }
 }
 
-// moe_down_acc: grid (blocks of MD_NR rows of N = hidden, T), the
-// moe_down_sum arguments. One block does every slot of its rows: warp w
-// takes slots w, w+QW, ... (32 lanes a slot, chunks lane, lane+32, ... as
+// moe_down_acc: grid (blocks of MD_NR rows of N = hidden, T), 32*NW
+// threads, the moe_down_sum arguments. One block does every slot of its
+// rows: warp w takes slots w, w+NW, ... (32 lanes a slot, chunks lane, lane+32, ... as
 // the _g32 kernels), reduces each slot's MD_NR dot products over the warp
 // into red[slot], and then threads r < MD_NR sum the slots in slot order
 // with the routing weights (fmaf from zero). The sums are moe_down_sum's
 // bit for bit, without its scratch y, ticket and second pass through L2.
-// For topk >= QW (Qwen3-30B-A3B: 8); the Go side picks it (moeDownAcc).
+// With 4 warps (two slots a warp for Qwen3-30B-A3B's 8) it lost: 423 against
+// 439.6 tok/s (s9r4); the kernels now take 8 warps, a slot each. For topk
+// >= 8; the Go side picks it (moeDownAcc).
 // pre: each warp's first slot is read from idx and its first chunk loaded
 // before the wait, the next slot's rows asked of L2.
-template <int BITS, class SB>
+template <int BITS, class SB, int NW>
 DEV void moe_down_acc_impl(DS_PARAMS) {
     const int t = blockIdx.y, T = gridDim.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, row0 = blockIdx.x * MD_NR;
     const int nw = K * BITS / 32, ng = K >> gshift, nc = K * BITS / 128;
@@ -426,7 +428,7 @@ DEV void moe_down_acc_impl(DS_PARAMS) {
     __shared__ float red[16][MD_NR];
     grid_dep_launch();
     if (!pre) grid_dep_wait();
-    for (int k = warp; k < topk; k += QW) {
+    for (int k = warp; k < topk; k += NW) {
         const long long e = __ldcg(idx + t * topk + k); // (past L1: before the wait with pre)
         const uint4* wr[MD_NR];
         const u32* sr[MD_NR];
@@ -441,8 +443,8 @@ DEV void moe_down_acc_impl(DS_PARAMS) {
         const bool pl = pre && k == warp; // first chunk loaded before the wait
         if (pl) {
             if (lane < nc) load_chunk<BITS, SB, MD_NR>(wv, sv, wr, sr, lane, gshift);
-            if (k + QW < topk) { // the next slot's rows, into L2
-                const long long e2 = __ldcg(idx + t * topk + k + QW);
+            if (k + NW < topk) { // the next slot's rows, into L2
+                const long long e2 = __ldcg(idx + t * topk + k + NW);
 #pragma unroll
                 for (int r = 0; r < MD_NR; r++)
                     for (int c = lane; c < nc; c += 32)
@@ -529,7 +531,7 @@ extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_bf_g32(DS_PARAMS
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32(DS_PARAMS) { moe_down_sum_impl<8, SBf32, 128>(DS_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32_g64(DS_PARAMS) { moe_down_sum_impl<8, SBf32, 64>(DS_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32_g32(DS_PARAMS) { moe_down_sum_impl<8, SBf32, 32>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_acc4_bf(DS_PARAMS) { moe_down_acc_impl<4, SBbf>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_acc4_f32(DS_PARAMS) { moe_down_acc_impl<4, SBf32>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_acc8_bf(DS_PARAMS) { moe_down_acc_impl<8, SBbf>(DS_ARGS); }
-extern "C" __global__ void __launch_bounds__(128) moe_down_acc8_f32(DS_PARAMS) { moe_down_acc_impl<8, SBf32>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) moe_down_acc4_bf(DS_PARAMS) { moe_down_acc_impl<4, SBbf, 8>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) moe_down_acc4_f32(DS_PARAMS) { moe_down_acc_impl<4, SBf32, 8>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) moe_down_acc8_bf(DS_PARAMS) { moe_down_acc_impl<8, SBbf, 8>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) moe_down_acc8_f32(DS_PARAMS) { moe_down_acc_impl<8, SBf32, 8>(DS_ARGS); }
