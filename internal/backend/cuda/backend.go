@@ -66,9 +66,6 @@ type Backend struct {
 	SMs         int
 	CompileTime time.Duration // NVRTC time at start (0 on a cache hit)
 	CacheHit    bool
-	// BulkPrefetchErr is why the kernels were built without bulk L2
-	// prefetch on a device that has it (NVRTC rejected the source).
-	BulkPrefetchErr error
 
 	persistent []uintptr // device allocations freed at Close
 
@@ -121,8 +118,6 @@ type Backend struct {
 	routeBlock                                       bool      // MoE decode: the router's last block routes with all its threads (default; MLXCEL_CUDA_ROUTE=warp: one warp)
 	moePre                                           bool      // MoE decode: down_sum loads its weights before its wait (default; MLXCEL_CUDA_MOEPRE=0: after)
 	moeDownAcc                                       bool      // MoE decode: moe_down_acc for down_sum at topk >= 8 (default; MLXCEL_CUDA_MOEDOWN=sum: off)
-	moePF                                            bool      // MoE decode: the router's last block bulk-prefetches the chosen experts into L2 (MLXCEL_CUDA_MOEPF=1)
-	bulkPrefetch                                     bool      // the kernels were built with MLXCEL_BULK_PREFETCH
 	moeGULanes                                       int       // MoE decode gate/up row-group width (MLXCEL_CUDA_MOEGU=32/64/128; 0: rowGroupLanes)
 	moeGUO6                                          bool      // MoE decode gate/up at six blocks an SM (the _o6 kernels; default unless MLXCEL_CUDA_MOEGU picks a width)
 
@@ -209,22 +204,10 @@ func New(dev int) (*Backend, error) {
 		return nil, err
 	}
 	t0 := time.Now()
-	// Bulk L2 prefetch (cp.async.bulk.prefetch, PTX 8.0) needs NVRTC 12+
-	// and sm_90+. It is not checkable without such a toolchain, so a
-	// source that fails with it is compiled once more without it.
-	opts := []string{"--std=c++17"}
-	if b.nv.major >= 12 && b.d.attr(b.dev, attrCCMajor) >= 9 {
-		opts = append(opts, "-DMLXCEL_BULK_PREFETCH")
-	}
-	img, hit, err := b.nv.compileCached(kernelSource(), "mlxcel", b.Arch, opts)
-	if err != nil && len(opts) > 1 {
-		b.BulkPrefetchErr = err
-		img, hit, err = b.nv.compileCached(kernelSource(), "mlxcel", b.Arch, opts[:1])
-	}
+	img, hit, err := b.nv.compileCached(kernelSource(), "mlxcel", b.Arch, []string{"--std=c++17"})
 	if err != nil {
 		return nil, err
 	}
-	b.bulkPrefetch = len(opts) > 1 && b.BulkPrefetchErr == nil
 	if !hit {
 		b.CompileTime = time.Since(t0)
 	}
@@ -303,10 +286,10 @@ func New(dev int) (*Backend, error) {
 	// gives back the one-warp router) and the gate/up kernel at six blocks an
 	// SM (o6: 80 registers, 40 bytes spilled, one wave of 768 blocks where
 	// 5 an SM made 1.16 waves; 393.3 -> 415.0). MLXCEL_CUDA_MOEGU=32/64/128
-	// picks a plain row-group width instead (32 lost: 386.6). The L2 bulk
-	// prefetch of the chosen experts (MLXCEL_CUDA_MOEPF=1) lost badly: 152.9.
+	// picks a plain row-group width instead (32 lost: 386.6). (An L2 bulk
+	// prefetch of the chosen experts by the router's last block lost badly,
+	// 152.9, and was removed: notes/cuda-kernels.md.)
 	b.routeBlock = os.Getenv("MLXCEL_CUDA_ROUTE") != "warp"
-	b.moePF = os.Getenv("MLXCEL_CUDA_MOEPF") == "1"
 	// The down projection and the slot sum in one pass, a block of 8 warps
 	// doing every slot of its rows (no scratch, ticket or second pass):
 	// Qwen3-30B-A3B 451.3/453.6 against 439.0/433.4 tok/s (s9r5,

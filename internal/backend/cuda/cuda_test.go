@@ -137,8 +137,7 @@ func TestGraphReplay(t *testing.T) {
 // one-head decode attention blocks on the AD_G kernel (MLXCEL_CUDA_DECH1=0),
 // and blocks of 2 or 4 heads on it too (MLXCEL_CUDA_DECHG=0);
 // MoE decode routed by one warp (MLXCEL_CUDA_ROUTE=warp) and its gate/up
-// kernel on plain 32- or 64-lane row groups (MLXCEL_CUDA_MOEGU), and the
-// chosen experts bulk-prefetched into L2 by the router (MLXCEL_CUDA_MOEPF),
+// kernel on plain 32- or 64-lane row groups (MLXCEL_CUDA_MOEGU),
 // the down kernel's weights loaded after its wait (MLXCEL_CUDA_MOEPRE=0),
 // and the down projection and the slot sum in two passes (MLXCEL_CUDA_MOEDOWN=sum).
 func TestConformanceVariants(t *testing.T) {
@@ -148,7 +147,7 @@ func TestConformanceVariants(t *testing.T) {
 		{"half", "MLXCEL_CUDA_GEMVH", "1"}, {"half16", "MLXCEL_CUDA_GEMVH", "16"}, {"mmaxp", "MLXCEL_CUDA_MMAV", "xp"},
 		{"folds", "MLXCEL_CUDA_NORMFUSE", "1"}, {"decpf", "MLXCEL_CUDA_DECPF", "1"}, {"h1off", "MLXCEL_CUDA_DECH1", "0"}, {"hgoff", "MLXCEL_CUDA_DECHG", "0"},
 		{"routewarp", "MLXCEL_CUDA_ROUTE", "warp"}, {"moegu32", "MLXCEL_CUDA_MOEGU", "32"},
-		{"moepf", "MLXCEL_CUDA_MOEPF", "1"}, {"moegu64", "MLXCEL_CUDA_MOEGU", "64"}, {"moepreoff", "MLXCEL_CUDA_MOEPRE", "0"}, {"moedownsum", "MLXCEL_CUDA_MOEDOWN", "sum"},
+		{"moegu64", "MLXCEL_CUDA_MOEGU", "64"}, {"moepreoff", "MLXCEL_CUDA_MOEPRE", "0"}, {"moedownsum", "MLXCEL_CUDA_MOEDOWN", "sum"},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Setenv(v.env, v.val)
@@ -157,7 +156,7 @@ func TestConformanceVariants(t *testing.T) {
 			b := newOrSkip(t)
 			defer b.Close()
 			if b.streamStages == 0 && !b.gemvTC && b.gemvHalf == "" && b.mmaVariant != "xp" && b.folds == defaultNormFolds && !b.decPF && b.decH1 && b.decHG &&
-				b.routeBlock && b.moeGULanes == 0 && !b.moePF && b.moeGUO6 && b.moePre && b.moeDownAcc {
+				b.routeBlock && b.moeGULanes == 0 && b.moeGUO6 && b.moePre && b.moeDownAcc {
 				t.Fatalf("%s=%s left the kernel off on %s", v.env, v.val, b.Info())
 			}
 			backendtest.Run(t, b)

@@ -111,12 +111,9 @@ func (b *Backend) recorded() []string {
 func TestMoEDecode(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
-	defer func(on bool, folds normFolds, rb bool, gu int, pf, o6, pre, acc bool) {
-		b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6, b.moePre, b.moeDownAcc = on, folds, rb, gu, pf, o6, pre, acc
-	}(b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6, b.moePre, b.moeDownAcc)
-	if !b.bulkPrefetch {
-		t.Logf("kernels without bulk prefetch (%v): the prefetch case runs without it", b.BulkPrefetchErr)
-	}
+	defer func(on bool, folds normFolds, rb bool, gu int, o6, pre, acc bool) {
+		b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moeGUO6, b.moePre, b.moeDownAcc = on, folds, rb, gu, o6, pre, acc
+	}(b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moeGUO6, b.moePre, b.moeDownAcc)
 	gate, up, down := mdHosts()
 	ly := mdUpload(t, b, gate, up, down, 11)
 	p := backend.MoEParams{TopK: mdTopK, Renorm: true, Act: backend.SiLU}
@@ -126,17 +123,15 @@ func TestMoEDecode(t *testing.T) {
 		fold  bool
 		route bool // MLXCEL_CUDA_ROUTE=block
 		gu    int  // MLXCEL_CUDA_MOEGU
-		pf    bool // MLXCEL_CUDA_MOEPF
 		o6    bool // MLXCEL_CUDA_MOEGU=o6
 		pre   bool // MLXCEL_CUDA_MOEPRE
 		acc   bool // MLXCEL_CUDA_MOEDOWN=acc
-	}{{1, true, true, 0, false, true, true, true}, {4, true, true, 0, false, true, true, true}, {1, false, true, 0, false, true, true, true}, // the defaults
-		{1, true, true, 0, false, true, true, false},
-		{1, true, false, 0, false, false, false, false}, {1, false, true, 32, true, false, false, false}, {4, true, true, 128, true, false, false, false},
-		{1, true, true, 0, false, true, false, false}, {4, false, true, 0, false, true, false, false},
-		{1, true, true, 0, false, true, true, true}, {4, false, true, 0, false, true, true, true}, {1, true, true, 0, false, true, false, true}} {
+	}{{1, true, true, 0, true, true, true}, {4, true, true, 0, true, true, true}, {1, false, true, 0, true, true, true}, // the defaults
+		{1, true, true, 0, true, true, false}, {4, false, true, 0, true, true, false}, {1, true, true, 0, true, false, true},
+		{1, true, false, 0, false, false, false}, {1, false, true, 32, false, false, false}, {4, true, true, 128, false, false, false},
+		{1, true, true, 0, true, false, false}, {4, false, true, 0, true, false, false}} {
 		T := c.T
-		b.folds.router, b.routeBlock, b.moeGULanes, b.moePF, b.moeGUO6, b.moePre, b.moeDownAcc = c.fold, c.route, c.gu, c.pf, c.o6, c.pre, c.acc
+		b.folds.router, b.routeBlock, b.moeGULanes, b.moeGUO6, b.moePre, b.moeDownAcc = c.fold, c.route, c.gu, c.o6, c.pre, c.acc
 		h, xn, out := mdInput(t, b, rng, T)
 		// Run 0: the seven-launch path; runs 1-4: the three-launch path.
 		// Run 1 may grow the counters (a fill between its first norm and

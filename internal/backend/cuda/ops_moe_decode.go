@@ -170,9 +170,8 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	if T == 1 && b.folds.router {
 		nsrc, nw, eps = b.takeNorm(s.ptr, hidden, rw.bytes)
 	}
-	l := b.newLaunchFn(rk.fn, rk.name, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
+	b.newLaunchFn(rk.fn, rk.name, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
 		i(topk).i(renorm).p(idx).p(wts).p(nsrc).p(nw).f(eps).i(rb)
-	b.expertPrefetchArgs(l, gw, uw, dw)
 
 	act := actSiLU
 	if p.Act == backend.GELUTanh {
@@ -207,25 +206,4 @@ func expertStrides(w *weight) (wstride, sbstride int) {
 		sbstride *= 2 // a float2 per group
 	}
 	return wstride, sbstride
-}
-
-// expertPrefetchArgs appends the router's prefetch arguments: the expert
-// matrices and their per-expert strides when MLXCEL_CUDA_MOEPF=1 and the
-// kernels have bulk prefetch, else nulls (md_prefetch_experts skips).
-// Every range must start and end on 16 bytes.
-func (b *Backend) expertPrefetchArgs(l *launch, gw, uw, dw *weight) {
-	gws, gss := expertStrides(gw)
-	dws, dss := expertStrides(dw)
-	aligned := true
-	for _, v := range []int{gws, gss, dws, dss} {
-		aligned = aligned && (4*v)%16 == 0
-	}
-	for _, p := range []uintptr{gw.w, uw.w, dw.w, gw.sb, uw.sb, dw.sb} {
-		aligned = aligned && p%16 == 0
-	}
-	if !b.moePF || !b.bulkPrefetch || !aligned {
-		l.p(0).p(0).p(0).p(0).p(0).p(0).i64(0).i64(0).i64(0).i64(0)
-		return
-	}
-	l.p(gw.w).p(uw.w).p(dw.w).p(gw.sb).p(uw.sb).p(dw.sb).i64(gws).i64(gss).i64(dws).i64(dss)
 }

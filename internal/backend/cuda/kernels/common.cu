@@ -24,15 +24,6 @@ DEV void grid_dep_launch() {}
 #endif
 // prefetch_l2 asks for the line holding p to be brought into L2.
 DEV void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-// bulk_prefetch_l2 asks the copy engine (TMA) for n bytes at p in L2: one
-// instruction for a whole range (p 16-byte aligned, n a multiple of 16).
-// PTX 8.0, sm_90: the backend defines MLXCEL_BULK_PREFETCH when NVRTC and
-// the device have it; elsewhere a no-op.
-DEV void bulk_prefetch_l2(const void* p, unsigned n) {
-#if defined(MLXCEL_BULK_PREFETCH) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n) : "memory");
-#endif
-}
 // grid_dep_start is the usual prologue: let the next kernel launch, then
 // wait for the previous one.
 DEV void grid_dep_start() {

@@ -151,33 +151,6 @@ DEV void md_route(const float* lg, int E, int topk, int renorm, int* idx, float*
     route_warp(l, E, topk, renorm, idx, wts);
 }
 
-// md_prefetch_experts, in the router's last block once the token is
-// routed (MLXCEL_CUDA_MOEPF=1): the chosen experts' gate, up and down
-// weights and scale pairs are asked into L2 by bulk prefetches of up to
-// 64 KB, spread over the block. The expert kernels cannot prefetch their
-// own weights before the routing is known (the dense GEMVs do, before
-// their wait); this starts those reads a kernel earlier and at full rate.
-// Strides are in u32 words; g null: nothing to do.
-struct MDExpertsPF {
-    const u32 *g, *u, *d, *gs, *us, *ds;
-    long long gw, gsw, dw, dsw; // per-expert words: gate/up weights and scales, down weights and scales
-};
-DEV void md_prefetch_experts(const int* idx, int topk, const MDExpertsPF& f) {
-    if (!f.g) return;
-    constexpr long long P = 64 << 10;
-    const int np = (int)((max(f.gw, f.dw) * 4 + P - 1) / P);
-    for (int i = threadIdx.x; i < topk * 6 * np; i += MD_THREADS) {
-        const int k = i / (6 * np), m = (i / np) % 6, piece = i % np;
-        const long long e = idx[k];
-        // (selects, not arrays indexed by m: those would sit in local memory)
-        const u32* base = m == 0 ? f.g : m == 1 ? f.u : m == 2 ? f.d : m == 3 ? f.gs : m == 4 ? f.us : f.ds;
-        const long long words = m < 2 ? f.gw : m == 2 ? f.dw : m < 5 ? f.gsw : f.dsw;
-        const long long off = piece * P, bytes = words * 4;
-        if (off < bytes)
-            bulk_prefetch_l2(reinterpret_cast<const char*>(base + e * words) + off, (unsigned)min(P, bytes - off));
-    }
-}
-
 // md_route_block routes one token with the whole block (all threads call
 // it; MLXCEL_CUDA_ROUTE=block). route_warp picks the k experts in k
 // rounds of warp argmax, each with a double exp; here every thread ranks
@@ -227,12 +200,8 @@ DEV void md_route_block(const float* lg, int E, int topk, int renorm, int* idx, 
 // source, and block (0, t) writes x[t] for the expert kernels.
 #define MR_PARAMS                                                                                                 \
     float *x, const u32 *w, const u32 *sb, int E, int K, int gshift, float *logits, int *cnt, int topk, int renorm, \
-        int *idx, float *wts, const float *nsrc, const float *nwt, float eps, int rb, const u32 *pg, const u32 *pu,      \
-        const u32 *pd, const u32 *pgs, const u32 *pus, const u32 *pds, long long pgw, long long pgsw, long long pdw,   \
-        long long pdsw
-#define MR_ARGS                                                                                                      \
-    x, w, sb, E, K, gshift, logits, cnt, topk, renorm, idx, wts, nsrc, nwt, eps, rb, pg, pu, pd, pgs, pus, pds, pgw, \
-        pgsw, pdw, pdsw
+        int *idx, float *wts, const float *nsrc, const float *nwt, float eps, int rb
+#define MR_ARGS x, w, sb, E, K, gshift, logits, cnt, topk, renorm, idx, wts, nsrc, nwt, eps, rb
 template <int BITS, class SB, int L>
 DEV void moe_router_impl(MR_PARAMS) {
     const int t = blockIdx.y, li = threadIdx.x % L, row0 = md_row0<L, MD_NR>();
@@ -284,10 +253,6 @@ DEV void moe_router_impl(MR_PARAMS) {
         md_route_block(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
     else if (threadIdx.x < 32)
         md_route(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
-    if (pg) {
-        __syncthreads(); // this block's idx writes are visible to all its threads
-        md_prefetch_experts(idx + t * topk, topk, MDExpertsPF{pg, pu, pd, pgs, pus, pds, pgw, pgsw, pdw, pdsw});
-    }
 }
 
 // moe_gateup: grid (row blocks of N = inter, T, topk). The block's row
