@@ -301,6 +301,19 @@ DEV void moe_gateup_impl(GU_PARAMS) {
     }
 }
 
+// md_expert_rows points wr/sr at rows row0.. row0+MD_NR-1 (clamped to N-1)
+// of expert e's weights (nw words a row) and scale pairs (ng groups a row).
+template <class SB>
+DEV void md_expert_rows(const uint4* (&wr)[MD_NR], const u32* (&sr)[MD_NR], const u32* w, const u32* sb, long long e,
+                        long long wstride, long long sbstride, int row0, int N, int nw, int ng) {
+#pragma unroll
+    for (int r = 0; r < MD_NR; r++) {
+        const int rr = min(row0 + r, N - 1);
+        wr[r] = reinterpret_cast<const uint4*>(w + e * wstride + (long long)rr * nw);
+        sr[r] = sb + e * sbstride + (long long)rr * ng * (sizeof(typename SB::raw) / 4);
+    }
+}
+
 // moe_down_sum: grid (row blocks of N = hidden, T, topk). y[slot][t][row]
 // = a[slot][t] . down[e][row] into scratch, then a ticket per (t, row
 // block) (cnt[t*gridDim.x + bx], reset by the last): the last of the topk
@@ -327,12 +340,7 @@ DEV void moe_down_sum_impl(DS_PARAMS) {
     const long long e = pre ? __ldcg(idx + t * topk + slot) : idx[t * topk + slot];
     const uint4* wr[MD_NR];
     const u32* sr[MD_NR];
-#pragma unroll
-    for (int r = 0; r < MD_NR; r++) {
-        const int rr = min(row0 + r, N - 1);
-        wr[r] = reinterpret_cast<const uint4*>(w + e * wstride + (long long)rr * nw);
-        sr[r] = sb + e * sbstride + (long long)rr * ng * (sizeof(typename SB::raw) / 4);
-    }
+    md_expert_rows<SB>(wr, sr, w, sb, e, wstride, sbstride, row0, N, nw, ng);
     uint4 wv[MD_NR];
     typename SB::raw sv[MD_NR];
     if (pre) {
@@ -397,12 +405,7 @@ DEV void moe_down_acc_impl(DS_PARAMS) {
         const long long e = __ldcg(idx + t * topk + k); // (past L1: before the wait with pre)
         const uint4* wr[MD_NR];
         const u32* sr[MD_NR];
-#pragma unroll
-        for (int r = 0; r < MD_NR; r++) {
-            const int rr = min(row0 + r, N - 1);
-            wr[r] = reinterpret_cast<const uint4*>(w + e * wstride + (long long)rr * nw);
-            sr[r] = sb + e * sbstride + (long long)rr * ng * (sizeof(typename SB::raw) / 4);
-        }
+        md_expert_rows<SB>(wr, sr, w, sb, e, wstride, sbstride, row0, N, nw, ng);
         uint4 wv[MD_NR];
         typename SB::raw sv[MD_NR];
         const bool pl = pre && k == warp; // first chunk loaded before the wait
