@@ -117,6 +117,7 @@ type Backend struct {
 	argmaxSplit                                      bool      // long rows' argmax over several blocks (MLXCEL_CUDA_ARGMAX=rows: one block a row)
 	routeBlock                                       bool      // MoE decode: the router's last block routes with all its threads (default; MLXCEL_CUDA_ROUTE=warp: one warp)
 	moePre                                           bool      // MoE decode: down_sum loads its weights before its wait (default; MLXCEL_CUDA_MOEPRE=0: after)
+	moeDPF                                           bool      // MoE decode: gate/up's blocks prefetch the down expert into L2 (MLXCEL_CUDA_MOEDPF=1)
 	moeDownAcc                                       bool      // MoE decode: moe_down_acc for down_sum at topk >= 8 (default; MLXCEL_CUDA_MOEDOWN=sum: off)
 	moeGULanes                                       int       // MoE decode gate/up row-group width (MLXCEL_CUDA_MOEGU=32/64/128; 0: rowGroupLanes)
 	moeGUO6                                          bool      // MoE decode gate/up at six blocks an SM (the _o6 kernels; default unless MLXCEL_CUDA_MOEGU picks a width)
@@ -296,6 +297,10 @@ func New(dev int) (*Backend, error) {
 	// interleaved; with 4 warps, two slots each, it lost: 423, s9r4).
 	// MLXCEL_CUDA_MOEDOWN=sum: moe_down_sum.
 	b.moeDownAcc = os.Getenv("MLXCEL_CUDA_MOEDOWN") != "sum"
+	// Not yet measured: gate/up's blocks ask L2 for the chosen down
+	// experts' weights (6.3 MB a Qwen3-30B-A3B layer, ~8 KB a block) as
+	// soon as they know them, so the down kernel reads L2.
+	b.moeDPF = os.Getenv("MLXCEL_CUDA_MOEDPF") == "1"
 	// gate/up triggers the down kernel's launch only after its wait (the
 	// router done), and down_sum reads its expert and loads its first
 	// weight chunk before waiting for gate/up: Qwen3-30B-A3B 443.0/443.7
@@ -423,7 +428,7 @@ func kernelNames() []string {
 	return append(names, "flash_attn_64", "flash_attn_128", "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_decode_64", "attn_decode_128",
 		"attn_decode_64_p", "attn_decode_128_p", "attn_decode_64_h1", "attn_decode_128_h1",
 		"attn_decode_64_h2", "attn_decode_128_h2", "attn_decode_64_h4", "attn_decode_128_h4",
-		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6") // (two-argument __launch_bounds__: not matched by kernelName)
+		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6", "moe_gateup4_bf_o6_pf", "moe_gateup4_bf_g64_o6_pf") // (two-argument __launch_bounds__: not matched by kernelName)
 }
 
 // Function attributes (CUfunction_attribute).

@@ -111,27 +111,36 @@ func (b *Backend) recorded() []string {
 func TestMoEDecode(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
-	defer func(on bool, folds normFolds, rb bool, gu int, o6, pre, acc bool) {
-		b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moeGUO6, b.moePre, b.moeDownAcc = on, folds, rb, gu, o6, pre, acc
-	}(b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moeGUO6, b.moePre, b.moeDownAcc)
+	defer func(on bool, folds normFolds, rb bool, gu int, o6, pre, acc, dpf bool) {
+		b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moeGUO6, b.moePre, b.moeDownAcc, b.moeDPF = on, folds, rb, gu, o6, pre, acc, dpf
+	}(b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moeGUO6, b.moePre, b.moeDownAcc, b.moeDPF)
 	gate, up, down := mdHosts()
 	ly := mdUpload(t, b, gate, up, down, 11)
 	p := backend.MoEParams{TopK: mdTopK, Renorm: true, Act: backend.SiLU}
 	rng := rand.New(rand.NewSource(3))
-	for _, c := range []struct {
+	// The defaults are route, o6, pre and acc (with or without the router's
+	// norm fold); each other case turns one or more of them off or on.
+	type mdCase struct {
 		T     int
-		fold  bool
-		route bool // MLXCEL_CUDA_ROUTE=block
-		gu    int  // MLXCEL_CUDA_MOEGU
-		o6    bool // MLXCEL_CUDA_MOEGU=o6
-		pre   bool // MLXCEL_CUDA_MOEPRE
-		acc   bool // MLXCEL_CUDA_MOEDOWN=acc
-	}{{1, true, true, 0, true, true, true}, {4, true, true, 0, true, true, true}, {1, false, true, 0, true, true, true}, // the defaults
-		{1, true, true, 0, true, true, false}, {4, false, true, 0, true, true, false}, {1, true, true, 0, true, false, true},
-		{1, true, false, 0, false, false, false}, {1, false, true, 32, false, false, false}, {4, true, true, 128, false, false, false},
-		{1, true, true, 0, true, false, false}, {4, false, true, 0, true, false, false}} {
+		fold  bool // the norm folded into the router (MLXCEL_CUDA_NORMFUSE)
+		route bool // the router's whole block routes (MLXCEL_CUDA_ROUTE)
+		gu    int  // gate/up row-group width (MLXCEL_CUDA_MOEGU)
+		o6    bool // gate/up at six blocks an SM (MLXCEL_CUDA_MOEGU)
+		pre   bool // down loads before its wait (MLXCEL_CUDA_MOEPRE)
+		acc   bool // moe_down_acc (MLXCEL_CUDA_MOEDOWN)
+		dpf   bool // gate/up prefetches the down experts (MLXCEL_CUDA_MOEDPF)
+	}
+	for _, c := range []mdCase{
+		{T: 1, fold: true, route: true, o6: true, pre: true, acc: true}, {T: 4, fold: true, route: true, o6: true, pre: true, acc: true},
+		{T: 1, route: true, o6: true, pre: true, acc: true}, {T: 1, fold: true, route: true, o6: true, pre: true},
+		{T: 4, route: true, o6: true, pre: true}, {T: 1, fold: true, route: true, o6: true, acc: true},
+		{T: 1, fold: true}, {T: 1, route: true, gu: 32},
+		{T: 4, fold: true, route: true, gu: 128}, {T: 1, fold: true, route: true, o6: true},
+		{T: 4, route: true, o6: true}, {T: 1, fold: true, route: true, o6: true, pre: true, acc: true, dpf: true},
+		{T: 4, route: true, o6: true, pre: true, acc: true, dpf: true},
+	} {
 		T := c.T
-		b.folds.router, b.routeBlock, b.moeGULanes, b.moeGUO6, b.moePre, b.moeDownAcc = c.fold, c.route, c.gu, c.o6, c.pre, c.acc
+		b.folds.router, b.routeBlock, b.moeGULanes, b.moeGUO6, b.moePre, b.moeDownAcc, b.moeDPF = c.fold, c.route, c.gu, c.o6, c.pre, c.acc, c.dpf
 		h, xn, out := mdInput(t, b, rng, T)
 		// Run 0: the seven-launch path; runs 1-4: the three-launch path.
 		// Run 1 may grow the counters (a fill between its first norm and
@@ -186,6 +195,9 @@ func TestMoEDecode(t *testing.T) {
 				gateup := map[int]string{0: "moe_gateup4_bf_g64", 32: "moe_gateup4_bf_g32", 128: "moe_gateup4_bf"}[c.gu]
 				if c.o6 {
 					gateup += "_o6"
+					if c.dpf {
+						gateup += "_pf"
+					}
 				}
 				down := "moe_down_sum4_bf_g32"
 				if c.acc {

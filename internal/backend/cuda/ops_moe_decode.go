@@ -69,11 +69,11 @@ func moeDecName(stage string, w *weight, lanes int) (string, int) {
 // layer in every decode step's recording, where formatting the names cost
 // ~1 us a layer.
 func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
-	lanes, o6 := 0, false
+	lanes, o6, pf := 0, false, false
 	if stage == "gateup" {
-		lanes, o6 = b.moeGULanes, b.moeGUO6
+		lanes, o6, pf = b.moeGULanes, b.moeGUO6, b.moeDPF
 	}
-	key := moeDecKey{stage, w.w, lanes, o6}
+	key := moeDecKey{stage, w.w, lanes, o6, pf}
 	if k, ok := b.moeDecNames[key]; ok {
 		return k
 	}
@@ -83,6 +83,9 @@ func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
 	}
 	if o6 && (name == "moe_gateup4_bf" || name == "moe_gateup4_bf_g64") {
 		name += "_o6" // six blocks an SM (kernels/moe_decode.cu)
+		if pf {
+			name += "_pf" // (the down expert into L2)
+		}
 	}
 	if b.moeDecNames == nil {
 		b.moeDecNames = map[moeDecKey]moeDecVal{}
@@ -97,6 +100,7 @@ type moeDecKey struct {
 	w     uintptr
 	lanes int  // the width asked for (0: rowGroupLanes)
 	o6    bool // the six-blocks-an-SM gate/up kernel where there is one
+	pf    bool // its _pf form (MLXCEL_CUDA_MOEDPF)
 }
 
 type moeDecVal struct {
@@ -184,10 +188,13 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	if b.moePre {
 		pre = 1
 	}
+	// The _pf gate/up kernels ask L2 for the down expert's weights (the
+	// others ignore these arguments).
+	dws, dsbs := expertStrides(dw)
 	b.newLaunchFn(gk.fn, gk.name, ggx, T, topk, 128).p(s.ptr).p(gw.w).p(gw.sb).p(uw.w).p(uw.sb).i(inter).i(hidden).i(gw.gshft).
-		i64(wstride).i64(sbstride).p(idx).i(topk).i(act).p(a).i(pre)
+		i64(wstride).i64(sbstride).p(idx).i(topk).i(act).p(a).i(pre).p(dw.w).p(dw.sb).i64(dws).i64(dsbs)
 
-	wstride, sbstride = expertStrides(dw)
+	wstride, sbstride = dws, dsbs
 	dthreads := 128
 	if downAcc {
 		dthreads = 256 // 8 warps, a slot each

@@ -264,11 +264,27 @@ DEV void moe_router_impl(MR_PARAMS) {
 // late set: the next kernel (moe_down_sum with pre) may launch only once
 // every block has passed its wait, i.e. once the router is done, so that
 // it can read idx and load its expert's weights before its own wait.
+//
+// DPF (the _pf kernels, MLXCEL_CUDA_MOEDPF=1) and dw set: the blocks of each slot ask L2 for their
+// share of that slot's expert's down weights and scale pairs (dws, dsbs
+// u32 words an expert), spread over the slot's gridDim.x blocks: the down
+// kernel's blocks cannot be resident while these run (six an SM), so its
+// own loads before its wait start late; these start as soon as the
+// expert is known.
 #define GU_PARAMS                                                                                                \
     const float *x, const u32 *wg, const u32 *sbg, const u32 *wu, const u32 *sbu, int N, int K, int gshift,        \
-        long long wstride, long long sbstride, const int *idx, int topk, int act, float *a, int late
-#define GU_ARGS x, wg, sbg, wu, sbu, N, K, gshift, wstride, sbstride, idx, topk, act, a, late
-template <int BITS, class SB, int L>
+        long long wstride, long long sbstride, const int *idx, int topk, int act, float *a, int late, const u32 *dw,  \
+        const u32 *dsb, long long dws, long long dsbs
+#define GU_ARGS x, wg, sbg, wu, sbu, N, K, gshift, wstride, sbstride, idx, topk, act, a, late, dw, dsb, dws, dsbs
+
+// md_prefetch_share asks L2 for block b of nb's share of the n u32 words at
+// p, a 128-byte line a thread at a time.
+DEV void md_prefetch_share(const u32* p, long long n, int b, int nb) {
+    const long long lines = (n * 4 + 127) / 128, per = (lines + nb - 1) / nb;
+    const long long l0 = b * per, l1 = min(lines, l0 + per);
+    for (long long l = l0 + threadIdx.x; l < l1; l += blockDim.x) prefetch_l2(reinterpret_cast<const char*>(p) + l * 128);
+}
+template <int BITS, class SB, int L, bool DPF = false>
 DEV void moe_gateup_impl(GU_PARAMS) {
     if (!late) grid_dep_launch();
     grid_dep_wait();
@@ -276,6 +292,10 @@ DEV void moe_gateup_impl(GU_PARAMS) {
     constexpr int H = MD_NR / 2;
     const int t = blockIdx.y, slot = blockIdx.z, li = threadIdx.x % L, row0 = md_row0<L, H>();
     const long long e = idx[t * topk + slot]; // from the router: read after grid_dep_wait
+    if (DPF && dw) {
+        md_prefetch_share(dw + e * dws, dws, blockIdx.x, gridDim.x);
+        md_prefetch_share(dsb + e * dsbs, dsbs, blockIdx.x, gridDim.x);
+    }
     const int nw = K * BITS / 32, ng = K >> gshift;
     const uint4* wr[MD_NR];
     const u32* sr[MD_NR];
@@ -477,6 +497,8 @@ extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g32(GU_PARAMS) 
 // MLXCEL_CUDA_MOEGU=o6.
 extern "C" __global__ void __launch_bounds__(128, 6) moe_gateup4_bf_o6(GU_PARAMS) { moe_gateup_impl<4, SBbf, 128>(GU_ARGS); }
 extern "C" __global__ void __launch_bounds__(128, 6) moe_gateup4_bf_g64_o6(GU_PARAMS) { moe_gateup_impl<4, SBbf, 64>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128, 6) moe_gateup4_bf_o6_pf(GU_PARAMS) { moe_gateup_impl<4, SBbf, 128, true>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128, 6) moe_gateup4_bf_g64_o6_pf(GU_PARAMS) { moe_gateup_impl<4, SBbf, 64, true>(GU_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32(GU_PARAMS) { moe_gateup_impl<4, SBf32, 128>(GU_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32_g64(GU_PARAMS) { moe_gateup_impl<4, SBf32, 64>(GU_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32_g32(GU_PARAMS) { moe_gateup_impl<4, SBf32, 32>(GU_ARGS); }
