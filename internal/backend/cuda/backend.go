@@ -117,6 +117,7 @@ type Backend struct {
 	argmaxSplit                                      bool      // long rows' argmax over several blocks (MLXCEL_CUDA_ARGMAX=rows: one block a row)
 	routeBlock                                       bool      // MoE decode: the router's last block routes with all its threads (default; MLXCEL_CUDA_ROUTE=warp: one warp)
 	moePre                                           bool      // MoE decode: down_sum loads its weights before its wait (default; MLXCEL_CUDA_MOEPRE=0: after)
+	moeAddNorm                                       bool      // MoE decode: the router takes the add_rmsnorm before it (MLXCEL_CUDA_MOEADDNORM=1)
 	moeDPF                                           bool      // MoE decode: gate/up's blocks prefetch the down expert into L2 (MLXCEL_CUDA_MOEDPF=1)
 	moeDownAcc                                       bool      // MoE decode: moe_down_acc for down_sum at topk >= 8 (default; MLXCEL_CUDA_MOEDOWN=sum: off)
 	moeGULanes                                       int       // MoE decode gate/up row-group width (MLXCEL_CUDA_MOEGU=32/64/128; 0: rowGroupLanes)
@@ -301,6 +302,12 @@ func New(dev int) (*Backend, error) {
 	// experts' weights (6.3 MB a Qwen3-30B-A3B layer, ~8 KB a block) as
 	// soon as they know them, so the down kernel reads L2.
 	b.moeDPF = os.Getenv("MLXCEL_CUDA_MOEDPF") == "1"
+	// Not yet measured: the one-row add_rmsnorm before a MoE router run by
+	// the router's blocks (each adds and normalises its x loads; the last
+	// writes the sum and x), leaving the o projection as it is: one launch
+	// fewer a MoE layer (1.5 us each in the graph, s9r3). The norm folds
+	// (MLXCEL_CUDA_NORMFUSE=router) move the add into o's epilogue instead.
+	b.moeAddNorm = os.Getenv("MLXCEL_CUDA_MOEADDNORM") == "1"
 	// gate/up triggers the down kernel's launch only after its wait (the
 	// router done), and down_sum reads its expert and loads its first
 	// weight chunk before waiting for gate/up: Qwen3-30B-A3B 443.0/443.7

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/tensor"
@@ -169,13 +170,16 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	if b.routeBlock {
 		rb = 1
 	}
-	var nsrc, nw uintptr
+	var nsrc, nw, nadd, nsum uintptr
 	var eps float32
-	if T == 1 && b.folds.router {
+	if T == 1 && b.moeAddNorm {
+		nsrc, nadd, nsum, nw, eps = b.takeAddNorm(s.ptr, hidden)
+	}
+	if nsrc == 0 && T == 1 && b.folds.router {
 		nsrc, nw, eps = b.takeNorm(s.ptr, hidden, rw.bytes)
 	}
 	b.newLaunchFn(rk.fn, rk.name, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
-		i(topk).i(renorm).p(idx).p(wts).p(nsrc).p(nw).f(eps).i(rb)
+		i(topk).i(renorm).p(idx).p(wts).p(nsrc).p(nw).f(eps).i(rb).p(nadd).p(nsum)
 
 	act := actSiLU
 	if p.Act == backend.GELUTanh {
@@ -213,4 +217,28 @@ func expertStrides(w *weight) (wstride, sbstride int) {
 		sbstride *= 2 // a float2 per group
 	}
 	return wstride, sbstride
+}
+
+// takeAddNorm folds the one-row add_rmsnorm just recorded, which wrote x
+// (K columns) from sum = a + c, into the MoE router about to read x
+// (MLXCEL_CUDA_MOEADDNORM=1): it drops that launch and returns its
+// addends, sum, norm weights and eps, or zeros. Unlike takeNorm's
+// add_rmsnorm form, the add is not moved into the launch before (an o
+// projection's epilogue): the router's blocks add a and c themselves, and
+// its last block writes sum (which may be a or c) and x.
+func (b *Backend) takeAddNorm(x uintptr, K int) (a, c, sum, w uintptr, eps float32) {
+	n := len(b.rec.ls)
+	if !b.fuse || n == 0 || K%4 != 0 {
+		return 0, 0, 0, 0, 0
+	}
+	l := &b.rec.ls[n-1] // add_rmsnorm: sum, a, b, dst, w, cols, eps, dbf
+	if l.fn != b.fn("add_rmsnorm") || l.gx != 1 || uintptr(l.args[3]) != x || int(int32(l.args[5])) != K || l.args[7] != 0 {
+		return 0, 0, 0, 0, 0
+	}
+	sum, a, c = uintptr(l.args[0]), uintptr(l.args[1]), uintptr(l.args[2])
+	if sum == x || a == x || c == x {
+		return 0, 0, 0, 0, 0
+	}
+	b.rec.ls = b.rec.ls[:n-1]
+	return a, c, sum, uintptr(l.args[4]), math.Float32frombits(uint32(l.args[6]))
 }

@@ -56,8 +56,9 @@ DEV void md_prefetch(const u32* w, int N, int K) {
 // code then compiles away.
 struct MDNorm {
     bool on;
-    const float* w; // norm weights, may be null
-    static DEV MDNorm off() { return MDNorm{false, nullptr}; }
+    const float* w;   // norm weights, may be null
+    const float* add; // a second addend of the row (the residual add folded too), may be null
+    static DEV MDNorm off() { return MDNorm{false, nullptr, nullptr}; }
 };
 
 // md_x loads the N floats of x from element e0 into xv; with the norm
@@ -69,6 +70,14 @@ DEV void md_x(float (&xv)[N], const float* x, int e0, MDNorm nm, float& ss) {
     const float4* xp = reinterpret_cast<const float4*>(x + e0);
 #pragma unroll
     for (int i = 0; i < N / 4; i++) f[i] = xp[i]; // all loads before any use
+    if (nm.add) { // x + add, as add_rmsnorm's sum
+        float4 g[N / 4];
+        const float4* ap = reinterpret_cast<const float4*>(nm.add + e0);
+#pragma unroll
+        for (int i = 0; i < N / 4; i++) g[i] = ap[i];
+#pragma unroll
+        for (int i = 0; i < N / 4; i++) f[i] = f4(f[i].x + g[i].x, f[i].y + g[i].y, f[i].z + g[i].z, f[i].w + g[i].w);
+    }
     if (nm.on) {
 #pragma unroll
         for (int i = 0; i < N / 4; i++) {
@@ -197,11 +206,14 @@ DEV void md_route_block(const float* lg, int E, int topk, int renorm, int* idx, 
 // The kernels prefetch their weight rows and wait (grid_dep_wait) first.
 // nsrc set: the RMSNorm that wrote x is folded in (MDNorm): x[t] =
 // nsrc[t] / rms(nsrc[t]) * nwt (nwt may be null); the blocks read the
-// source, and block (0, t) writes x[t] for the expert kernels.
+// source, and block (0, t) writes x[t] for the expert kernels. nadd set
+// too (MLXCEL_CUDA_MOEADDNORM=1): the add_rmsnorm's add as well, on
+// nsrc[t] + nadd[t]; the last block then writes that sum to nsum[t] (which
+// may be nsrc: every block has read it by then) and x[t].
 #define MR_PARAMS                                                                                                 \
     float *x, const u32 *w, const u32 *sb, int E, int K, int gshift, float *logits, int *cnt, int topk, int renorm, \
-        int *idx, float *wts, const float *nsrc, const float *nwt, float eps, int rb
-#define MR_ARGS x, w, sb, E, K, gshift, logits, cnt, topk, renorm, idx, wts, nsrc, nwt, eps, rb
+        int *idx, float *wts, const float *nsrc, const float *nwt, float eps, int rb, const float *nadd, float *nsum
+#define MR_ARGS x, w, sb, E, K, gshift, logits, cnt, topk, renorm, idx, wts, nsrc, nwt, eps, rb, nadd, nsum
 template <int BITS, class SB, int L>
 DEV void moe_router_impl(MR_PARAMS) {
     const int t = blockIdx.y, li = threadIdx.x % L, row0 = md_row0<L, MD_NR>();
@@ -215,8 +227,9 @@ DEV void moe_router_impl(MR_PARAMS) {
         sr[r] = sb + (long long)rr * ng * (sizeof(typename SB::raw) / 4);
     }
     // Folded norm: read the source, never x (block (0, t) writes it).
-    const MDNorm nm = {nsrc != nullptr, nwt};
     const float* xin = (nsrc ? nsrc : x) + (long long)t * K;
+    const float* ain = nadd ? nadd + (long long)t * K : nullptr;
+    const MDNorm nm = {nsrc != nullptr, nwt, ain};
     float acc[MD_NR], ss = 0.f;
 #pragma unroll
     for (int r = 0; r < MD_NR; r++) acc[r] = 0.f;
@@ -240,7 +253,7 @@ DEV void moe_router_impl(MR_PARAMS) {
 #pragma unroll
         for (int g = 0; g < wpg; g++) s2 += rss[w0 + g];
         ninv = 1.f / sqrtf(s2 / (float)K + eps);
-        if (blockIdx.x == 0) // x as the rmsnorm kernel would have left it: (v*inv)*w
+        if (blockIdx.x == 0 && !nadd) // x as the rmsnorm kernel would have left it: (v*inv)*w
             for (int i = threadIdx.x; i < K / 4; i += MD_THREADS)
                 reinterpret_cast<float4*>(x + (long long)t * K)[i] =
                     f4mul4(f4mul(reinterpret_cast<const float4*>(xin)[i], ninv),
@@ -253,6 +266,14 @@ DEV void moe_router_impl(MR_PARAMS) {
         md_route_block(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
     else if (threadIdx.x < 32)
         md_route(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
+    if (nsrc && nadd) // the sum and x as add_rmsnorm would have left them
+        for (int i = threadIdx.x; i < K / 4; i += MD_THREADS) {
+            const float4 a = reinterpret_cast<const float4*>(xin)[i], b = reinterpret_cast<const float4*>(ain)[i];
+            const float4 v = f4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+            reinterpret_cast<float4*>(nsum + (long long)t * K)[i] = v;
+            reinterpret_cast<float4*>(x + (long long)t * K)[i] =
+                f4mul4(f4mul(v, ninv), nwt ? reinterpret_cast<const float4*>(nwt)[i] : f4(1.f, 1.f, 1.f, 1.f));
+        }
 }
 
 // moe_gateup: grid (row blocks of N = inter, T, topk). The block's row
