@@ -103,12 +103,13 @@ type Backend struct {
 	// MLXCEL_CUDA_GEMM=tf32 (cuBLAS on f32 operands instead of bf16).
 	// MLXCEL_CUDA_MOEGROUP=0: MoE slot by slot instead of grouped.
 	useMMA, useFlash, useDecAttn, gemmBF16, moeGroup bool
-	pdl                                              bool      // programmatic dependent launch (runPDL)
+	pdl                                              bool      // programmatic dependent launch (runEx)
 	decSplitKeys                                     int       // attn_decode keys per split block
 	decWaves                                         int       // attn_decode blocks an SM at most, splits included (MLXCEL_CUDA_DECWAVES; 0: decodeWaves)
 	decPF                                            bool      // attn_decode's next K/V round loaded before this one's math (MLXCEL_CUDA_DECPF=1, the _p kernels)
 	decHeads                                         int       // attn_decode query heads per block (0: the whole GQA group)
 	decH1                                            bool      // one-head blocks take the _h1 kernels (MLXCEL_CUDA_DECH1=0: the AD_G ones)
+	decClusterMax                                    int       // the most splits merged in a cluster by the _c kernels (MLXCEL_CUDA_DECCLUSTER=1; 0: off)
 	decHG                                            bool      // blocks of 2 or 4 heads take the _h2/_h4 kernels (MLXCEL_CUDA_DECHG=0: the AD_G ones)
 	decHeadsMaxCtx                                   int       // longest (rounded) context that takes head groups (decHeadsMaxCtx)
 	fuseRoPE                                         bool      // decode: rope2 folded into attn_decode (takeRoPE)
@@ -324,6 +325,11 @@ func New(dev int) (*Backend, error) {
 	}
 	// PDL needs Hopper (griddepcontrol) and cuLaunchKernelEx.
 	b.pdl = os.Getenv("MLXCEL_CUDA_PDL") != "0" && b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9
+	// Not yet measured: decode attention's splits merged through a thread
+	// block cluster (the _c kernels) when there are at most 16 of them.
+	if os.Getenv("MLXCEL_CUDA_DECCLUSTER") == "1" && b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9 {
+		b.decClusterMax = b.optInClusters()
+	}
 	// MLXCEL_CUDA_GEMV1=85 (say) picks a one-row 4-bit GEMV variant, for
 	// measuring one through the model code.
 	if v := os.Getenv("MLXCEL_CUDA_GEMV1"); v != "" && slices.Contains(multiKernels, variantKernel(v)) {
@@ -435,6 +441,7 @@ func kernelNames() []string {
 	return append(names, "flash_attn_64", "flash_attn_128", "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_decode_64", "attn_decode_128",
 		"attn_decode_64_p", "attn_decode_128_p", "attn_decode_64_h1", "attn_decode_128_h1",
 		"attn_decode_64_h2", "attn_decode_128_h2", "attn_decode_64_h4", "attn_decode_128_h4",
+		"attn_decode_64_h1c", "attn_decode_128_h1c", "attn_decode_64_h2c", "attn_decode_128_h2c", "attn_decode_64_h4c", "attn_decode_128_h4c",
 		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6", "moe_gateup4_bf_o6_pf", "moe_gateup4_bf_g64_o6_pf") // (two-argument __launch_bounds__: not matched by kernelName)
 }
 
@@ -442,6 +449,8 @@ func kernelNames() []string {
 const (
 	funcAttrMaxDynamicSmem = 8 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 	funcAttrSmemCarveout   = 9 // CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+	// CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+	funcAttrNonPortableCluster = 14
 )
 
 // flash2Geom is the shape of flash2_attn_<hd> (f2cfg in kernels/flash.cu):
@@ -467,6 +476,20 @@ func flash2Geom(hd int) (threads, rows, keys, xchg int) {
 func flash2Smem(hd int) int {
 	_, rows, keys, xchg := flash2Geom(hd)
 	return (rows+4*keys)*(hd+8)*2 + xchg
+}
+
+// optInClusters allows the _c decode attention kernels clusters of 16
+// blocks (8 is the portable limit) and returns the most it may launch.
+func (b *Backend) optInClusters() int {
+	for _, hd := range []int{64, 128} {
+		for _, g := range []int{1, 2, 4} {
+			f := b.fns[fmt.Sprintf("attn_decode_%d_h%dc", hd, g)]
+			if b.d.call("cuFuncSetAttribute", b.d.funcSetAttribute, f, funcAttrNonPortableCluster, 1) != nil {
+				return 8
+			}
+		}
+	}
+	return 16
 }
 
 // optInFlash2 lets the flash2 kernels use more than the default 48 KB of

@@ -247,10 +247,18 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		if p.ScratchQK {
 			wb = 0
 		}
-		b.newLaunch(name, p.KVHeads*(G/gl), T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
+		// The small kernels' splits merged in a cluster: only without the
+		// q/k write-back, whose tickets the _c kernels do not keep.
+		cz := 0
+		if wb == 0 && splits > 1 && splits <= b.decClusterMax && (gl == 1 && b.decH1 || (gl == 2 || gl == 4) && b.decHG) && !b.decPF {
+			name += "c"
+			cz = splits
+		}
+		l := b.newLaunch(name, p.KVHeads*(G/gl), T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
 			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(kvw).p(cnt).
 			p(invf).i(half).f(rscale).p(qn).p(kn).f(neps).i(gl).i(wb)
+		l.cz = uint32(cz)
 		return
 	}
 	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).

@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -136,7 +137,9 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 type launch struct {
 	fn                      uintptr
 	gx, gy, gz, block, smem uint32
-	n                       uint32 // arguments used; args starts 8-byte aligned, no padding
+	n                       uint32 // arguments used
+	cz                      uint32 // cluster depth (blocks along z), 0 or 1: none
+	_                       uint32 // (zero: launches are hashed as bytes; args starts 8-byte aligned)
 	args                    [32]uint64
 }
 
@@ -148,8 +151,8 @@ type recorder struct {
 	dropped launch // MLXCEL_CUDA_SKIP's launches land here
 	params  [32]unsafe.Pointer
 	gemm    bool
-	cfg     launchConfig // runPDL's arguments: not on the goroutine stack,
-	attr    launchAttr   // which may move while C reads them
+	cfg     launchConfig  // runEx's arguments: not on the goroutine stack,
+	attrs   [2]launchAttr // which may move while C reads them
 }
 
 func (b *Backend) newLaunch(name string, gx, gy, gz, block int) *launch {
@@ -199,8 +202,8 @@ func (b *Backend) run(l *launch) error {
 	for i := uint32(0); i < l.n; i++ {
 		b.rec.params[i] = unsafe.Pointer(&l.args[i])
 	}
-	if b.pdl {
-		return b.runPDL(l)
+	if b.pdl || l.cz > 1 {
+		return b.runEx(l)
 	}
 	r, _, _ := purego.SyscallN(b.d.launchKernel, l.fn, uintptr(l.gx), uintptr(l.gy), uintptr(l.gz),
 		uintptr(l.block), 1, 1, uintptr(l.smem), b.strm, uintptr(unsafe.Pointer(&b.rec.params[0])), 0)
@@ -224,10 +227,17 @@ type launchAttr struct {
 	value [64]byte
 }
 
-// attrProgrammaticSerialization is CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION.
-const attrProgrammaticSerialization = 6
+// CUlaunchAttributeID values: CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION and
+// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION.
+const (
+	attrClusterDimension          = 4
+	attrProgrammaticSerialization = 6
+)
 
-// runPDL launches l with programmatic dependent launch (Hopper): its
+// runEx launches l through cuLaunchKernelEx, with programmatic dependent
+// launch when it is on and a cluster dimension when l has one.
+//
+// Programmatic dependent launch (Hopper): its
 // blocks may be scheduled once every block of the previous kernel has
 // started (each kernel calls griddepcontrol.launch_dependents early), and
 // they wait in griddepcontrol.wait for that kernel's results. A decode
@@ -236,13 +246,24 @@ const attrProgrammaticSerialization = 6
 // weights (which no kernel writes) before its input is ready. Every
 // kernel calls grid_dep_wait before touching data another kernel wrote
 // (kernels/common.cu; TestKernelsWaitForPredecessors checks the sources).
-func (b *Backend) runPDL(l *launch) error {
-	attr := &b.rec.attr
-	*attr = launchAttr{id: attrProgrammaticSerialization}
-	attr.value[0] = 1
+func (b *Backend) runEx(l *launch) error {
+	attrs := &b.rec.attrs
+	n := 0
+	if b.pdl {
+		attrs[n] = launchAttr{id: attrProgrammaticSerialization}
+		attrs[n].value[0] = 1
+		n++
+	}
+	if l.cz > 1 { // dims x, y, z as three uint32
+		attrs[n] = launchAttr{id: attrClusterDimension}
+		binary.LittleEndian.PutUint32(attrs[n].value[0:], 1)
+		binary.LittleEndian.PutUint32(attrs[n].value[4:], 1)
+		binary.LittleEndian.PutUint32(attrs[n].value[8:], l.cz)
+		n++
+	}
 	cfg := &b.rec.cfg
 	*cfg = launchConfig{gx: l.gx, gy: l.gy, gz: l.gz, bx: l.block, by: 1, bz: 1, smem: l.smem, stream: b.strm,
-		attrs: attr, nattrs: 1}
+		attrs: &attrs[0], nattrs: uint32(n)}
 	r, _, _ := purego.SyscallN(b.d.launchKernelEx, uintptr(unsafe.Pointer(cfg)), l.fn,
 		uintptr(unsafe.Pointer(&b.rec.params[0])), 0)
 	return b.d.check("cuLaunchKernelEx", r)

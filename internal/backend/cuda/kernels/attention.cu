@@ -265,7 +265,14 @@ DEV void head_norm(float (&v)[VPL], const float (&w)[VPL], float eps) {
 // the softmax state). wb: write the rotated/normalised q and k back (the
 // unfused kernels' result); 0 when the caller reads neither afterwards
 // (AttnParams.ScratchQK), which also drops the k write-back's ticket.
-template <int HD, bool PF = false, int GM = AD_G>
+// CL (the _c kernels, MLXCEL_CUDA_DECCLUSTER=1, wb 0): the S split blocks
+// of a head group are one thread block cluster (the Go side launches them
+// with cluster dims (1, 1, S)); each keeps its partial (max, sum, o) in
+// shared memory, and after a cluster barrier every block merges a slice of
+// the outputs, reading the others' partials through distributed shared
+// memory: no partials through L2, no fence and ticket, no last block. The
+// sums are the ticket path's, term for term (rank = split).
+template <int HD, bool PF = false, int GM = AD_G, bool CL = false>
 DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,
                           const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
                           float softcap, float* kin, const float* vin, int ldk, int* cnt, const float* invf, int half,
@@ -273,6 +280,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     constexpr int VPL = HD / 32; // dims per lane: 2 or 4
     __shared__ float wm[4][GM], wl[4][GM];
     __shared__ float wo[4][GM][HD];
+    __shared__ float cm[CL ? GM : 1], cs[CL ? GM : 1], co[CL ? GM : 1][CL ? HD : 1]; // CL: this split's partials
     // Head groups: blockIdx.x is (kv head, group of gl of its query heads),
     // so a large GQA group (Qwen3-30B-A3B: 8 per kv head) spreads over
     // more blocks, each with a shorter head loop.
@@ -431,11 +439,53 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
         }
         if (S == 1) {
             out[((long long)t * heads + h0 + g) * HD + d] = L > 0.f ? o / L : 0.f;
+        } else if constexpr (CL) {
+            co[g][d] = o;
+            if (d == 0) cm[g] = M, cs[g] = L;
         } else {
             float* pp = pb0 + ((long long)g * S + split) * (HD + 2);
             if (d == 0) pp[0] = M, pp[1] = L;
             pp[2 + d] = o;
         }
+    }
+    if constexpr (CL) {
+        if (S > 1) { // (the Go side never clusters one split)
+            cluster_sync(); // every split's partials are in its shared memory
+            __shared__ float cw[GM][AD_MAXS], cl[GM][AD_MAXS], cinv[GM];
+            for (int i = threadIdx.x; i < G * S; i += 128) {
+                const int g = i / S, s = i - g * S;
+                cw[g][s] = ld_cluster(&cm[g], s), cl[g][s] = ld_cluster(&cs[g], s);
+            }
+            __syncthreads();
+            if (threadIdx.x < G) { // as the ticket path's last block
+                const int g = threadIdx.x;
+                float M = NEG_INF, L = 0.f;
+                for (int s = 0; s < S; s++) M = fmaxf(M, cw[g][s]);
+                for (int s = 0; s < S; s++) {
+                    const float f = cw[g][s] == NEG_INF ? 0.f : expf(cw[g][s] - M);
+                    cw[g][s] = f;
+                    L += f * cl[g][s];
+                }
+                cinv[g] = L > 0.f ? 1.f / L : 0.f;
+            }
+            __syncthreads();
+            const int chunk = (G * HD + S - 1) / S, e0 = (int)cluster_rank() * chunk, e1 = min(e0 + chunk, G * HD);
+            for (int e = e0 + threadIdx.x; e < e1; e += 128) {
+                const int g = e / HD, d = e - g * HD;
+                float acc = 0.f;
+                for (int s0 = 0; s0 < S; s0 += AD_ML) {
+                    float v[AD_ML];
+#pragma unroll
+                    for (int u = 0; u < AD_ML; u++) v[u] = s0 + u < S ? ld_cluster(&co[g][d], s0 + u) : 0.f;
+#pragma unroll
+                    for (int u = 0; u < AD_ML; u++)
+                        if (s0 + u < S) acc = fmaf(cw[g][s0 + u], v[u], acc);
+                }
+                out[((long long)t * heads + h0 + g) * HD + d] = acc * cinv[g];
+            }
+            cluster_sync(); // no block leaves (and frees its partials) while another reads them
+        }
+        return;
     }
     // Counters: one per (token, head group) for the splits, then one per
     // (token, kv head) for the groups.
@@ -508,8 +558,9 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
         invf, half, rscale, qn, kn, neps, gl, wb
 // attn_decode_<hd>: up to AD_G heads a block; _p: with the next round's
 // loads ahead (PF); _h1: one query head a block (head groups of 1); _h2,
-// _h4: blocks of 2 or 4 heads (MLXCEL_CUDA_DECHG=1: Llama's whole GQA
-// group at long contexts and in batched steps, on fewer registers).
+// _h4: blocks of 2 or 4 heads (Llama's whole GQA group at long contexts
+// and in batched steps, on fewer registers); _h1c, _h2c, _h4c: those with
+// the splits merged through a thread block cluster (CL).
 #define ATTN_DECODE(HD)                                                                                                \
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD(AD_PARAMS) {                                    \
         grid_dep_launch();                                                                                             \
@@ -530,5 +581,17 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h4(AD_PARAMS) {                               \
         grid_dep_launch();                                                                                             \
         attn_decode_impl<HD, false, 4>(AD_ARGS);                                                                       \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h1c(AD_PARAMS) {                              \
+        grid_dep_launch();                                                                                             \
+        attn_decode_impl<HD, false, 1, true>(AD_ARGS);                                                                 \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h2c(AD_PARAMS) {                              \
+        grid_dep_launch();                                                                                             \
+        attn_decode_impl<HD, false, 2, true>(AD_ARGS);                                                                 \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h4c(AD_PARAMS) {                              \
+        grid_dep_launch();                                                                                             \
+        attn_decode_impl<HD, false, 4, true>(AD_ARGS);                                                                 \
     }
 ATTN_DECODE(64) ATTN_DECODE(128)

@@ -22,6 +22,36 @@ DEV void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;" ::
 DEV void grid_dep_wait() {}
 DEV void grid_dep_launch() {}
 #endif
+
+// Thread block clusters (Hopper): the blocks of a cluster run at once on
+// one GPC and read each other's shared memory. cluster_sync is a barrier
+// over every thread of the cluster (arrive releases, wait acquires: writes
+// before it are visible to every block after it); ld_cluster reads the
+// float at p (an address in this block's shared memory) in block rank's
+// copy. Only the _c decode attention kernels use them, launched with a
+// cluster dimension on sm_90 and later.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+DEV void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+}
+DEV u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+DEV float ld_cluster(const float* p, u32 rank) {
+    u32 a, ra;
+    float v;
+    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(ra) : "memory");
+    return v;
+}
+#else
+DEV void cluster_sync() { __syncthreads(); }
+DEV u32 cluster_rank() { return 0; }
+DEV float ld_cluster(const float* p, u32) { return *p; }
+#endif
 // prefetch_l2 asks for the line holding p to be brought into L2.
 DEV void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 // grid_dep_start is the usual prologue: let the next kernel launch, then
