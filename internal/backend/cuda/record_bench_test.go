@@ -14,8 +14,8 @@ import (
 // matching are host code, so their cost per decode step can be measured
 // anywhere (BenchmarkRecordDecodeStep).
 func hostOnlyBackend() *Backend {
-	b := &Backend{fns: map[string]uintptr{}, fuse: true, SMs: 132, useMMA: true, mmaVariant: "xc", fuseRoPE: true, useDecAttn: true,
-		folds: defaultNormFolds, decHeads: decHeadsPerBlock, decHeadsMaxCtx: decHeadsMaxCtx, decSplitKeys: decSplitKeys, decWaves: 2}
+	b := &Backend{fns: map[string]uintptr{}, SMs: 132}
+	b.readKnobs() // the defaults, as New sets them (and any MLXCEL_CUDA_* set)
 	for i, n := range kernelNames() {
 		b.fns[n] = uintptr(0x1000 + i)
 	}
@@ -206,7 +206,6 @@ func (s *qwen3Step) record(b *Backend) {
 // BenchmarkRecordQwen3Step is BenchmarkRecordDecodeStep for Qwen3-30B-A3B.
 func BenchmarkRecordQwen3Step(bm *testing.B) {
 	b, st := hostOnlyBackend(), newQwen3Step(48)
-	b.moeDec, b.moeGroup = true, true
 	knowRoPETable(b, st.rope)
 	st.record(b)
 	n := len(b.rec.ls)
