@@ -209,12 +209,27 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		if T == 1 && b.decHeads > 0 && b.decHeads < G && G%b.decHeads == 0 && ctx <= b.decHeadsMaxCtx {
 			gl = b.decHeads
 		}
-		hb := T * p.KVHeads * (G / gl) // blocks per split
+		hb := T * p.KVHeads * (G / gl)                                               // blocks per split
+		small := !b.decPF && (gl == 1 && b.decH1 || (gl == 2 || gl == 4) && b.decHG) // the _h1/_h2/_h4 kernels
 		waves := b.decWaves
 		if waves == 0 {
-			waves = decodeWaves(!b.decPF && (gl == 1 && b.decH1 || (gl == 2 || gl == 4) && b.decHG))
+			waves = decodeWaves(small)
 		}
 		splits := max(1, min(ctx/b.decSplitKeys, 64, (waves*b.SMs+hb-1)/hb))
+		// The small kernels' splits merged in a cluster (decClusterMax): only
+		// without the q/k write-back, whose tickets the _c kernels do not
+		// keep. One-head blocks (short contexts) take at most 17 splits
+		// (decodeWaves): 17 are cut to a cluster of 16; otherwise a head
+		// group clusters only when its splits fit one.
+		cz := 0
+		if b.decClusterMax > 0 && p.ScratchQK && small && splits > 1 {
+			if gl == 1 && splits <= b.decClusterMax*17/16 {
+				splits = min(splits, b.decClusterMax)
+			}
+			if splits <= b.decClusterMax {
+				cz = splits
+			}
+		}
 		// Counters: one per (token, head group) for the splits, then one
 		// per (token, kv head) for the head groups.
 		part, cnt, ok := b.splitScratch(T*p.Heads, splits, p.HeadDim, hb+T*p.KVHeads)
@@ -247,12 +262,8 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		if p.ScratchQK {
 			wb = 0
 		}
-		// The small kernels' splits merged in a cluster: only without the
-		// q/k write-back, whose tickets the _c kernels do not keep.
-		cz := 0
-		if wb == 0 && splits > 1 && splits <= b.decClusterMax && (gl == 1 && b.decH1 || (gl == 2 || gl == 4) && b.decHG) && !b.decPF {
+		if cz > 0 {
 			name += "c"
-			cz = splits
 		}
 		l := b.newLaunch(name, p.KVHeads*(G/gl), T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).

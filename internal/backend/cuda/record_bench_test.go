@@ -72,7 +72,7 @@ func newLlamaStep(layers int) *llamaStep {
 }
 
 // attnParams are Llama-3.1-8B's attention shapes.
-var attnParams = backend.AttnParams{Heads: 32, KVHeads: 8, HeadDim: 128, Scale: 0.088}
+var attnParams = backend.AttnParams{Heads: 32, KVHeads: 8, HeadDim: 128, Scale: 0.088, ScratchQK: true} // as the model sets it
 
 // record records what a Llama-3.1-8B decode step records: per layer the
 // q/k/v products on one row, RoPE and attention, the o, gate/up and down
@@ -162,7 +162,7 @@ func newQwen3Step(layers int) *qwen3Step {
 		return w
 	}
 	const hidden, inter, vocab, E = 2048, 768, 151936, 128
-	s := &qwen3Step{layers: make([]qwen3Layer, layers), attn: backend.AttnParams{Heads: 32, KVHeads: 4, HeadDim: 128, Scale: 0.088}}
+	s := &qwen3Step{layers: make([]qwen3Layer, layers), attn: backend.AttnParams{Heads: 32, KVHeads: 4, HeadDim: 128, Scale: 0.088, ScratchQK: true}}
 	for i := range s.layers {
 		s.layers[i] = qwen3Layer{q: quantW(1, 4096, hidden, 4), k: quantW(1, 512, hidden, 4), v: quantW(1, 512, hidden, 4),
 			o: quantW(1, hidden, 4096, 4), router: quantW(1, E, hidden, 8),
