@@ -209,8 +209,9 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		if T == 1 && b.decHeads > 0 && b.decHeads < G && G%b.decHeads == 0 && ctx <= b.decHeadsMaxCtx {
 			gl = b.decHeads
 		}
-		hb := T * p.KVHeads * (G / gl)                                               // blocks per split
-		small := !b.decPF && (gl == 1 && b.decH1 || (gl == 2 || gl == 4) && b.decHG) // the _h1/_h2/_h4 kernels
+		hb := T * p.KVHeads * (G / gl) // blocks per split
+		// small: the _h1/_h2/_h4 kernels
+		small := !b.decPF && (gl == 1 && b.decH1 || (gl == 2 || gl == 4) && b.decHG)
 		waves := b.decWaves
 		if waves == 0 {
 			waves = decodeWaves(small)
