@@ -153,9 +153,9 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	if downAcc { // a block of mdRows rows does every slot
 		dgx, dgz = (hidden+mdRows-1)/mdRows, 1
 	}
-	// Tickets: cnt[t] for the router, then cnt[t*dgx+bx] for the sum; each
-	// kernel leaves them zero, and the two never run at once (PDL: each
-	// touches them after grid_dep_wait).
+	// Tickets: cnt[t] for the router, then cnt[t*dgx+bx] for down_sum's
+	// sum (moe_down_acc needs none); each kernel leaves them zero, and the
+	// two never run at once (PDL: each touches them after grid_dep_wait).
 	cnt := b.counters(max(T, T*dgx))
 	if b.err != nil || cnt == 0 {
 		return true // the failure is recorded; Sync reports it
@@ -186,8 +186,9 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 		act = actGELU
 	}
 	wstride, sbstride := expertStrides(gw)
-	// pre: gate/up lets down_sum launch only after the router is done, and
-	// down_sum loads its expert's first weight chunk before its wait.
+	// pre: gate/up lets the down kernel launch only after the router is
+	// done, and the down kernel loads its expert's first weight chunk
+	// before its wait.
 	pre := 0
 	if b.moePre {
 		pre = 1
@@ -198,13 +199,12 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	b.newLaunchFn(gk.fn, gk.name, ggx, T, topk, 128).p(s.ptr).p(gw.w).p(gw.sb).p(uw.w).p(uw.sb).i(inter).i(hidden).i(gw.gshft).
 		i64(wstride).i64(sbstride).p(idx).i(topk).i(act).p(a).i(pre).p(dw.w).p(dw.sb).i64(dws).i64(dsbs)
 
-	wstride, sbstride = dws, dsbs
 	dthreads := 128
 	if downAcc {
 		dthreads = 256 // 8 warps, a slot each
 	}
 	b.newLaunchFn(dk.fn, dk.name, dgx, T, dgz, dthreads).p(d.ptr).p(res).p(y).p(a).p(dw.w).p(dw.sb).i(hidden).i(inter).i(dw.gshft).
-		i64(wstride).i64(sbstride).p(idx).p(wts).i(topk).p(cnt).i(pre)
+		i64(dws).i64(dsbs).p(idx).p(wts).i(topk).p(cnt).i(pre)
 	return true
 }
 
