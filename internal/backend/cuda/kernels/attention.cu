@@ -256,6 +256,49 @@ DEV void head_norm(float (&v)[VPL], const float (&w)[VPL], float eps) {
 #define AD_DU 4 // keys per warp iteration
 #define AD_MAXS 64 // most splits (the Go side caps them)
 #define AD_ML 8 // partial loads in flight per thread while merging
+// merge_head_splits merges the S split partials of each of G heads into
+// outputs e0..e1-1 of the G*HD at out (head g's row at out + g*HD):
+// ml(g, s) gives split s's (max, sum) of head g, po(g, d, s) its output d.
+// The (max, sum) pairs go through shared memory once; then each output is
+// a weighted sum over the splits, its loads issued AD_ML at a time before
+// any is used (v1 walked them one dependent ld.cg at a time: ~20 us a call
+// at 33 splits). Every thread of the block calls it.
+template <int HD, int GM, class ML, class PO>
+DEV void merge_head_splits(float* out, int G, int S, int e0, int e1, ML ml, PO po) {
+    __shared__ float sw[GM][AD_MAXS], sl[GM][AD_MAXS], sinv[GM];
+    for (int i = threadIdx.x; i < G * S; i += 128) {
+        const int g = i / S, s = i - g * S;
+        const float2 v = ml(g, s);
+        sw[g][s] = v.x, sl[g][s] = v.y;
+    }
+    __syncthreads();
+    if (threadIdx.x < G) {
+        const int g = threadIdx.x;
+        float M = NEG_INF, L = 0.f;
+        for (int s = 0; s < S; s++) M = fmaxf(M, sw[g][s]);
+        for (int s = 0; s < S; s++) {
+            const float f = sw[g][s] == NEG_INF ? 0.f : expf(sw[g][s] - M);
+            sw[g][s] = f;
+            L += f * sl[g][s];
+        }
+        sinv[g] = L > 0.f ? 1.f / L : 0.f;
+    }
+    __syncthreads();
+    for (int e = e0 + threadIdx.x; e < e1; e += 128) {
+        const int g = e / HD, d = e - g * HD;
+        float acc = 0.f;
+        for (int s0 = 0; s0 < S; s0 += AD_ML) {
+            float v[AD_ML];
+#pragma unroll
+            for (int u = 0; u < AD_ML; u++) v[u] = s0 + u < S ? po(g, d, s0 + u) : 0.f;
+#pragma unroll
+            for (int u = 0; u < AD_ML; u++)
+                if (s0 + u < S) acc = fmaf(sw[g][s0 + u], v[u], acc);
+        }
+        out[(long long)g * HD + d] = acc * sinv[g];
+    }
+}
+
 // PF: each warp's next round of K/V rows is loaded before this round's
 // math (two rounds in flight; 32 more registers at HD 128), the first two
 // before the wait, for splits of more than one round (MLXCEL_CUDA_DECPF=1,
@@ -451,38 +494,10 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     if constexpr (CL) {
         if (S > 1) { // (the Go side never clusters one split)
             cluster_sync(); // every split's partials are in its shared memory
-            __shared__ float cw[GM][AD_MAXS], cl[GM][AD_MAXS], cinv[GM];
-            for (int i = threadIdx.x; i < G * S; i += 128) {
-                const int g = i / S, s = i - g * S;
-                cw[g][s] = ld_cluster(&cm[g], s), cl[g][s] = ld_cluster(&cs[g], s);
-            }
-            __syncthreads();
-            if (threadIdx.x < G) { // as the ticket path's last block
-                const int g = threadIdx.x;
-                float M = NEG_INF, L = 0.f;
-                for (int s = 0; s < S; s++) M = fmaxf(M, cw[g][s]);
-                for (int s = 0; s < S; s++) {
-                    const float f = cw[g][s] == NEG_INF ? 0.f : expf(cw[g][s] - M);
-                    cw[g][s] = f;
-                    L += f * cl[g][s];
-                }
-                cinv[g] = L > 0.f ? 1.f / L : 0.f;
-            }
-            __syncthreads();
-            const int chunk = (G * HD + S - 1) / S, e0 = (int)cluster_rank() * chunk, e1 = min(e0 + chunk, G * HD);
-            for (int e = e0 + threadIdx.x; e < e1; e += 128) {
-                const int g = e / HD, d = e - g * HD;
-                float acc = 0.f;
-                for (int s0 = 0; s0 < S; s0 += AD_ML) {
-                    float v[AD_ML];
-#pragma unroll
-                    for (int u = 0; u < AD_ML; u++) v[u] = s0 + u < S ? ld_cluster(&co[g][d], s0 + u) : 0.f;
-#pragma unroll
-                    for (int u = 0; u < AD_ML; u++)
-                        if (s0 + u < S) acc = fmaf(cw[g][s0 + u], v[u], acc);
-                }
-                out[((long long)t * heads + h0 + g) * HD + d] = acc * cinv[g];
-            }
+            const int chunk = (G * HD + S - 1) / S, e0 = (int)cluster_rank() * chunk;
+            merge_head_splits<HD, GM>(out + ((long long)t * heads + h0) * HD, G, S, e0, min(e0 + chunk, G * HD),
+                                      [&](int g, int s) { return float2{ld_cluster(&cm[g], s), ld_cluster(&cs[g], s)}; },
+                                      [&](int g, int d, int s) { return ld_cluster(&co[g][d], s); });
             cluster_sync(); // no block leaves (and frees its partials) while another reads them
         }
         return;
@@ -508,45 +523,13 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
             for (int i = 0; i < VPL; i++) krow[i] = kself[i];
     }
     if (S == 1) return;
-    // Last split block: merge the S partials of each of the G heads. The
-    // (max, sum) pairs go through shared memory once; then each output is
-    // a weighted sum over the splits, its loads issued AD_ML at a time
-    // before any is used (v1 walked them one dependent ld.cg at a time:
-    // ~20 us a call at 33 splits).
-    __shared__ float sw[GM][AD_MAXS], sl[GM][AD_MAXS], sinv[GM];
-    for (int i = threadIdx.x; i < G * S; i += 128) {
-        const int g = i / S, s = i - g * S;
-        const float* pp = pb0 + ((long long)g * S + s) * (HD + 2);
-        const float mv = ldcg(pp), lv = ldcg(pp + 1);
-        sw[g][s] = mv, sl[g][s] = lv;
-    }
-    __syncthreads();
-    if (threadIdx.x < G) {
-        const int g = threadIdx.x;
-        float M = NEG_INF, L = 0.f;
-        for (int s = 0; s < S; s++) M = fmaxf(M, sw[g][s]);
-        for (int s = 0; s < S; s++) {
-            const float f = sw[g][s] == NEG_INF ? 0.f : expf(sw[g][s] - M);
-            sw[g][s] = f;
-            L += f * sl[g][s];
-        }
-        sinv[g] = L > 0.f ? 1.f / L : 0.f;
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < G * HD; e += 128) {
-        const int g = e / HD, d = e - g * HD;
-        const float* pp = pb0 + (long long)g * S * (HD + 2) + 2 + d;
-        float acc = 0.f;
-        for (int s0 = 0; s0 < S; s0 += AD_ML) {
-            float v[AD_ML];
-#pragma unroll
-            for (int u = 0; u < AD_ML; u++) v[u] = s0 + u < S ? ldcg(pp + (long long)(s0 + u) * (HD + 2)) : 0.f;
-#pragma unroll
-            for (int u = 0; u < AD_ML; u++)
-                if (s0 + u < S) acc = fmaf(sw[g][s0 + u], v[u], acc);
-        }
-        out[((long long)t * heads + h0 + g) * HD + d] = acc * sinv[g];
-    }
+    // Last split block: merge the S partials of each of the G heads.
+    merge_head_splits<HD, GM>(out + ((long long)t * heads + h0) * HD, G, S, 0, G * HD,
+                              [&](int g, int s) {
+                                  const float* pp = pb0 + ((long long)g * S + s) * (HD + 2);
+                                  return float2{ldcg(pp), ldcg(pp + 1)};
+                              },
+                              [&](int g, int d, int s) { return ldcg(pb0 + ((long long)g * S + s) * (HD + 2) + 2 + d); });
 }
 #define AD_PARAMS                                                                                                  \
     float *out, float *part, float *q, u16 *Kc, u16 *Vc, const int *pos, const int *tok2seq, const int *btab,         \
