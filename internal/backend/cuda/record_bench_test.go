@@ -106,15 +106,22 @@ func (s *llamaStep) record(b *Backend) {
 // (ns/op); BenchmarkMatchDecodeStep, matching them to the captured graph.
 // The device-side counterpart is DeviceIdle.
 func BenchmarkRecordDecodeStep(bm *testing.B) {
-	b, st := hostOnlyBackend(), newLlamaStep(32)
-	knowRoPETable(b, st.rope)
-	st.record(b)
+	st := newLlamaStep(32)
+	benchRecord(bm, st.rope, st.record)
+}
+
+// benchRecord times record, one decode step's recording, on a host-only
+// backend that knows the step's rotary table.
+func benchRecord(bm *testing.B, rope backend.RoPE, record func(*Backend)) {
+	b := hostOnlyBackend()
+	knowRoPETable(b, rope)
+	record(b)
 	n := len(b.rec.ls)
 	bm.ReportAllocs()
 	bm.ResetTimer()
 	for range bm.N {
 		b.rec.ls, b.arena.cur, b.arena.off = b.rec.ls[:0], 0, 0 // as BeginStep leaves them
-		st.record(b)
+		record(b)
 	}
 	bm.ReportMetric(float64(n), "launches/step")
 }
@@ -205,17 +212,8 @@ func (s *qwen3Step) record(b *Backend) {
 
 // BenchmarkRecordQwen3Step is BenchmarkRecordDecodeStep for Qwen3-30B-A3B.
 func BenchmarkRecordQwen3Step(bm *testing.B) {
-	b, st := hostOnlyBackend(), newQwen3Step(48)
-	knowRoPETable(b, st.rope)
-	st.record(b)
-	n := len(b.rec.ls)
-	bm.ReportAllocs()
-	bm.ResetTimer()
-	for range bm.N {
-		b.rec.ls, b.arena.cur, b.arena.off = b.rec.ls[:0], 0, 0
-		st.record(b)
-	}
-	bm.ReportMetric(float64(n), "launches/step")
+	st := newQwen3Step(48)
+	benchRecord(bm, st.rope, st.record)
 }
 
 // benchRoPE is a made-up rotary table of head dim 128.
