@@ -138,12 +138,12 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 		return ptr
 	}
 	logits, idx, wts := alloc(T*E*4), alloc(T*topk*4), alloc(T*topk*4)
-	a, y := alloc(topk*T*inter*4), alloc(topk*T*hidden*4)
+	a := alloc(topk * T * inter * 4)
 
 	downAcc := b.moeDownAcc && topk >= 8 && topk <= 16
-	down := "down_sum"
-	if downAcc {
-		down = "down_acc"
+	down, y := "down_acc", uintptr(0) // moe_down_acc needs no per-slot scratch
+	if !downAcc {
+		down, y = "down_sum", alloc(topk*T*hidden*4)
 	}
 	rk, gk, dk := b.moeDecKernel("router", rw), b.moeDecKernel("gateup", gw), b.moeDecKernel(down, dw)
 	rl, gl, dl := rk.lanes, gk.lanes, dk.lanes
