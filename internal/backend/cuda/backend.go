@@ -106,7 +106,7 @@ type Backend struct {
 	decPF                                            bool      // attn_decode's next K/V round loaded before this one's math (MLXCEL_CUDA_DECPF=1, the _p kernels)
 	decHeads                                         int       // attn_decode query heads per block (0: the whole GQA group)
 	decH1                                            bool      // one-head blocks take the _h1 kernels (MLXCEL_CUDA_DECH1=0: the AD_G ones)
-	decClusterMax                                    int       // the most splits merged in a cluster by the _c kernels (MLXCEL_CUDA_DECCLUSTER=1; 0: off)
+	decClusterMax                                    int       // the most splits merged in a cluster by the _c kernels (MLXCEL_CUDA_DECCLUSTER=0: off)
 	decHG                                            bool      // blocks of 2 or 4 heads take the _h2/_h4 kernels (MLXCEL_CUDA_DECHG=0: the AD_G ones)
 	decHeadsMaxCtx                                   int       // longest (rounded) context that takes head groups (decHeadsMaxCtx)
 	fuseRoPE                                         bool      // decode: rope2 folded into attn_decode (takeRoPE)
@@ -231,10 +231,14 @@ func New(dev int) (*Backend, error) {
 	b.streamConfig()
 	// PDL needs Hopper (griddepcontrol) and cuLaunchKernelEx.
 	b.pdl = os.Getenv("MLXCEL_CUDA_PDL") != "0" && b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9
-	// Not yet measured: decode attention's splits merged through a thread
-	// block cluster (the _c kernels) when there are at most 16 of them.
-	if os.Getenv("MLXCEL_CUDA_DECCLUSTER") == "1" && b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9 {
-		b.decClusterMax = b.optInClusters()
+	// Decode attention's splits merged through a thread block cluster
+	// (the _c kernels, readKnobs' decClusterMax) need Hopper and
+	// cuLaunchKernelEx; 16 blocks a cluster need the non-portable opt-in.
+	if b.decClusterMax > 0 {
+		b.decClusterMax = 0
+		if b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9 {
+			b.decClusterMax = b.optInClusters()
+		}
 	}
 	return b, nil
 }

@@ -67,6 +67,15 @@ func (b *Backend) readKnobs() {
 	b.decPF = os.Getenv("MLXCEL_CUDA_DECPF") == "1"
 	b.decH1 = os.Getenv("MLXCEL_CUDA_DECH1") != "0"
 	b.decHG = os.Getenv("MLXCEL_CUDA_DECHG") != "0"
+	// The small kernels' splits (at most 16) launched as one thread block
+	// cluster, merged through distributed shared memory (the _c kernels):
+	// Qwen3-30B-A3B 463.0 against 453.1/456.3 tok/s, Llama-3.1-8B level,
+	// 455.3/455.8 against 454.5 (s10r1, interleaved). New lowers this to
+	// 8 (portable clusters) or 0 (before Hopper). MLXCEL_CUDA_DECCLUSTER=0: off.
+	b.decClusterMax = 0
+	if os.Getenv("MLXCEL_CUDA_DECCLUSTER") != "0" {
+		b.decClusterMax = 16
+	}
 	// MoE decode (ninth session, s9r1, Qwen3-30B-A3B at batch 1): routing by
 	// the router's whole last block (393.3 -> 416.9 tok/s; MLXCEL_CUDA_ROUTE=warp
 	// gives back the one-warp router) and the gate/up kernel at six blocks an
