@@ -164,6 +164,18 @@ func timeLinear(t *testing.T, b *Backend, kind string, rows, out, in int) (time.
 	return ds[len(ds)/2], wb
 }
 
+// TestCeilings measures only the two ceilings the ladder's note divides by
+// (the copy kernel's rate and cuBLAS's bf16 GEMM), for a device call that
+// runs the ladder beside them.
+func TestCeilings(t *testing.T) {
+	o := benchEnabled(t)
+	b := newOrSkip(t)
+	defer b.Close()
+	copyRate(t, b, o)
+	gemmCeiling(t, b, o)
+	o.print()
+}
+
 func TestBench(t *testing.T) {
 	o := benchEnabled(t)
 	b := newOrSkip(t)
