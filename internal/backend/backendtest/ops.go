@@ -290,31 +290,36 @@ func runSequences(e *env) {
 }
 
 // runLongAttention covers contexts of several hundred keys, where a GPU
-// backend may split one query's keys over several blocks.
+// backend may split one query's keys over several blocks, and past a
+// thousand keys with a group of 8 query heads a kv head (Qwen3-30B-A3B's),
+// which a GPU backend may split over blocks at long contexts.
 func runLongAttention(e *env) {
-	p := backend.AttnParams{Heads: 4, KVHeads: 2, HeadDim: 64, Scale: 0.125}
-	spec := backend.KVSpec{NumBlocks: 64, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: 2, HeadDim: 64}}}
-	kva, kvb := e.kvStores(spec)
-	var table []int32
-	for _, blk := range e.rng.Perm(spec.NumBlocks) {
-		table = append(table, int32(blk))
-	}
-	pos := 0
-	for si, n := range []int{700, 1, 1} {
-		b := &backend.Batch{Seqs: []backend.SeqSlice{{Start: 0, Len: n, Blocks: table}}}
-		for i := 0; i < n; i++ {
-			b.Tokens = append(b.Tokens, int32(i))
-			b.Positions = append(b.Positions, int32(pos+i))
+	for _, c := range []struct{ heads, kvh, hd, prompt int }{{4, 2, 64, 700}, {8, 1, 128, 1100}} {
+		p := backend.AttnParams{Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd)))}
+		spec := backend.KVSpec{NumBlocks: 80, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: c.kvh, HeadDim: c.hd}}}
+		kva, kvb := e.kvStores(spec)
+		var table []int32
+		for _, blk := range e.rng.Perm(spec.NumBlocks) {
+			table = append(table, int32(blk))
 		}
-		pos += n
-		e.step(b)
-		q := e.input(n, 4*64, e.randn(n*4*64, 1))
-		k := e.input(n, 2*64, e.randn(n*2*64, 1))
-		v := e.input(n, 2*64, e.randn(n*2*64, 1))
-		out := e.poisoned(n, 4*64)
-		e.test.Attention(out.a, q.a, k.a, v.a, kva, 0, p)
-		e.ref.Attention(out.b, q.b, k.b, v.b, kvb, 0, p)
-		e.check(fmt.Sprintf("AttentionLong/step%d/T%d", si, n), out, n)
+		qd, kd := c.heads*c.hd, c.kvh*c.hd
+		pos := 0
+		for si, n := range []int{c.prompt, 1, 1} {
+			b := &backend.Batch{Seqs: []backend.SeqSlice{{Start: 0, Len: n, Blocks: table}}}
+			for i := 0; i < n; i++ {
+				b.Tokens = append(b.Tokens, int32(i))
+				b.Positions = append(b.Positions, int32(pos+i))
+			}
+			pos += n
+			e.step(b)
+			q := e.input(n, qd, e.randn(n*qd, 1))
+			k := e.input(n, kd, e.randn(n*kd, 1))
+			v := e.input(n, kd, e.randn(n*kd, 1))
+			out := e.poisoned(n, qd)
+			e.test.Attention(out.a, q.a, k.a, v.a, kva, 0, p)
+			e.ref.Attention(out.b, q.b, k.b, v.b, kvb, 0, p)
+			e.check(fmt.Sprintf("AttentionLong/%dx%d/step%d/T%d", c.heads, c.kvh, si, n), out, n)
+		}
 	}
 }
 

@@ -59,6 +59,10 @@ func (b *Backend) readKnobs() {
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECHEADS")); err == nil && v >= 0 {
 		b.decHeads, b.decHeadsMaxCtx = v, math.MaxInt
 	}
+	b.decLongHeads = decLongHeads
+	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECLONGHEADS")); err == nil && v >= 0 {
+		b.decLongHeads = v
+	}
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECSPLITKEYS")); err == nil && v > 0 {
 		b.decSplitKeys = v
 	}

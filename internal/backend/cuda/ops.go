@@ -208,6 +208,8 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		gl := G // query heads per block (head groups: decHeadsPerBlock, one-token steps)
 		if T == 1 && b.decHeads > 0 && b.decHeads < G && G%b.decHeads == 0 && ctx <= b.decHeadsMaxCtx {
 			gl = b.decHeads
+		} else if T == 1 && ctx > b.decHeadsMaxCtx && b.decLongHeads > 0 && b.decLongHeads < G && G%b.decLongHeads == 0 {
+			gl = b.decLongHeads // e.g. Qwen3's groups of 8 as two of 4 (decLongHeads)
 		}
 		hb := T * p.KVHeads * (G / gl) // blocks per split
 		// small: the _h1/_h2/_h4 kernels
@@ -396,6 +398,14 @@ const decHeadsPerBlock = 1
 // (the grid is capped at two blocks an SM), walk several times as many
 // keys each (not yet measured on the H200).
 const decHeadsMaxCtx = 1024
+
+// decLongHeads is the most query heads a one-token step's block serves
+// past decHeadsMaxCtx (MLXCEL_CUDA_DECLONGHEADS overrides it; 0: the whole
+// group): a larger group (Qwen3-30B-A3B's 8) is split into blocks of
+// this many, so it runs on the _h4 kernel (121 registers, 4 blocks an SM)
+// rather than the general one (164-200 registers, 2 an SM), at the cost
+// of reading each K/V row twice (the second read mostly from L2).
+const decLongHeads = 4
 
 // decodeWaves caps attn_decode's grid at that many blocks an SM. The
 // one-head _h1 kernel (93 registers: 5 blocks an SM) takes 4: at ~264
