@@ -109,7 +109,7 @@ type Backend struct {
 	decClusterMax                                    int       // the most splits merged in a cluster by the _c kernels (MLXCEL_CUDA_DECCLUSTER=0: off)
 	decHG                                            bool      // blocks of 2 or 4 heads take the _h2/_h4 kernels (MLXCEL_CUDA_DECHG=0: the AD_G ones)
 	decHeadsMaxCtx                                   int       // longest (rounded) context that takes head groups (decHeadsMaxCtx)
-	decLongHeads                                     int       // query heads a block past decHeadsMaxCtx, when fewer than the group (decLongHeads; 0: the group)
+	decLongHeads                                     int       // query heads a block past decHeadsMaxCtx when fewer than the group (longHeads; -1: by context, 0: the group)
 	fuseRoPE                                         bool      // decode: rope2 folded into attn_decode (takeRoPE)
 	folds                                            normFolds // one-row norms (and residual adds) folded into their neighbours
 	moeDec                                           bool      // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)

@@ -144,7 +144,9 @@ func TestGraphReplay(t *testing.T) {
 // router taking the add_rmsnorm before it (MLXCEL_CUDA_MOEADDNORM=1); and
 // decode attention's splits merged by the last block's ticket instead of
 // a thread block cluster (MLXCEL_CUDA_DECCLUSTER=0; DecodeLayer's ScratchQK
-// steps take the cluster by default).
+// steps take the cluster by default); and Qwen3-like groups of 8 served
+// four heads a block past 1024 keys at any context (MLXCEL_CUDA_DECLONGHEADS=4;
+// AttentionLong's 1100 keys take two by default).
 func TestConformanceVariants(t *testing.T) {
 	for _, v := range []struct{ name, env, val string }{
 		{"stream4", "MLXCEL_CUDA_STREAM", "4"}, {"stream3", "MLXCEL_CUDA_STREAM", "3"},
@@ -154,7 +156,7 @@ func TestConformanceVariants(t *testing.T) {
 		{"routewarp", "MLXCEL_CUDA_ROUTE", "warp"}, {"moegu32", "MLXCEL_CUDA_MOEGU", "32"},
 		{"moegu64", "MLXCEL_CUDA_MOEGU", "64"}, {"moepreoff", "MLXCEL_CUDA_MOEPRE", "0"}, {"moedownsum", "MLXCEL_CUDA_MOEDOWN", "sum"},
 		{"moedpf", "MLXCEL_CUDA_MOEDPF", "1"}, {"moeaddnorm", "MLXCEL_CUDA_MOEADDNORM", "1"},
-		{"decclusteroff", "MLXCEL_CUDA_DECCLUSTER", "0"},
+		{"decclusteroff", "MLXCEL_CUDA_DECCLUSTER", "0"}, {"longheads4", "MLXCEL_CUDA_DECLONGHEADS", "4"},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Setenv(v.env, v.val)
@@ -163,7 +165,7 @@ func TestConformanceVariants(t *testing.T) {
 			b := newOrSkip(t)
 			defer b.Close()
 			if b.streamStages == 0 && !b.gemvTC && b.gemvHalf == "" && b.mmaVariant != "xp" && b.folds == defaultNormFolds && !b.decPF && b.decH1 && b.decHG &&
-				b.routeBlock && b.moeGULanes == 0 && b.moeGUO6 && b.moePre && b.moeDownAcc && !b.moeDPF && !b.moeAddNorm && b.decClusterMax > 0 {
+				b.routeBlock && b.moeGULanes == 0 && b.moeGUO6 && b.moePre && b.moeDownAcc && !b.moeDPF && !b.moeAddNorm && b.decClusterMax > 0 && b.decLongHeads < 0 {
 				t.Fatalf("%s=%s left the kernel off on %s", v.env, v.val, b.Info())
 			}
 			backendtest.Run(t, b)

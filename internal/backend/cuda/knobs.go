@@ -59,7 +59,7 @@ func (b *Backend) readKnobs() {
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECHEADS")); err == nil && v >= 0 {
 		b.decHeads, b.decHeadsMaxCtx = v, math.MaxInt
 	}
-	b.decLongHeads = decLongHeads
+	b.decLongHeads = -1 // by the context (longHeads)
 	if v, err := strconv.Atoi(os.Getenv("MLXCEL_CUDA_DECLONGHEADS")); err == nil && v >= 0 {
 		b.decLongHeads = v
 	}

@@ -208,8 +208,8 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		gl := G // query heads per block (head groups: decHeadsPerBlock, one-token steps)
 		if T == 1 && b.decHeads > 0 && b.decHeads < G && G%b.decHeads == 0 && ctx <= b.decHeadsMaxCtx {
 			gl = b.decHeads
-		} else if T == 1 && ctx > b.decHeadsMaxCtx && b.decLongHeads > 0 && b.decLongHeads < G && G%b.decLongHeads == 0 {
-			gl = b.decLongHeads // e.g. Qwen3's groups of 8 as two of 4 (decLongHeads)
+		} else if lh := longHeads(b.decLongHeads, ctx); T == 1 && ctx > b.decHeadsMaxCtx && lh > 0 && lh < G && G%lh == 0 {
+			gl = lh // e.g. Qwen3's groups of 8 as blocks of 2 or 4 (longHeads)
 		}
 		hb := T * p.KVHeads * (G / gl) // blocks per split
 		// small: the _h1/_h2/_h4 kernels
@@ -399,13 +399,29 @@ const decHeadsPerBlock = 1
 // keys each (not yet measured on the H200).
 const decHeadsMaxCtx = 1024
 
-// decLongHeads is the most query heads a one-token step's block serves
-// past decHeadsMaxCtx (MLXCEL_CUDA_DECLONGHEADS overrides it; 0: the whole
-// group): a larger group (Qwen3-30B-A3B's 8) is split into blocks of
-// this many, so it runs on the _h4 kernel (121 registers, 4 blocks an SM)
-// rather than the general one (164-200 registers, 2 an SM), at the cost
-// of reading each K/V row twice (the second read mostly from L2).
-const decLongHeads = 4
+// longHeads is the number of query heads a one-token step's block serves
+// past decHeadsMaxCtx when a kv head's group is larger (Qwen3-30B-A3B's
+// 8): set (MLXCEL_CUDA_DECLONGHEADS; 0: the whole group), or by the
+// context, rounded up to a power of two, when set < 0 (the default). The
+// group then runs on the _h2/_h4 kernels (102/121 registers, 4 blocks an
+// SM) rather than the general one (164-200 registers, 2 an SM), reading
+// each K/V row G/heads times (the repeats mostly from L2). Qwen3 decode
+// tok/s after a prompt of (s10r6/s10r7, same machine):
+//
+//	heads a block   1024    2048    8192   32768
+//	8 (group)          -   213.1   155.8    75.9
+//	4              299.0   279.8   206.1   101.3
+//	2              369.1   330.2   201.2    79.8
+//	1                  -   303.0   155.5    52.3
+func longHeads(set, ctx int) int {
+	switch {
+	case set >= 0:
+		return set
+	case ctx <= 4096:
+		return 2
+	}
+	return 4
+}
 
 // decodeWaves caps attn_decode's grid at that many blocks an SM. The
 // one-head _h1 kernel (93 registers: 5 blocks an SM) takes 4: at ~264
