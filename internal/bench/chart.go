@@ -118,7 +118,14 @@ func buildPlot(pn panel) (*plot.Plot, error) {
 		p.X.Scale = plot.LogScale{}
 		var ticks []plot.Tick
 		for _, x := range xs {
-			ticks = append(ticks, plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'f', -1, 64)})
+			// One label, the larger, for points a hair apart (a model
+			// capped at 32704 beside 32768): two would print over each other.
+			t := plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'f', -1, 64)}
+			if n := len(ticks); n > 0 && x < ticks[n-1].Value*1.02 {
+				ticks[n-1] = t
+				continue
+			}
+			ticks = append(ticks, t)
 		}
 		p.X.Tick.Marker = plot.ConstantTicks(ticks)
 		// Half a step of margin either side so end points are not on the
