@@ -116,8 +116,6 @@ type Backend struct {
 	argmaxSplit                                      bool      // long rows' argmax over several blocks (MLXCEL_CUDA_ARGMAX=rows: one block a row)
 	routeBlock                                       bool      // MoE decode: the router's last block routes with all its threads (default; MLXCEL_CUDA_ROUTE=warp: one warp)
 	moePre                                           bool      // MoE decode: down_sum loads its weights before its wait (default; MLXCEL_CUDA_MOEPRE=0: after)
-	moeAddNorm                                       bool      // MoE decode: the router takes the add_rmsnorm before it (MLXCEL_CUDA_MOEADDNORM=1)
-	moeDPF                                           bool      // MoE decode: gate/up's blocks prefetch the down expert into L2 (MLXCEL_CUDA_MOEDPF=1)
 	moeDownAcc                                       bool      // MoE decode: moe_down_acc for down_sum at topk >= 8 (default; MLXCEL_CUDA_MOEDOWN=sum: off)
 	moeGULanes                                       int       // MoE decode gate/up row-group width (MLXCEL_CUDA_MOEGU=32/64/128; 0: rowGroupLanes)
 	moeGUO6                                          bool      // MoE decode gate/up at six blocks an SM (the _o6 kernels; default unless MLXCEL_CUDA_MOEGU picks a width)
@@ -333,7 +331,7 @@ func kernelNames() []string {
 		"attn_decode_64_p", "attn_decode_128_p", "attn_decode_64_h1", "attn_decode_128_h1",
 		"attn_decode_64_h2", "attn_decode_128_h2", "attn_decode_64_h4", "attn_decode_128_h4",
 		"attn_decode_64_h1c", "attn_decode_128_h1c", "attn_decode_64_h2c", "attn_decode_128_h2c", "attn_decode_64_h4c", "attn_decode_128_h4c",
-		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6", "moe_gateup4_bf_o6_pf", "moe_gateup4_bf_g64_o6_pf") // (two-argument __launch_bounds__: not matched by kernelName)
+		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6") // (two-argument __launch_bounds__: not matched by kernelName)
 }
 
 // Function attributes (CUfunction_attribute).

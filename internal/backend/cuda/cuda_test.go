@@ -139,9 +139,7 @@ func TestGraphReplay(t *testing.T) {
 // MoE decode routed by one warp (MLXCEL_CUDA_ROUTE=warp) and its gate/up
 // kernel on plain 32- or 64-lane row groups (MLXCEL_CUDA_MOEGU),
 // the down kernel's weights loaded after its wait (MLXCEL_CUDA_MOEPRE=0),
-// the down projection and the slot sum in two passes (MLXCEL_CUDA_MOEDOWN=sum),
-// gate/up prefetching the down experts into L2 (MLXCEL_CUDA_MOEDPF=1), and the
-// router taking the add_rmsnorm before it (MLXCEL_CUDA_MOEADDNORM=1); and
+// and the down projection and the slot sum in two passes (MLXCEL_CUDA_MOEDOWN=sum);
 // decode attention's splits merged by the last block's ticket instead of
 // a thread block cluster (MLXCEL_CUDA_DECCLUSTER=0; DecodeLayer's ScratchQK
 // steps take the cluster by default); and Qwen3-like groups of 8 served
@@ -155,7 +153,6 @@ func TestConformanceVariants(t *testing.T) {
 		{"folds", "MLXCEL_CUDA_NORMFUSE", "1"}, {"decpf", "MLXCEL_CUDA_DECPF", "1"}, {"h1off", "MLXCEL_CUDA_DECH1", "0"}, {"hgoff", "MLXCEL_CUDA_DECHG", "0"},
 		{"routewarp", "MLXCEL_CUDA_ROUTE", "warp"}, {"moegu32", "MLXCEL_CUDA_MOEGU", "32"},
 		{"moegu64", "MLXCEL_CUDA_MOEGU", "64"}, {"moepreoff", "MLXCEL_CUDA_MOEPRE", "0"}, {"moedownsum", "MLXCEL_CUDA_MOEDOWN", "sum"},
-		{"moedpf", "MLXCEL_CUDA_MOEDPF", "1"}, {"moeaddnorm", "MLXCEL_CUDA_MOEADDNORM", "1"},
 		{"decclusteroff", "MLXCEL_CUDA_DECCLUSTER", "0"}, {"longheads4", "MLXCEL_CUDA_DECLONGHEADS", "4"},
 	} {
 		t.Run(v.name, func(t *testing.T) {
@@ -165,7 +162,7 @@ func TestConformanceVariants(t *testing.T) {
 			b := newOrSkip(t)
 			defer b.Close()
 			if b.streamStages == 0 && !b.gemvTC && b.gemvHalf == "" && b.mmaVariant != "xp" && b.folds == defaultNormFolds && !b.decPF && b.decH1 && b.decHG &&
-				b.routeBlock && b.moeGULanes == 0 && b.moeGUO6 && b.moePre && b.moeDownAcc && !b.moeDPF && !b.moeAddNorm && b.decClusterMax > 0 && b.decLongHeads < 0 {
+				b.routeBlock && b.moeGULanes == 0 && b.moeGUO6 && b.moePre && b.moeDownAcc && b.decClusterMax > 0 && b.decLongHeads < 0 {
 				t.Fatalf("%s=%s left the kernel off on %s", v.env, v.val, b.Info())
 			}
 			backendtest.Run(t, b)

@@ -95,16 +95,6 @@ func (b *Backend) readKnobs() {
 	// interleaved; with 4 warps, two slots each, it lost: 423, s9r4).
 	// MLXCEL_CUDA_MOEDOWN=sum: moe_down_sum.
 	b.moeDownAcc = os.Getenv("MLXCEL_CUDA_MOEDOWN") != "sum"
-	// Not yet measured: gate/up's blocks ask L2 for the chosen down
-	// experts' weights (6.3 MB a Qwen3-30B-A3B layer, ~8 KB a block) as
-	// soon as they know them, so the down kernel reads L2.
-	b.moeDPF = os.Getenv("MLXCEL_CUDA_MOEDPF") == "1"
-	// Not yet measured: the one-row add_rmsnorm before a MoE router run by
-	// the router's blocks (each adds and normalises its x loads; the last
-	// writes the sum and x), leaving the o projection as it is: one launch
-	// fewer a MoE layer (1.5 us each in the graph, s9r3). The norm folds
-	// (MLXCEL_CUDA_NORMFUSE=router) move the add into o's epilogue instead.
-	b.moeAddNorm = os.Getenv("MLXCEL_CUDA_MOEADDNORM") == "1"
 	// gate/up triggers the down kernel's launch only after its wait (the
 	// router done), and down_sum reads its expert and loads its first
 	// weight chunk before waiting for gate/up: Qwen3-30B-A3B 443.0/443.7

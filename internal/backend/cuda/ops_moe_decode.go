@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/tensor"
@@ -70,11 +69,11 @@ func moeDecName(stage string, w *weight, lanes int) (string, int) {
 // layer in every decode step's recording, where formatting the names cost
 // ~1 us a layer.
 func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
-	lanes, o6, pf := 0, false, false
+	lanes, o6 := 0, false
 	if stage == "gateup" {
-		lanes, o6, pf = b.moeGULanes, b.moeGUO6, b.moeDPF
+		lanes, o6 = b.moeGULanes, b.moeGUO6
 	}
-	key := moeDecKey{stage, w.w, lanes, o6, pf}
+	key := moeDecKey{stage, w.w, lanes, o6}
 	if k, ok := b.moeDecNames[key]; ok {
 		return k
 	}
@@ -84,9 +83,6 @@ func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
 	}
 	if o6 && (name == "moe_gateup4_bf" || name == "moe_gateup4_bf_g64") {
 		name += "_o6" // six blocks an SM (kernels/moe_decode.cu)
-		if pf {
-			name += "_pf" // (the down expert into L2)
-		}
 	}
 	if b.moeDecNames == nil {
 		b.moeDecNames = map[moeDecKey]moeDecVal{}
@@ -101,7 +97,6 @@ type moeDecKey struct {
 	w     uintptr
 	lanes int  // the width asked for (0: rowGroupLanes)
 	o6    bool // the six-blocks-an-SM gate/up kernel where there is one
-	pf    bool // its _pf form (MLXCEL_CUDA_MOEDPF)
 }
 
 type moeDecVal struct {
@@ -170,16 +165,13 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	if b.routeBlock {
 		rb = 1
 	}
-	var nsrc, nw, nadd, nsum uintptr
+	var nsrc, nw uintptr
 	var eps float32
-	if T == 1 && b.moeAddNorm {
-		nsrc, nadd, nsum, nw, eps = b.takeAddNorm(s.ptr, hidden)
-	}
-	if nsrc == 0 && T == 1 && b.folds.router {
+	if T == 1 && b.folds.router {
 		nsrc, nw, eps = b.takeNorm(s.ptr, hidden, rw.bytes)
 	}
 	b.newLaunchFn(rk.fn, rk.name, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
-		i(topk).i(renorm).p(idx).p(wts).p(nsrc).p(nw).f(eps).i(rb).p(nadd).p(nsum)
+		i(topk).i(renorm).p(idx).p(wts).p(nsrc).p(nw).f(eps).i(rb)
 
 	act := actSiLU
 	if p.Act == backend.GELUTanh {
@@ -193,16 +185,14 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	if b.moePre {
 		pre = 1
 	}
-	// The _pf gate/up kernels ask L2 for the down expert's weights (the
-	// others ignore these arguments).
-	dws, dsbs := expertStrides(dw)
 	b.newLaunchFn(gk.fn, gk.name, ggx, T, topk, 128).p(s.ptr).p(gw.w).p(gw.sb).p(uw.w).p(uw.sb).i(inter).i(hidden).i(gw.gshft).
-		i64(wstride).i64(sbstride).p(idx).i(topk).i(act).p(a).i(pre).p(dw.w).p(dw.sb).i64(dws).i64(dsbs)
+		i64(wstride).i64(sbstride).p(idx).i(topk).i(act).p(a).i(pre)
 
 	dthreads := 128
 	if downAcc {
 		dthreads = 256 // 8 warps, a slot each
 	}
+	dws, dsbs := expertStrides(dw)
 	b.newLaunchFn(dk.fn, dk.name, dgx, T, dgz, dthreads).p(d.ptr).p(res).p(y).p(a).p(dw.w).p(dw.sb).i(hidden).i(inter).i(dw.gshft).
 		i64(dws).i64(dsbs).p(idx).p(wts).i(topk).p(cnt).i(pre)
 	return true
@@ -217,28 +207,4 @@ func expertStrides(w *weight) (wstride, sbstride int) {
 		sbstride *= 2 // a float2 per group
 	}
 	return wstride, sbstride
-}
-
-// takeAddNorm folds the one-row add_rmsnorm just recorded, which wrote x
-// (K columns) from sum = a + c, into the MoE router about to read x
-// (MLXCEL_CUDA_MOEADDNORM=1): it drops that launch and returns its
-// addends, sum, norm weights and eps, or zeros. Unlike takeNorm's
-// add_rmsnorm form, the add is not moved into the launch before (an o
-// projection's epilogue): the router's blocks add a and c themselves, and
-// its last block writes sum (which may be a or c) and x.
-func (b *Backend) takeAddNorm(x uintptr, K int) (a, c, sum, w uintptr, eps float32) {
-	n := len(b.rec.ls)
-	if !b.fuse || n == 0 || K%4 != 0 {
-		return 0, 0, 0, 0, 0
-	}
-	l := &b.rec.ls[n-1] // add_rmsnorm: sum, a, b, dst, w, cols, eps, dbf
-	if l.fn != b.fn("add_rmsnorm") || l.gx != 1 || uintptr(l.args[3]) != x || int(int32(l.args[5])) != K || l.args[7] != 0 {
-		return 0, 0, 0, 0, 0
-	}
-	sum, a, c = uintptr(l.args[0]), uintptr(l.args[1]), uintptr(l.args[2])
-	if sum == x || a == x || c == x {
-		return 0, 0, 0, 0, 0
-	}
-	b.rec.ls = b.rec.ls[:n-1]
-	return a, c, sum, uintptr(l.args[4]), math.Float32frombits(uint32(l.args[6]))
 }

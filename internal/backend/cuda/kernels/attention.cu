@@ -308,7 +308,7 @@ DEV void merge_head_splits(float* out, int G, int S, int e0, int e1, ML ml, PO p
 // the softmax state). wb: write the rotated/normalised q and k back (the
 // unfused kernels' result); 0 when the caller reads neither afterwards
 // (AttnParams.ScratchQK), which also drops the k write-back's ticket.
-// CL (the _c kernels, MLXCEL_CUDA_DECCLUSTER=1, wb 0): the S split blocks
+// CL (the _c kernels, the default on sm_90, MLXCEL_CUDA_DECCLUSTER=0: off; wb 0): the S split blocks
 // of a head group are one thread block cluster (the Go side launches them
 // with cluster dims (1, 1, S)); each keeps its partial (max, sum, o) in
 // shared memory, and after a cluster barrier every block merges a slice of

@@ -56,9 +56,8 @@ DEV void md_prefetch(const u32* w, int N, int K) {
 // code then compiles away.
 struct MDNorm {
     bool on;
-    const float* w;   // norm weights, may be null
-    const float* add; // a second addend of the row (the residual add folded too), may be null
-    static DEV MDNorm off() { return MDNorm{false, nullptr, nullptr}; }
+    const float* w; // norm weights, may be null
+    static DEV MDNorm off() { return MDNorm{false, nullptr}; }
 };
 
 // md_x loads the N floats of x from element e0 into xv; with the norm
@@ -70,14 +69,6 @@ DEV void md_x(float (&xv)[N], const float* x, int e0, MDNorm nm, float& ss) {
     const float4* xp = reinterpret_cast<const float4*>(x + e0);
 #pragma unroll
     for (int i = 0; i < N / 4; i++) f[i] = xp[i]; // all loads before any use
-    if (nm.add) { // x + add, as add_rmsnorm's sum
-        float4 g[N / 4];
-        const float4* ap = reinterpret_cast<const float4*>(nm.add + e0);
-#pragma unroll
-        for (int i = 0; i < N / 4; i++) g[i] = ap[i];
-#pragma unroll
-        for (int i = 0; i < N / 4; i++) f[i] = f4(f[i].x + g[i].x, f[i].y + g[i].y, f[i].z + g[i].z, f[i].w + g[i].w);
-    }
     if (nm.on) {
 #pragma unroll
         for (int i = 0; i < N / 4; i++) {
@@ -206,14 +197,11 @@ DEV void md_route_block(const float* lg, int E, int topk, int renorm, int* idx, 
 // The kernels prefetch their weight rows and wait (grid_dep_wait) first.
 // nsrc set: the RMSNorm that wrote x is folded in (MDNorm): x[t] =
 // nsrc[t] / rms(nsrc[t]) * nwt (nwt may be null); the blocks read the
-// source, and block (0, t) writes x[t] for the expert kernels. nadd set
-// too (MLXCEL_CUDA_MOEADDNORM=1): the add_rmsnorm's add as well, on
-// nsrc[t] + nadd[t]; the last block then writes that sum to nsum[t] (which
-// may be nsrc: every block has read it by then) and x[t].
+// source, and block (0, t) writes x[t] for the expert kernels.
 #define MR_PARAMS                                                                                                 \
     float *x, const u32 *w, const u32 *sb, int E, int K, int gshift, float *logits, int *cnt, int topk, int renorm, \
-        int *idx, float *wts, const float *nsrc, const float *nwt, float eps, int rb, const float *nadd, float *nsum
-#define MR_ARGS x, w, sb, E, K, gshift, logits, cnt, topk, renorm, idx, wts, nsrc, nwt, eps, rb, nadd, nsum
+        int *idx, float *wts, const float *nsrc, const float *nwt, float eps, int rb
+#define MR_ARGS x, w, sb, E, K, gshift, logits, cnt, topk, renorm, idx, wts, nsrc, nwt, eps, rb
 template <int BITS, class SB, int L>
 DEV void moe_router_impl(MR_PARAMS) {
     const int t = blockIdx.y, li = threadIdx.x % L, row0 = md_row0<L, MD_NR>();
@@ -228,8 +216,7 @@ DEV void moe_router_impl(MR_PARAMS) {
     }
     // Folded norm: read the source, never x (block (0, t) writes it).
     const float* xin = (nsrc ? nsrc : x) + (long long)t * K;
-    const float* ain = nadd ? nadd + (long long)t * K : nullptr;
-    const MDNorm nm = {nsrc != nullptr, nwt, ain};
+    const MDNorm nm = {nsrc != nullptr, nwt};
     float acc[MD_NR], ss = 0.f;
 #pragma unroll
     for (int r = 0; r < MD_NR; r++) acc[r] = 0.f;
@@ -253,7 +240,7 @@ DEV void moe_router_impl(MR_PARAMS) {
 #pragma unroll
         for (int g = 0; g < wpg; g++) s2 += rss[w0 + g];
         ninv = 1.f / sqrtf(s2 / (float)K + eps);
-        if (blockIdx.x == 0 && !nadd) // x as the rmsnorm kernel would have left it: (v*inv)*w
+        if (blockIdx.x == 0) // x as the rmsnorm kernel would have left it: (v*inv)*w
             for (int i = threadIdx.x; i < K / 4; i += MD_THREADS)
                 reinterpret_cast<float4*>(x + (long long)t * K)[i] =
                     f4mul4(f4mul(reinterpret_cast<const float4*>(xin)[i], ninv),
@@ -266,14 +253,6 @@ DEV void moe_router_impl(MR_PARAMS) {
         md_route_block(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
     else if (threadIdx.x < 32)
         md_route(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
-    if (nsrc && nadd) // the sum and x as add_rmsnorm would have left them
-        for (int i = threadIdx.x; i < K / 4; i += MD_THREADS) {
-            const float4 a = reinterpret_cast<const float4*>(xin)[i], b = reinterpret_cast<const float4*>(ain)[i];
-            const float4 v = f4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-            reinterpret_cast<float4*>(nsum + (long long)t * K)[i] = v;
-            reinterpret_cast<float4*>(x + (long long)t * K)[i] =
-                f4mul4(f4mul(v, ninv), nwt ? reinterpret_cast<const float4*>(nwt)[i] : f4(1.f, 1.f, 1.f, 1.f));
-        }
 }
 
 // moe_gateup: grid (row blocks of N = inter, T, topk). The block's row
@@ -285,27 +264,12 @@ DEV void moe_router_impl(MR_PARAMS) {
 // late set: the next kernel (moe_down_sum with pre) may launch only once
 // every block has passed its wait, i.e. once the router is done, so that
 // it can read idx and load its expert's weights before its own wait.
-//
-// DPF (the _pf kernels, MLXCEL_CUDA_MOEDPF=1) and dw set: the blocks of each slot ask L2 for their
-// share of that slot's expert's down weights and scale pairs (dws, dsbs
-// u32 words an expert), spread over the slot's gridDim.x blocks: the down
-// kernel's blocks cannot be resident while these run (six an SM), so its
-// own loads before its wait start late; these start as soon as the
-// expert is known.
 #define GU_PARAMS                                                                                                \
     const float *x, const u32 *wg, const u32 *sbg, const u32 *wu, const u32 *sbu, int N, int K, int gshift,        \
-        long long wstride, long long sbstride, const int *idx, int topk, int act, float *a, int late, const u32 *dw,  \
-        const u32 *dsb, long long dws, long long dsbs
-#define GU_ARGS x, wg, sbg, wu, sbu, N, K, gshift, wstride, sbstride, idx, topk, act, a, late, dw, dsb, dws, dsbs
+        long long wstride, long long sbstride, const int *idx, int topk, int act, float *a, int late
+#define GU_ARGS x, wg, sbg, wu, sbu, N, K, gshift, wstride, sbstride, idx, topk, act, a, late
 
-// md_prefetch_share asks L2 for block b of nb's share of the n u32 words at
-// p, a 128-byte line a thread at a time.
-DEV void md_prefetch_share(const u32* p, long long n, int b, int nb) {
-    const long long lines = (n * 4 + 127) / 128, per = (lines + nb - 1) / nb;
-    const long long l0 = b * per, l1 = min(lines, l0 + per);
-    for (long long l = l0 + threadIdx.x; l < l1; l += blockDim.x) prefetch_l2(reinterpret_cast<const char*>(p) + l * 128);
-}
-template <int BITS, class SB, int L, bool DPF = false>
+template <int BITS, class SB, int L>
 DEV void moe_gateup_impl(GU_PARAMS) {
     if (!late) grid_dep_launch();
     grid_dep_wait();
@@ -313,10 +277,6 @@ DEV void moe_gateup_impl(GU_PARAMS) {
     constexpr int H = MD_NR / 2;
     const int t = blockIdx.y, slot = blockIdx.z, li = threadIdx.x % L, row0 = md_row0<L, H>();
     const long long e = idx[t * topk + slot]; // from the router: read after grid_dep_wait
-    if (DPF && dw) {
-        md_prefetch_share(dw + e * dws, dws, blockIdx.x, gridDim.x);
-        md_prefetch_share(dsb + e * dsbs, dsbs, blockIdx.x, gridDim.x);
-    }
     const int nw = K * BITS / 32, ng = K >> gshift;
     const uint4* wr[MD_NR];
     const u32* sr[MD_NR];
@@ -518,8 +478,6 @@ extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g32(GU_PARAMS) 
 // MLXCEL_CUDA_MOEGU=o6.
 extern "C" __global__ void __launch_bounds__(128, 6) moe_gateup4_bf_o6(GU_PARAMS) { moe_gateup_impl<4, SBbf, 128>(GU_ARGS); }
 extern "C" __global__ void __launch_bounds__(128, 6) moe_gateup4_bf_g64_o6(GU_PARAMS) { moe_gateup_impl<4, SBbf, 64>(GU_ARGS); }
-extern "C" __global__ void __launch_bounds__(128, 6) moe_gateup4_bf_o6_pf(GU_PARAMS) { moe_gateup_impl<4, SBbf, 128, true>(GU_ARGS); }
-extern "C" __global__ void __launch_bounds__(128, 6) moe_gateup4_bf_g64_o6_pf(GU_PARAMS) { moe_gateup_impl<4, SBbf, 64, true>(GU_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32(GU_PARAMS) { moe_gateup_impl<4, SBf32, 128>(GU_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32_g64(GU_PARAMS) { moe_gateup_impl<4, SBf32, 64>(GU_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32_g32(GU_PARAMS) { moe_gateup_impl<4, SBf32, 32>(GU_ARGS); }
