@@ -46,37 +46,30 @@ func TestRecordedArguments(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		name   string
-		record func(b *Backend)
+		name, model string
+		set         func(b *Backend)
 	}{
-		{"llama", func(b *Backend) { st := newLlamaStep(2); knowRoPETable(b, st.rope); st.record(b) }},
-		{"qwen3", func(b *Backend) { st := newQwen3Step(2); knowRoPETable(b, st.rope); st.record(b) }},
-		{"qwen3 variants", func(b *Backend) {
-			// The two-pass down kernel, the ticket merge, the one-warp
-			// router, every norm fold.
+		{"llama", "llama", func(*Backend) {}},
+		{"qwen3", "qwen3", func(*Backend) {}},
+		// The two-pass down kernel, the ticket merge, the one-warp router,
+		// every norm fold.
+		{"qwen3 variants", "qwen3", func(b *Backend) {
 			b.moeDownAcc, b.decClusterMax, b.routeBlock, b.folds = false, 0, false, parseNormFolds("1")
-			st := newQwen3Step(2)
-			knowRoPETable(b, st.rope)
-			st.record(b)
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := hostOnlyBackend()
-			c.record(b)
-			byFn := map[uintptr]string{}
-			for n, f := range b.fns {
-				byFn[f] = n
-			}
+			c.set(b)
+			recordModelStep(b, c.model, 2)
 			checked := 0
-			for i, l := range b.rec.ls {
-				name := byFn[l.fn]
+			for i, name := range launchNames(b) {
 				want, ok := counts[name]
 				if !ok {
 					continue // a macro-generated kernel, or a cuBLAS call
 				}
 				checked++
-				if int(l.n) != want {
-					t.Errorf("launch %d: %s with %d arguments, its kernel declares %d", i, name, l.n, want)
+				if n := int(b.rec.ls[i].n); n != want {
+					t.Errorf("launch %d: %s with %d arguments, its kernel declares %d", i, name, n, want)
 				}
 			}
 			if checked == 0 {

@@ -208,7 +208,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		gl := G // query heads per block (head groups: decHeadsPerBlock, one-token steps)
 		if T == 1 && b.decHeads > 0 && b.decHeads < G && G%b.decHeads == 0 && ctx <= b.decHeadsMaxCtx {
 			gl = b.decHeads
-		} else if lh := longHeads(b.decLongHeads, ctx); T == 1 && ctx > b.decHeadsMaxCtx && lh > 0 && lh < G && G%lh == 0 {
+		} else if lh := longHeads(b.decLongHeads, ctx); T == 1 && ctx > b.decHeadsMaxCtx && G > 4 && lh > 0 && lh < G && G%lh == 0 {
 			gl = lh // e.g. Qwen3's groups of 8 as blocks of 2 or 4 (longHeads)
 		}
 		hb := T * p.KVHeads * (G / gl) // blocks per split
@@ -400,8 +400,8 @@ const decHeadsPerBlock = 1
 const decHeadsMaxCtx = 1024
 
 // longHeads is the number of query heads a one-token step's block serves
-// past decHeadsMaxCtx when a kv head's group is larger (Qwen3-30B-A3B's
-// 8): set (MLXCEL_CUDA_DECLONGHEADS; 0: the whole group), or by the
+// past decHeadsMaxCtx when a kv head's group is larger than the _h4
+// kernel takes whole (Qwen3-30B-A3B's 8; Llama's 4 stay whole): set (MLXCEL_CUDA_DECLONGHEADS; 0: the whole group), or by the
 // context, rounded up to a power of two, when set < 0 (the default). The
 // group then runs on the _h2/_h4 kernels (102/121 registers, 4 blocks an
 // SM) rather than the general one (164-200 registers, 2 an SM), reading

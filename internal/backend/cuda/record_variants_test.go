@@ -56,14 +56,7 @@ func TestRecordQwen3Variants(t *testing.T) {
 			knowRoPETable(b, st.rope)
 			c.set(b)
 			st.record(b)
-			names := make([]string, len(b.rec.ls))
-			byFn := map[uintptr]string{}
-			for n, f := range b.fns {
-				byFn[f] = n
-			}
-			for i, l := range b.rec.ls {
-				names[i] = byFn[l.fn]
-			}
+			names := launchNames(b)
 			if len(names) != c.wantLs {
 				t.Errorf("%d launches, want %d", len(names), c.wantLs)
 			}
@@ -80,4 +73,66 @@ func count(names []string, n string) int {
 		}
 	}
 	return k
+}
+
+// TestRecordLongContextHeads checks, without a GPU, which decode attention
+// kernel one-token steps take past 1024 keys: Llama's groups of 4 stay
+// whole (_h4), Qwen3's groups of 8 run 2 heads a block up to 4096 keys and
+// 4 beyond (longHeads).
+func TestRecordLongContextHeads(t *testing.T) {
+	for _, c := range []struct {
+		model  string
+		maxCtx int
+		want   string
+	}{
+		{"llama", 2000, "attn_decode_128_h4"}, {"llama", 9000, "attn_decode_128_h4"},
+		{"qwen3", 2000, "attn_decode_128_h2"}, {"qwen3", 4000, "attn_decode_128_h2"},
+		{"qwen3", 5000, "attn_decode_128_h4"}, {"qwen3", 33000, "attn_decode_128_h4"},
+	} {
+		b := hostOnlyBackend()
+		b.step.maxCtx = c.maxCtx
+		recordModelStep(b, c.model, 2)
+		n := 0
+		for _, name := range launchNames(b) {
+			if strings.HasPrefix(name, "attn_decode") {
+				n++
+				if name != c.want {
+					t.Errorf("%s at %d keys: %s, want %s", c.model, c.maxCtx, name, c.want)
+				}
+			}
+		}
+		if n != 2 {
+			t.Errorf("%s at %d keys: %d attention launches, want 2", c.model, c.maxCtx, n)
+		}
+	}
+}
+
+// recordModelStep records a decode step of layers layers of Llama-3.1-8B
+// ("llama") or Qwen3-30B-A3B ("qwen3") on the host-only backend b.
+func recordModelStep(b *Backend, model string, layers int) {
+	switch model {
+	case "llama":
+		st := newLlamaStep(layers)
+		knowRoPETable(b, st.rope)
+		st.record(b)
+	case "qwen3":
+		st := newQwen3Step(layers)
+		knowRoPETable(b, st.rope)
+		st.record(b)
+	default:
+		panic("recordModelStep: unknown model " + model)
+	}
+}
+
+// launchNames gives the kernel name of each launch b has recorded.
+func launchNames(b *Backend) []string {
+	byFn := map[uintptr]string{}
+	for n, f := range b.fns {
+		byFn[f] = n
+	}
+	names := make([]string, len(b.rec.ls))
+	for i, l := range b.rec.ls {
+		names[i] = byFn[l.fn]
+	}
+	return names
 }
