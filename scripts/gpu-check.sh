@@ -109,7 +109,11 @@ for p in ${DECODE_PROFILES:-}; do
 		--csv "$OUT/decode.csv" 2>&1 | tail -4 | tee -a "$OUT/decode.log"
 done
 if [ -x .gpu/mlxcel ] && [ -n "${LADDER_LENGTHS:-}" ]; then
-	# The long-prompt ladder through the model code (synthetic weights).
+	# The long-prompt ladder through the model code (synthetic weights), and
+	# the ceilings its note divides by, measured in the same call.
+	echo "== ceilings"
+	MLXCEL_CUDA_BENCH=1 MLXCEL_BENCH_CSV="$OUT/ceilings.csv" timeout 150 .gpu/cuda.test -test.count=1 -test.run 'TestCeilings$' 2>&1 |
+		grep -E '^(copy|gemm),' | tee "$OUT/ceilings.log"
 	echo "== ladder"
 	timeout ${LADDER_TIMEOUT:-300} .gpu/mlxcel bench ladder --backend cuda --profiles "${LADDER_PROFILES:-llama-3.1-8b-4bit}" --lengths "$LADDER_LENGTHS" \
 		--max-tokens ${LADDER_TOKENS:-64} $tok --out "$OUT/ladder" ${LADDER_ARGS:-} 2>&1 | tail -30 | tee "$OUT/ladder.log"
