@@ -4,6 +4,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -16,7 +17,6 @@ import (
 	"github.com/mlxcel/mlxcel/internal/backend"
 	_ "github.com/mlxcel/mlxcel/internal/backend/cpu" // registers "cpu"
 	"github.com/mlxcel/mlxcel/internal/chat"
-	"github.com/mlxcel/mlxcel/internal/defaultmodel"
 	"github.com/mlxcel/mlxcel/internal/model"
 	"github.com/mlxcel/mlxcel/internal/model/synthetic"
 	"github.com/mlxcel/mlxcel/internal/tokenizer"
@@ -25,7 +25,7 @@ import (
 
 // Options choose what to load and where to run it.
 type Options struct {
-	ModelDir string // empty: the embedded default model
+	ModelDir string // a folder, a Hub name (ORG/NAME[@REV], NAME) or empty: the embedded default model
 	Backend  string // cpu, cuda, auto
 	Threads  int
 	Quiet    bool // no progress bar
@@ -46,15 +46,9 @@ type Loaded struct {
 // Load loads everything; errors are one line naming the problem.
 func Load(o Options) (*Loaded, error) {
 	start := time.Now()
-	dir, name := o.ModelDir, ""
-	if dir == "" {
-		d, err := defaultmodel.Dir()
-		if err != nil {
-			return nil, err
-		}
-		dir, name = d, defaultmodel.Name
-	} else {
-		name = filepath.Base(filepath.Clean(dir))
+	dir, name, err := ResolveModel(context.Background(), o.ModelDir, os.Stderr)
+	if err != nil {
+		return nil, err
 	}
 	st, err := os.Stat(dir)
 	if err != nil {
