@@ -4,11 +4,8 @@
 package main
 
 import (
+	_ "github.com/mlxcel/mlxcel/internal/backend/backends" // every backend, as in every binary
 	"github.com/mlxcel/mlxcel/internal/bench"
-
-	// Backends register themselves; a binary runs only those it imports.
-	_ "github.com/mlxcel/mlxcel/internal/backend/cpu"
-	_ "github.com/mlxcel/mlxcel/internal/backend/cuda"
 )
 
 func main() { bench.CommandMain("mlxcel-bench-decode", bench.DecodeMain) }

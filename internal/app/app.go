@@ -15,7 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
-	_ "github.com/mlxcel/mlxcel/internal/backend/cpu" // registers "cpu"
+	_ "github.com/mlxcel/mlxcel/internal/backend/backends" // every backend, in every binary
 	"github.com/mlxcel/mlxcel/internal/chat"
 	"github.com/mlxcel/mlxcel/internal/model"
 	"github.com/mlxcel/mlxcel/internal/model/synthetic"

@@ -272,9 +272,14 @@ var (
 )
 
 // Register makes a backend available by name; backends call it from init.
+// A name registered twice is a wiring bug, so it panics rather than let the
+// second silently replace the first.
 func Register(name string, f Factory) {
 	mu.Lock()
 	defer mu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("backend: " + name + " registered twice")
+	}
 	registry[name] = f
 }
 
@@ -312,6 +317,21 @@ func New(name string, opts Options) (Backend, error) {
 		return nil, fmt.Errorf("unknown backend %q (have %v)", name, Names())
 	}
 	return f(opts)
+}
+
+// Accelerator is implemented by backends whose ops run on a separate
+// device: they amortise each weight read over long prefill chunks, their
+// first run pays one-time costs (kernel loading, graph capture) that a
+// benchmark warms up, and their memory is the device's. DeviceName names
+// the device ("NVIDIA H200").
+type Accelerator interface {
+	DeviceName() string
+}
+
+// IsAccelerator reports whether b runs its ops on a separate device.
+func IsAccelerator(b Backend) bool {
+	_, ok := b.(Accelerator)
+	return ok
 }
 
 // HostTime is where a device backend's host time between two steps went

@@ -160,11 +160,11 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 	defer be.Close()
 	base.Hardware = Hardware(be)
 	if o.PrefillChunk <= 0 {
-		o.PrefillChunk = DefaultPrefillChunk(be.Name())
+		o.PrefillChunk = DefaultPrefillChunk(backend.IsAccelerator(be))
 	}
 	if o.Warmup < 0 { // the ladder's default: a GPU's first run pays one-time costs, a CPU's does not
 		o.Warmup = 0
-		if be.Name() == "cuda" {
+		if backend.IsAccelerator(be) {
 			o.Warmup = 1
 		}
 	}
@@ -539,8 +539,8 @@ const cpuBenchChunk = 2048
 // DefaultPrefillChunk is the benchmarks' prefill chunk on a backend: on
 // a GPU the server's default, so the ladder measures what mlxcel serve
 // does with a long prompt.
-func DefaultPrefillChunk(backendName string) int {
-	if backendName == "cuda" {
+func DefaultPrefillChunk(accelerator bool) int {
+	if accelerator {
 		return engine.DefaultPrefillChunkGPU
 	}
 	return cpuBenchChunk

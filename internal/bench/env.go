@@ -42,8 +42,8 @@ func Hardware(be backend.Backend) string {
 				return strings.TrimSpace(n)
 			}
 		}
-		if be.Name() != "cpu" {
-			return be.Name()
+		if a, ok := be.(backend.Accelerator); ok {
+			return a.DeviceName()
 		}
 	}
 	return fmt.Sprintf("%s (%d threads)", cpuModel(), runtime.GOMAXPROCS(0))

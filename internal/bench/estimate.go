@@ -61,7 +61,7 @@ func estimate(cfg *weights.Config, be backend.Backend, storedBytes int64, chunk 
 			return e
 		}
 	}
-	if be.Name() == "cpu" {
+	if !backend.IsAccelerator(be) {
 		e.Available, e.Source = hostMemory()
 		return e
 	}

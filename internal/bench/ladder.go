@@ -218,7 +218,7 @@ func writeSummary(path string, o LadderOptions, res *LadderResult) error {
 		}
 		chunk := fmt.Sprint(o.Decode.PrefillChunk)
 		if o.Decode.PrefillChunk <= 0 {
-			chunk = fmt.Sprintf("%d (cuda) or %d (cpu)", DefaultPrefillChunk("cuda"), DefaultPrefillChunk("cpu"))
+			chunk = fmt.Sprintf("%d (cuda) or %d (cpu)", DefaultPrefillChunk(true), DefaultPrefillChunk(false))
 		}
 		warm := fmt.Sprint(o.Decode.Warmup)
 		if o.Decode.Warmup < 0 {

@@ -67,9 +67,10 @@ const (
 	DefaultPrefillChunkGPU = 8192
 )
 
-// DefaultPrefillChunkFor is the prefill chunk for a backend by name.
-func DefaultPrefillChunkFor(backendName string) int {
-	if backendName == "cuda" {
+// DefaultPrefillChunkFor is the prefill chunk for a backend: the long one
+// on an accelerator.
+func DefaultPrefillChunkFor(be backend.Backend) int {
+	if be != nil && backend.IsAccelerator(be) {
 		return DefaultPrefillChunkGPU
 	}
 	return DefaultPrefillChunk
@@ -194,10 +195,7 @@ func New(m Model, cfg Config) (*Engine, error) {
 		cfg.MaxQueue = 0
 	}
 	if cfg.PrefillChunk <= 0 {
-		cfg.PrefillChunk = DefaultPrefillChunk
-		if be := m.Backend(); be != nil {
-			cfg.PrefillChunk = DefaultPrefillChunkFor(be.Name())
-		}
+		cfg.PrefillChunk = DefaultPrefillChunkFor(m.Backend())
 	}
 	if cfg.MaxBatchTokens <= 0 {
 		cfg.MaxBatchTokens = cfg.PrefillChunk + cfg.Parallel

@@ -252,12 +252,12 @@ func (k *fakeKV) checkRing(b *backend.Batch) error {
 	return nil
 }
 
-// gpuBackend names itself as the CUDA backend does.
+// gpuBackend is an accelerator, as the CUDA backend is.
 type gpuBackend struct{ fakeBackend }
 
-func (gpuBackend) Name() string { return "cuda" }
+func (gpuBackend) DeviceName() string { return "fake GPU" }
 
-// gpuModel is the fake model on a backend named "cuda".
+// gpuModel is the fake model on an accelerator backend.
 type gpuModel struct{ *fakeModel }
 
 func (gpuModel) Backend() backend.Backend { return gpuBackend{} }

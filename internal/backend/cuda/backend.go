@@ -503,6 +503,9 @@ func (b *Backend) grow(buf *devBuf, n int) error {
 
 func (b *Backend) Name() string { return "cuda" }
 
+// DeviceName names the GPU: the backend is a backend.Accelerator.
+func (b *Backend) DeviceName() string { return b.Device }
+
 // Info describes the device and libraries in one line.
 func (b *Backend) Info() string {
 	return fmt.Sprintf("%s %s, %d SMs; libcuda %s; nvrtc %d.%d %s; cublas %s", b.Device, b.Arch, b.SMs,
