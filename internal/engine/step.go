@@ -167,7 +167,7 @@ type argmaxer interface {
 // logits: no temperature, penalties or logprobs to compute.
 func pureGreedy(p sample.Params) bool {
 	return p.Temperature < 1e-5 && p.Logprobs == 0 && (p.RepetitionPenalty == 0 || p.RepetitionPenalty == 1) &&
-		p.PresencePenalty == 0 && p.FrequencyPenalty == 0
+		p.PresencePenalty == 0 && p.FrequencyPenalty == 0 && len(p.LogitBias) == 0
 }
 
 // tryGreedy runs the step through the model's argmax path when every

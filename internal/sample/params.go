@@ -50,6 +50,10 @@ type Params struct {
 	// Logprobs is how many top alternatives to return per token (0..20).
 	// The chosen token's logprob is always returned in Result.Logprob.
 	Logprobs int
+	// LogitBias is added to the logits of its token ids (OpenAI's
+	// logit_bias, -100..100) before penalties and temperature; ids beyond
+	// the vocabulary are ignored. Reported logprobs stay raw.
+	LogitBias map[int32]float32
 }
 
 // DefaultParams returns the OpenAI API defaults: temperature 1, no filters,
@@ -65,6 +69,7 @@ const (
 	MaxTemperature = 2
 	MaxPenalty     = 2 // presence and frequency: [-2, 2]
 	MaxLogprobs    = 20
+	MaxLogitBias   = 100
 )
 
 // ParamError reports one out-of-range parameter. Param is the OpenAI/vLLM
@@ -110,6 +115,11 @@ func (p Params) Validate() error {
 	}
 	if !finite(p.FrequencyPenalty) || p.FrequencyPenalty < -MaxPenalty || p.FrequencyPenalty > MaxPenalty {
 		return paramErr("frequency_penalty", "must be between -%d and %d, got %v", MaxPenalty, MaxPenalty, p.FrequencyPenalty)
+	}
+	for id, b := range p.LogitBias {
+		if id < 0 || !finite(b) || b < -MaxLogitBias || b > MaxLogitBias {
+			return paramErr("logit_bias", "must map token ids to values between -%d and %d, got %d: %v", MaxLogitBias, MaxLogitBias, id, b)
+		}
 	}
 	if p.Logprobs < 0 || p.Logprobs > MaxLogprobs {
 		return paramErr("top_logprobs", "must be between 0 and %d, got %d", MaxLogprobs, p.Logprobs)

@@ -48,6 +48,7 @@ type Sampler struct {
 	freq   float32
 	pres   float32
 	nTop   int
+	bias   map[int32]float32
 
 	rng *rand.Rand
 
@@ -74,6 +75,7 @@ func New(p Params, vocab int) *Sampler {
 		freq:   p.FrequencyPenalty,
 		pres:   p.PresencePenalty,
 		nTop:   min(max(p.Logprobs, 0), MaxLogprobs),
+		bias:   p.LogitBias,
 	}
 	if !s.greedy {
 		s.invT = 1 / float64(p.Temperature)
@@ -104,7 +106,7 @@ func New(p Params, vocab int) *Sampler {
 	s.rng = rand.New(rand.NewPCG(seed, 0x9E3779B97F4A7C15))
 
 	vocab = max(vocab, 0)
-	if s.penalised() || !s.greedy {
+	if s.modifies() || !s.greedy {
 		s.buf = make([]float32, vocab)
 	}
 	if s.penalised() {
@@ -115,6 +117,19 @@ func New(p Params, vocab int) *Sampler {
 
 func (s *Sampler) penalised() bool {
 	return s.rep != 1 || s.freq != 0 || s.pres != 0
+}
+
+// modifies reports whether sampling works on a modified copy of the
+// logits (penalties or a logit bias).
+func (s *Sampler) modifies() bool { return s.penalised() || len(s.bias) > 0 }
+
+// applyBias adds the logit bias.
+func (s *Sampler) applyBias(l []float32) {
+	for id, b := range s.bias {
+		if id >= 0 && int(id) < len(l) {
+			l[id] += b
+		}
+	}
 }
 
 // Greedy returns the index of the largest logit, the lowest index on ties.
@@ -172,16 +187,19 @@ func (s *Sampler) Sample(logits []float32, prompt, generated []int32) Result {
 	s.grow(n)
 
 	l := logits
-	if s.penalised() {
+	if s.modifies() {
 		l = s.buf[:n]
 		copy(l, logits)
-		s.applyPenalties(l, prompt, generated)
+		s.applyBias(l)
+		if s.penalised() {
+			s.applyPenalties(l, prompt, generated)
+		}
 	}
 
 	mi := Greedy(l)
 	id := mi
 	rawMax, rawLSE, haveLSE := int32(-1), 0.0, false
-	if !s.penalised() {
+	if !s.modifies() {
 		rawMax = mi // l is logits
 	}
 	if !s.greedy {
@@ -191,7 +209,7 @@ func (s *Sampler) Sample(logits []float32, prompt, generated []int32) Result {
 		// When nothing changed the logits (no penalties, temperature 1) and
 		// the exp pass covered the whole vocabulary, its sum is exactly the
 		// raw partition function: skip the second exp pass.
-		if full && !s.penalised() && s.invT == 1 {
+		if full && !s.modifies() && s.invT == 1 {
 			rawLSE, haveLSE = float64(l[mi])+math.Log(z), true
 		}
 	}
@@ -201,7 +219,7 @@ func (s *Sampler) Sample(logits []float32, prompt, generated []int32) Result {
 // grow makes the scratch buffers cover n tokens. It allocates only when a
 // longer logits vector than ever before arrives.
 func (s *Sampler) grow(n int) {
-	if (s.penalised() || !s.greedy) && len(s.buf) < n {
+	if (s.modifies() || !s.greedy) && len(s.buf) < n {
 		s.buf = make([]float32, n)
 	}
 	if s.penalised() && len(s.counts) < n {

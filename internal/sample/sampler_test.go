@@ -326,3 +326,30 @@ func TestNoAllocsPerToken(t *testing.T) {
 		}
 	}
 }
+
+// TestLogitBias: a bias moves the choice, greedy or sampled, while the
+// reported logprobs stay those of the raw logits.
+func TestLogitBias(t *testing.T) {
+	logits := []float32{3, 1, 0, -1}
+	s := New(Params{LogitBias: map[int32]float32{0: -100, 2: 2.5}, Logprobs: 1}, 4)
+	r := s.Sample(logits, nil, nil)
+	if r.ID != 2 {
+		t.Fatalf("greedy with bias chose %d, want 2", r.ID)
+	}
+	raw := New(Params{Logprobs: 1}, 4).Sample(logits, nil, nil)
+	if raw.ID != 0 || r.Top[0].ID != 0 || r.Top[0].Logprob != raw.Logprob {
+		t.Errorf("logprobs moved with the bias: %+v vs %+v", r, raw)
+	}
+	seed := uint64(7)
+	hot := New(Params{Temperature: 1, TopP: 1, RepetitionPenalty: 1, Seed: &seed, LogitBias: map[int32]float32{3: 100}}, 4)
+	for range 50 {
+		if id := hot.Sample(logits, nil, nil).ID; id != 3 {
+			t.Fatalf("a +100 bias at temperature 1 still drew %d", id)
+		}
+	}
+	if err := (Params{Temperature: 1, TopP: 1, RepetitionPenalty: 1, LogitBias: map[int32]float32{1: 101}}).Validate(); err == nil {
+		t.Error("bias 101 validated")
+	} else if pe, ok := err.(*ParamError); !ok || pe.Param != "logit_bias" {
+		t.Errorf("error %v does not name logit_bias", err)
+	}
+}
