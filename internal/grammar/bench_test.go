@@ -1,0 +1,85 @@
+package grammar
+
+import (
+	"testing"
+)
+
+// benchDoc tokenizes personDoc with the Llama 3 tokenizer (128256 tokens).
+func benchSetup(b *testing.B) (*Grammar, *Vocab, []int32, int32) {
+	b.Helper()
+	tok := loadTok(b, "tokenizers/llama3_1")
+	g, err := CompileSchema([]byte(personSchema), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids, err := tok.Encode(personDoc, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	eos, _ := tok.EOS()
+	return g, NewVocab(tok, tok.VocabSize()), append(ids, eos), eos
+}
+
+// run decodes ids once through a matcher: Mask then Accept per token.
+func run(b *testing.B, tt *TokenTable, ids []int32, eos int32, mask []uint64) {
+	m := tt.NewMatcher([]int32{eos})
+	for _, id := range ids {
+		if err := m.Mask(mask); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Accept(id); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMaskWarm is the steady state: the states' masks are cached
+// (any earlier request with the same schema), per token.
+func BenchmarkMaskWarm(b *testing.B) {
+	g, v, ids, eos := benchSetup(b)
+	tt := NewTokenTable(g, v)
+	mask := make([]uint64, v.Words())
+	run(b, tt, ids, eos, mask)
+	b.ResetTimer()
+	for b.Loop() {
+		run(b, tt, ids, eos, mask)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ids))/1e3, "us/token")
+}
+
+// BenchmarkMaskCold is a first request: every state's mask is computed
+// on first use, per token of the document.
+func BenchmarkMaskCold(b *testing.B) {
+	g, v, ids, eos := benchSetup(b)
+	mask := make([]uint64, v.Words())
+	b.ResetTimer()
+	for b.Loop() {
+		run(b, NewTokenTable(g, v), ids, eos, mask)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ids))/1e3, "us/token")
+}
+
+// BenchmarkStateMask is one state's mask computed from scratch: the walk
+// over the sorted vocabulary, for the state inside a string (the widest
+// mask) and the state after '{'.
+func BenchmarkStateMask(b *testing.B) {
+	g, v, _, _ := benchSetup(b)
+	for _, c := range []struct{ name, prefix string }{{"in-string", `{"name": "Ad`}, {"after-brace", `{`}} {
+		s := g.walk(g.d.start, []byte(c.prefix))
+		out := make([]uint64, v.Words())
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				clear(out)
+				v.mask(g.d, s, out)
+			}
+		})
+	}
+}
+
+func BenchmarkCompileSchema(b *testing.B) {
+	for b.Loop() {
+		if _, err := CompileSchema([]byte(personSchema), Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

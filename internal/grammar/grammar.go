@@ -1,0 +1,114 @@
+// Package grammar is grammar-constrained decoding: it compiles a JSON
+// Schema (or "any JSON object", or a tool call in a model's call syntax)
+// into a byte-level automaton and, over a model's vocabulary, tells which
+// tokens may come next (a bitmask) and advances by the sampled token.
+//
+// The automaton is a DFA: schemas are compiled (Thompson NFA, subset
+// construction, trimming of states that cannot finish, Moore
+// minimization) into states whose next-token sets depend on the state
+// alone. So the token mask of a state is computed once, by one walk of
+// the vocabulary sorted by bytes (shared prefixes walked once, a dead
+// prefix skipping every token under it: xgrammar's token trie), and
+// cached; decoding then copies a cached mask per token. The price of
+// having no stack is bounded nesting for untyped values and recursive
+// $refs (Options), which docs/constrained-decoding.md discusses.
+package grammar
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Options bound the automaton. Zero fields take the defaults.
+type Options struct {
+	// MaxDepth is how deep objects and arrays may nest inside a value the
+	// schema leaves untyped ({}, true, json_object); default 4. The
+	// automaton has no stack, so any-JSON is any JSON up to this depth.
+	MaxDepth int
+	// MaxRefDepth is how many times a recursive $ref is unrolled; deeper
+	// alternatives are cut off (default 3).
+	MaxRefDepth int
+	// MaxNFAStates and MaxDFAStates refuse schemas whose automaton would
+	// be too large (defaults 300000 and 60000).
+	MaxNFAStates, MaxDFAStates int
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxDepth <= 0 {
+		o.MaxDepth = 4
+	}
+	if o.MaxRefDepth <= 0 {
+		o.MaxRefDepth = 3
+	}
+	if o.MaxNFAStates <= 0 {
+		o.MaxNFAStates = 300000
+	}
+	if o.MaxDFAStates <= 0 {
+		o.MaxDFAStates = 60000
+	}
+	return o
+}
+
+// Grammar is a compiled constraint over bytes. It is immutable and safe
+// for concurrent use.
+type Grammar struct {
+	d *dfa
+}
+
+// States is the number of automaton states.
+func (g *Grammar) States() int { return g.d.numStates() }
+
+// Accepts reports whether b is a complete value of the grammar.
+func (g *Grammar) Accepts(b []byte) bool {
+	s := g.walk(g.d.start, b)
+	return s >= 0 && g.d.accept[s]
+}
+
+// Prefix reports whether b can be extended to a complete value.
+func (g *Grammar) Prefix(b []byte) bool { return g.walk(g.d.start, b) >= 0 }
+
+func (g *Grammar) walk(s int32, b []byte) int32 {
+	for _, c := range b {
+		if s = g.d.next(s, c); s < 0 {
+			return -1
+		}
+	}
+	return s
+}
+
+// CompileSchema compiles a JSON Schema (draft 2020-12 keywords; see
+// docs/constrained-decoding.md for the supported set). A schema the
+// automaton cannot enforce gives a *SchemaError or another error saying
+// why.
+func CompileSchema(schema []byte, o Options) (*Grammar, error) {
+	return compileWrapped(schema, "", "", o)
+}
+
+// JSONObject is any JSON object (response_format json_object), nested at
+// most Options.MaxDepth levels.
+func JSONObject(o Options) (*Grammar, error) {
+	return compileWrapped([]byte(`{"type":"object","additionalProperties":true}`), "", "", o)
+}
+
+// compileWrapped compiles prefix, the schema's value, then suffix.
+func compileWrapped(schema []byte, prefix, suffix string, o Options) (*Grammar, error) {
+	o = o.withDefaults()
+	root, err := parseJSON(schema)
+	if err != nil {
+		return nil, &SchemaError{Msg: fmt.Sprintf("the schema is not valid JSON: %v", err)}
+	}
+	n := newNFA(o.MaxNFAStates)
+	c := &compiler{n: n, root: root, opts: o, refs: map[string]int{}}
+	f := n.seq(n.lit(prefix), c.schema(root, "", o.MaxDepth), n.lit(suffix))
+	if c.err != nil {
+		return nil, c.err
+	}
+	d, err := determinize(n, f, o.MaxDFAStates)
+	if errors.Is(err, errEmpty) {
+		return nil, &SchemaError{Msg: err.Error() + " (unsatisfiable, or recursion deeper than the unrolling limit)"}
+	}
+	if err != nil {
+		return nil, &SchemaError{Msg: err.Error()}
+	}
+	return &Grammar{d: d}, nil
+}

@@ -1,0 +1,160 @@
+package grammar
+
+// The JSON building blocks. Whitespace policy: a value is written
+// compactly, except for at most one space after ',' and ':' (what models
+// write in `{"a": 1, "b": 2}`). No whitespace before or after the value and
+// none elsewhere: a weak model cannot loop on whitespace, and every step
+// makes progress towards the end of the value.
+
+// ws is the optional single space after ',' and ':'.
+func (n *nfa) ws() frag { return n.opt(n.lit(" ")) }
+
+// comma is ',' and the optional space.
+func (n *nfa) comma() frag { return n.seq(n.lit(","), n.ws()) }
+
+// colon is ':' and the optional space.
+func (n *nfa) colon() frag { return n.seq(n.lit(":"), n.ws()) }
+
+// classes matches one byte of each set in turn.
+func (n *nfa) classes(sets ...byteSet) frag {
+	fs := make([]frag, len(sets))
+	for i, s := range sets {
+		fs[i] = n.class(s)
+	}
+	return n.seq(fs...)
+}
+
+var (
+	cont = rangeSet(0x80, 0xBF)
+	// plainASCII are the ASCII bytes a JSON string holds unescaped.
+	plainASCII = func() byteSet {
+		s := rangeSet(0x20, 0x7F)
+		s[0] &^= 1 << '"'
+		s[1] &^= 1 << ('\\' - 64)
+		return s
+	}()
+	hexDigit = func() byteSet {
+		s := rangeSet('0', '9')
+		s.add('a', 'f')
+		s.add('A', 'F')
+		return s
+	}()
+	digit  = rangeSet('0', '9')
+	digit1 = rangeSet('1', '9')
+)
+
+// multiByte matches one well-formed UTF-8 sequence of 2 to 4 bytes (no
+// surrogates, nothing past U+10FFFF).
+func (n *nfa) multiByte() frag {
+	return n.alt(
+		n.classes(rangeSet(0xC2, 0xDF), cont),
+		n.classes(rangeSet(0xE0, 0xE0), rangeSet(0xA0, 0xBF), cont),
+		n.classes(rangeSet(0xE1, 0xEC), cont, cont),
+		n.classes(rangeSet(0xED, 0xED), rangeSet(0x80, 0x9F), cont),
+		n.classes(rangeSet(0xEE, 0xEF), cont, cont),
+		n.classes(rangeSet(0xF0, 0xF0), rangeSet(0x90, 0xBF), cont, cont),
+		n.classes(rangeSet(0xF1, 0xF3), cont, cont, cont),
+		n.classes(rangeSet(0xF4, 0xF4), rangeSet(0x80, 0x8F), cont, cont),
+	)
+}
+
+// escape is a JSON escape sequence. \u escapes of surrogates are left
+// out: a lone one is not a character, and a pair would count as two
+// characters here but one for minLength/maxLength.
+func (n *nfa) escape() frag {
+	simple := byteSet{}
+	for _, c := range `"\/bfnrt` {
+		simple.add(byte(c), byte(c))
+	}
+	nonD := rangeSet('0', '9')
+	nonD.add('a', 'c')
+	nonD.add('A', 'C')
+	nonD.add('e', 'f')
+	nonD.add('E', 'F')
+	d := rangeSet('d', 'd')
+	d.add('D', 'D')
+	u := n.alt(
+		n.classes(nonD, hexDigit, hexDigit, hexDigit),
+		n.classes(d, rangeSet('0', '7'), hexDigit, hexDigit),
+	)
+	return n.seq(n.lit(`\`), n.alt(n.class(simple), n.seq(n.lit("u"), u)))
+}
+
+// stringChar is one character of a JSON string's content.
+func (n *nfa) stringChar() frag {
+	return n.alt(n.class(plainASCII), n.multiByte(), n.escape())
+}
+
+// jsonString is a string of lo..hi characters (hi < 0: unbounded).
+func (n *nfa) jsonString(lo, hi int) frag {
+	return n.seq(n.lit(`"`), n.repeat((*nfa).stringChar, lo, hi), n.lit(`"`))
+}
+
+// Digit bounds of generated numbers: enough for any float64 and int64
+// (beyond that a model writes an exponent), and they keep a weak model
+// from writing digits forever.
+const (
+	maxIntDigits  = 19
+	maxFracDigits = 17
+	maxExpDigits  = 3
+)
+
+// integer is -?(0|[1-9][0-9]{0,18}).
+func (n *nfa) integer() frag {
+	mag := n.alt(n.lit("0"), n.seq(n.class(digit1), n.repeat(func(n *nfa) frag { return n.class(digit) }, 0, maxIntDigits-1)))
+	return n.seq(n.opt(n.lit("-")), mag)
+}
+
+// number is a JSON number with bounded digit runs.
+func (n *nfa) number() frag {
+	d := func(n *nfa) frag { return n.class(digit) }
+	frac := n.seq(n.lit("."), n.repeat(d, 1, maxFracDigits))
+	sign := rangeSet('+', '+')
+	sign.add('-', '-')
+	e := rangeSet('e', 'e')
+	e.add('E', 'E')
+	exp := n.seq(n.class(e), n.opt(n.class(sign)), n.repeat(d, 1, maxExpDigits))
+	return n.seq(n.integer(), n.opt(frac), n.opt(exp))
+}
+
+// anyValue is any JSON value with objects and arrays nested at most
+// depth levels (depth 0: scalars only). The automaton has no stack, so
+// nesting is bounded; see Options.MaxDepth.
+func (n *nfa) anyValue(depth int) frag {
+	alts := []frag{
+		n.jsonString(0, -1), n.number(), n.lit("true"), n.lit("false"), n.lit("null"),
+	}
+	if depth > 0 {
+		alts = append(alts, n.anyObject(depth), n.anyArray(depth))
+	}
+	return n.alt(alts...)
+}
+
+// anyObject is an object whose values nest depth-1 more levels.
+func (n *nfa) anyObject(depth int) frag {
+	member := func(n *nfa) frag { return n.seq(n.jsonString(0, -1), n.colon(), n.anyValue(depth-1)) }
+	return n.seq(n.lit("{"), n.list(member, 0, -1), n.lit("}"))
+}
+
+// anyArray is an array whose items nest depth-1 more levels.
+func (n *nfa) anyArray(depth int) frag {
+	item := func(n *nfa) frag { return n.anyValue(depth - 1) }
+	return n.seq(n.lit("["), n.list(item, 0, -1), n.lit("]"))
+}
+
+// list is lo..hi comma-separated copies of g (hi < 0: unbounded).
+func (n *nfa) list(g gen, lo, hi int) frag {
+	if hi == 0 {
+		return n.empty()
+	}
+	tailHi := -1
+	if hi > 0 {
+		tailHi = hi - 1
+	}
+	more := func(n *nfa) frag { return n.seq(n.comma(), g(n)) }
+	l := n.seq(g(n), n.repeat(more, max(lo-1, 0), tailHi))
+	if lo == 0 {
+		return n.opt(l)
+	}
+	return l
+}

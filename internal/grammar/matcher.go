@@ -1,0 +1,125 @@
+package grammar
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+)
+
+// TokenTable is a grammar over one vocabulary: the token masks of its
+// states, each computed on first use and kept. Safe for concurrent use;
+// share one per (grammar, model) across requests.
+type TokenTable struct {
+	g     *Grammar
+	v     *Vocab
+	masks []atomic.Pointer[[]uint64]
+}
+
+// NewTokenTable binds g to v.
+func NewTokenTable(g *Grammar, v *Vocab) *TokenTable {
+	return &TokenTable{g: g, v: v, masks: make([]atomic.Pointer[[]uint64], g.d.numStates())}
+}
+
+// Vocab is the table's vocabulary.
+func (t *TokenTable) Vocab() *Vocab { return t.v }
+
+// stateMask returns the cached mask of state s, computing it if needed.
+// Two goroutines may compute the same mask at once; both get the same
+// result, and one is kept.
+func (t *TokenTable) stateMask(s int32) []uint64 {
+	if p := t.masks[s].Load(); p != nil {
+		return *p
+	}
+	m := make([]uint64, t.v.Words())
+	t.v.mask(t.g.d, s, m)
+	t.masks[s].CompareAndSwap(nil, &m)
+	return *t.masks[s].Load()
+}
+
+// Warm computes the masks of every state now (e.g. off the decode path).
+func (t *TokenTable) Warm() {
+	for s := range t.masks {
+		t.stateMask(int32(s))
+	}
+}
+
+// ErrNoToken means no token of the vocabulary can continue the value: the
+// vocabulary cannot spell what the grammar requires here.
+var ErrNoToken = errors.New("grammar: no token of the vocabulary can continue the constrained output")
+
+// Matcher follows one sequence through the grammar. Not safe for
+// concurrent use; make one per sequence.
+type Matcher struct {
+	t     *TokenTable
+	end   []int32 // tokens that end generation (EOS, stop ids)
+	state int32
+	done  bool // an end token was accepted
+}
+
+// NewMatcher starts at the beginning of the value. end are the tokens
+// that end generation (the model's EOS and stop ids): they are allowed
+// only once the value is complete.
+func (t *TokenTable) NewMatcher(end []int32) *Matcher {
+	return &Matcher{t: t, end: slices.Clone(end), state: t.g.d.start}
+}
+
+// Complete reports whether the text so far is a whole value.
+func (m *Matcher) Complete() bool { return m.done || m.t.g.d.accept[m.state] }
+
+// Mask writes the tokens allowed next into allowed (bit id%64 of word
+// id/64; len(allowed) >= Vocab.Words()). It returns ErrNoToken when none
+// is.
+func (m *Matcher) Mask(allowed []uint64) error {
+	w := m.t.v.Words()
+	if len(allowed) < w {
+		return fmt.Errorf("grammar: mask of %d words for a vocabulary of %d tokens", len(allowed), m.t.v.size)
+	}
+	allowed = allowed[:w]
+	var any uint64
+	if m.done {
+		clear(allowed)
+	} else {
+		src := m.t.stateMask(m.state)
+		copy(allowed, src)
+		for _, x := range src {
+			any |= x
+		}
+	}
+	if m.Complete() {
+		for _, id := range m.end {
+			if id >= 0 && int(id) < m.t.v.size {
+				allowed[id>>6] |= 1 << (id & 63)
+				any = 1
+			}
+		}
+	}
+	if any == 0 {
+		return ErrNoToken
+	}
+	return nil
+}
+
+// Accept advances past token id; an id the grammar does not allow here
+// is an error and leaves the matcher unchanged.
+func (m *Matcher) Accept(id int32) error {
+	if slices.Contains(m.end, id) {
+		if !m.Complete() {
+			return fmt.Errorf("grammar: end token %d before the value is complete", id)
+		}
+		m.done = true
+		return nil
+	}
+	if m.done {
+		return fmt.Errorf("grammar: token %d after the end", id)
+	}
+	if id < 0 || int(id) >= m.t.v.size || m.t.v.byID[id] == nil {
+		return fmt.Errorf("grammar: token %d is never allowed in constrained output", id)
+	}
+	s := m.t.g.walk(m.state, m.t.v.byID[id])
+	if s < 0 {
+		return fmt.Errorf("grammar: token %d (%q) does not fit the grammar here", id, m.t.v.byID[id])
+	}
+	m.state = s
+	return nil
+}

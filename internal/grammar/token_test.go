@@ -1,0 +1,127 @@
+package grammar
+
+import (
+	"testing"
+
+	"github.com/mlxcel/mlxcel/internal/tokenizer"
+)
+
+const testdata = "../../../shared/testdata/"
+
+func loadTok(tb testing.TB, name string) *tokenizer.Tokenizer {
+	tb.Helper()
+	tok, err := tokenizer.Load(testdata + name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tok
+}
+
+// personSchema is the real schema of the token-level tests and benchmarks.
+const personSchema = `{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "maxLength": 40},
+    "age": {"type": "integer", "minimum": 0, "maximum": 150},
+    "email": {"type": "string", "pattern": "^[a-z0-9.]+@[a-z0-9]+\\.[a-z]{2,4}$"},
+    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+    "address": {"type": "object", "properties": {"city": {"type": "string"}, "zip": {"type": "string"}}, "required": ["city"]},
+    "role": {"enum": ["admin", "user", "guest"]},
+    "score": {"type": "number"},
+    "active": {"type": "boolean"}
+  },
+  "required": ["name", "age", "role"]
+}`
+
+const personDoc = `{"name": "Ada Lovelace", "age": 36, "email": "ada@math.org", "tags": ["math", "poetry", "engines"], ` +
+	`"address": {"city": "London", "zip": "W1"}, "role": "admin", "score": 9.75, "active": true}`
+
+// bruteMask is the reference for Vocab.mask: every token walked alone.
+func bruteMask(g *Grammar, v *Vocab, s int32) []uint64 {
+	out := make([]uint64, v.Words())
+	for id, b := range v.byID {
+		if b != nil && g.walk(s, b) >= 0 {
+			out[id>>6] |= 1 << (id & 63)
+		}
+	}
+	return out
+}
+
+func hasBit(m []uint64, id int32) bool { return m[id>>6]&(1<<(id&63)) != 0 }
+
+// TestTokenMasksRealTokenizers follows the real tokenization of a valid
+// document through the matcher: every token must be allowed where it
+// comes, each state's mask must equal the brute-force one, the end token
+// must be refused before the end and allowed after it, and special tokens
+// never.
+func TestTokenMasksRealTokenizers(t *testing.T) {
+	g, err := CompileSchema([]byte(personSchema), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Accepts([]byte(personDoc)) {
+		t.Fatal("the grammar refuses the document")
+	}
+	for _, name := range []string{"tokenizers/llama3_1", "tokenizers/qwen3", "models/stories260k"} {
+		t.Run(name, func(t *testing.T) {
+			tok := loadTok(t, name)
+			v := NewVocab(tok, tok.VocabSize())
+			ids, err := tok.Encode(personDoc, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(tok.TokenBytes(ids[0])) == " " {
+				// SentencePiece's normalizer prepends "▁" to the text; a
+				// model's output stream has no such token.
+				ids = ids[1:]
+			}
+			eos, _ := tok.EOS()
+			m := NewTokenTable(g, v).NewMatcher([]int32{eos})
+			mask := make([]uint64, v.Words())
+			specials := tok.SpecialTokens()
+			for i, id := range append(ids, eos) {
+				if err := m.Mask(mask); err != nil {
+					t.Fatalf("token %d: %v", i, err)
+				}
+				if !hasBit(mask, id) {
+					t.Fatalf("token %d (%d %q) is masked out", i, id, tok.TokenBytes(id))
+				}
+				if id != eos && hasBit(mask, eos) {
+					t.Fatalf("EOS allowed before the end, at token %d", i)
+				}
+				for _, sp := range specials {
+					if sp != eos && hasBit(mask, sp) {
+						t.Fatalf("special token %d allowed at token %d", sp, i)
+					}
+				}
+				if i%7 == 0 {
+					want := bruteMask(g, v, m.state)
+					for w := range want {
+						if want[w] != mask[w] {
+							t.Fatalf("token %d: mask word %d = %x, brute force %x", i, w, mask[w], want[w])
+						}
+					}
+				}
+				if err := m.Accept(id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !m.Complete() {
+				t.Fatal("not complete after EOS")
+			}
+			if m.Mask(mask); !hasBit(mask, eos) || popcount(mask) != 1 {
+				t.Fatal("after the end only EOS may follow")
+			}
+		})
+	}
+}
+
+func popcount(m []uint64) int {
+	n := 0
+	for _, w := range m {
+		for ; w != 0; w &= w - 1 {
+			n++
+		}
+	}
+	return n
+}
