@@ -113,3 +113,13 @@ func runRm(args []string) error {
 	fmt.Fprintf(os.Stderr, "removed %s (%s)\n", ref.Repo, hub.Human(n))
 	return nil
 }
+
+// looksLikeModel says whether run's first argument names a model rather
+// than starting the prompt: a Hub name with its ORG/ or an existing folder
+// with a config.json.
+func looksLikeModel(s string) bool {
+	if st, err := os.Stat(s + "/config.json"); err == nil && !st.IsDir() {
+		return true
+	}
+	return strings.Count(s, "/") == 1 && !strings.ContainsAny(s, " \t\n") && hub.LooksLikeRef(s)
+}

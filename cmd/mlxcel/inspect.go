@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mlxcel/mlxcel/internal/app"
 	"github.com/mlxcel/mlxcel/internal/model"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 	"github.com/mlxcel/mlxcel/internal/weights"
@@ -44,13 +46,23 @@ type inspectReport struct {
 func runInspect(args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
+	var spec string
+	fs.StringVar(&spec, "model", "", "model folder or Hub name ORG/NAME (or give it as the argument)")
+	fs.StringVar(&spec, "m", "", "shorthand for --model")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("usage: mlxcel inspect [--json] DIR")
+	if fs.NArg() == 1 && spec == "" {
+		spec = fs.Arg(0)
 	}
-	r, err := inspect(fs.Arg(0))
+	if spec == "" || fs.NArg() > 1 || (fs.NArg() == 1 && spec != fs.Arg(0)) {
+		return fmt.Errorf("usage: mlxcel inspect [--json] DIR|ORG/NAME")
+	}
+	dir, _, err := app.ResolveModel(context.Background(), spec, os.Stderr)
+	if err != nil {
+		return err
+	}
+	r, err := inspect(dir)
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ type modelFlags struct {
 }
 
 func (f *modelFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.model, "model", "", "model directory (default: the embedded stories260k)")
+	fs.StringVar(&f.model, "model", "", "model folder, or Hub repository ORG/NAME[@REV] / NAME (mlx-community/NAME), pulled into the hub cache (default: the embedded stories260k)")
 	fs.StringVar(&f.model, "m", "", "shorthand for --model")
 	fs.StringVar(&f.backend, "backend", "auto", "cpu, cuda or auto (cuda when a device is found)")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0: all cores)")
@@ -69,8 +69,17 @@ func runRun(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 && *prompt == "" {
-		*prompt = strings.Join(fs.Args(), " ")
+	rest := fs.Args()
+	if mf.model == "" && len(rest) > 0 && looksLikeModel(rest[0]) {
+		// mlxcel run ORG/NAME [flags] [PROMPT]: flags may follow the name.
+		mf.model = rest[0]
+		if err := fs.Parse(rest[1:]); err != nil {
+			return err
+		}
+		rest = fs.Args()
+	}
+	if len(rest) > 0 && *prompt == "" {
+		*prompt = strings.Join(rest, " ")
 	}
 	if *prompt == "-" {
 		b, err := readAllStdin()

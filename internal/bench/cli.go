@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/mlxcel/mlxcel/internal/app"
 	"github.com/mlxcel/mlxcel/internal/engine"
 )
 
@@ -141,7 +143,8 @@ func DecodeMain(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench decode", stderr, "mlxcel bench decode (--model DIR | --profile NAME) [flags]")
 	var mf modelFlags
 	mf.register(fs, 100, 1)
-	modelDir := fs.String("model", "", "model folder (config.json, *.safetensors, tokenizer.json)")
+	modelDir := fs.String("model", "", "model folder (config.json, *.safetensors, tokenizer.json) or Hub name ORG/NAME")
+	fs.StringVar(modelDir, "m", "", "shorthand for --model")
 	profile := fs.String("profile", "", "model profile name (profiles/<name>/config.json): synthetic weights of its exact shapes")
 	var prompts intList
 	fs.Var(&prompts, "prompt-tokens", "long-prompt length(s) in tokens, comma-separated (default: the short prompt \""+ShortPrompt+"\")")
@@ -156,6 +159,13 @@ func DecodeMain(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
 	o := mf.options(stderr)
+	if *modelDir != "" {
+		dir, _, err := app.ResolveModel(context.Background(), *modelDir, stderr)
+		if err != nil {
+			return err
+		}
+		*modelDir = dir
+	}
 	o.Model, o.Profile, o.PromptTokens = *modelDir, *profile, prompts
 	var csvErr error
 	if *csvPath != "" {

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mlxcel/mlxcel/internal/hub/hubtest"
+)
+
+// mlxcelEnv runs the CLI with extra environment variables.
+func mlxcelEnv(t *testing.T, env []string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var o, e strings.Builder
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// The "done when": pull through a dropped connection from a server
+// speaking the Hub protocol, find every file intact in the hub layout, run
+// the model by name from the cache (also offline with the server gone),
+// list it and remove it.
+func TestPullRunListRm(t *testing.T) {
+	src := "../../internal/defaultmodel/stories260k"
+	files := map[string][]byte{}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[e.Name()] = b
+	}
+	f := hubtest.New(t)
+	repo := f.Add("test-org/stories", files, "model.safetensors")
+	f.Drops["model.safetensors"] = 1
+	home := t.TempDir()
+	env := []string{"HF_ENDPOINT=" + f.URL(), "HF_HOME=" + home, "HF_HUB_CACHE=", "HF_TOKEN=", "HF_HUB_OFFLINE="}
+
+	out, stderr, err := mlxcelEnv(t, env, "pull", "test-org/stories")
+	if err != nil {
+		t.Fatalf("pull: %v: %s", err, stderr)
+	}
+	snap := filepath.Join(home, "hub", "models--test-org--stories", "snapshots", repo.SHA)
+	if strings.TrimSpace(out) != snap {
+		t.Fatalf("pull printed %q, want %s", out, snap)
+	}
+	if got := f.Ranges["model.safetensors"]; len(got) != 2 || got[1] == "" {
+		t.Errorf("the dropped transfer was not resumed with Range: %q", got)
+	}
+	for name, b := range files {
+		if name == "PROVENANCE.md" {
+			if _, err := os.Stat(filepath.Join(snap, name)); err == nil {
+				t.Error("pulled PROVENANCE.md, which inference does not need")
+			}
+			continue
+		}
+		got, err := os.ReadFile(filepath.Join(snap, name))
+		if err != nil || string(got) != string(b) {
+			t.Errorf("%s differs in the cache (%v)", name, err)
+		}
+	}
+
+	want, _, err := mlxcelEnv(t, env, "run", "--backend", "cpu", "--temp", "0", "--max-tokens", "40")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close() // from here on the cache alone must do
+	for _, e := range [][]string{env, append(env, "HF_HUB_OFFLINE=1")} {
+		got, stderr, err := mlxcelEnv(t, e, "run", "test-org/stories", "--backend", "cpu", "--temp", "0", "--max-tokens", "40")
+		if err != nil || got != want {
+			t.Fatalf("run from the cache: %q, %v (%s); want %q", got, err, stderr, want)
+		}
+		if !strings.Contains(stderr, "test-org/stories on cpu") {
+			t.Errorf("the model is not named by its repository: %s", stderr)
+		}
+	}
+	if _, stderr, err := mlxcelEnv(t, append(env, "HF_HUB_OFFLINE=1"), "run", "-m", "test-org/other", "-p", "x"); err == nil ||
+		!strings.Contains(stderr, "HF_HUB_OFFLINE") {
+		t.Errorf("offline run of an uncached repo: %v %s", err, stderr)
+	}
+
+	if out, stderr, err := mlxcelEnv(t, append(env, "HF_HUB_OFFLINE=1"), "inspect", "test-org/stories"); err != nil ||
+		!strings.Contains(out, "architecture  llama") || !strings.Contains(out, snap) {
+		t.Errorf("inspect from the cache: %q %v %s", out, err, stderr)
+	}
+
+	out, _, err = mlxcelEnv(t, env, "list", "--json")
+	var list []struct {
+		Repo, Revision, Commit, Path string
+		Size                         int64
+	}
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 {
+		t.Fatalf("list --json: %q, %v", out, err)
+	}
+	var size int64
+	for name, b := range files {
+		if name != "PROVENANCE.md" {
+			size += int64(len(b))
+		}
+	}
+	if l := list[0]; l.Repo != "test-org/stories" || l.Revision != "main" || l.Commit != repo.SHA || l.Size != size || l.Path != snap {
+		t.Errorf("list entry %+v, want size %d path %s", l, size, snap)
+	}
+	if out, _, _ := mlxcelEnv(t, env, "list"); !strings.Contains(out, "test-org/stories") || !strings.Contains(out, "main") {
+		t.Errorf("list: %q", out)
+	}
+	if _, stderr, err := mlxcelEnv(t, env, "rm", "--yes", "test-org/stories"); err != nil {
+		t.Fatalf("rm: %v %s", err, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(home, "hub", "models--test-org--stories")); !os.IsNotExist(err) {
+		t.Errorf("rm left the repository folder (%v)", err)
+	}
+	if out, _, _ := mlxcelEnv(t, env, "list", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("list after rm: %q", out)
+	}
+}
