@@ -1,4 +1,4 @@
-# s10r3: the five-profile long-prompt ladder (benchmarks/cuda_h200_longprompt_2026-11-30.csv). TestCeilings
+# s10r3: the five-profile long-prompt ladder (benchmarks/2026-11-30-h200-s10/cuda_h200_longprompt_2026-11-30.csv). TestCeilings
 # timed out here (first kernel compile on a fresh machine); the ceilings are from s10r4.
 export MLXCEL_TESTDATA=$PWD/.gpu/testdata MLXCEL_CUDA_CACHE=/tmp/kc
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
