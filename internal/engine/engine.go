@@ -140,6 +140,10 @@ type Request struct {
 	// IgnoreEOS disables StopIDs: generation runs to MaxTokens or the
 	// context length (benchmarks).
 	IgnoreEOS bool
+	// Constraint, when set, restricts each sampled token (grammar-
+	// constrained decoding, constraint.go); it keeps the request off the
+	// argmax-only paths, since the mask needs the logits.
+	Constraint Constraint
 }
 
 // Errors returned by Submit.

@@ -67,8 +67,8 @@ func (e *Engine) aheadable(plan *sched.Plan) bool {
 		return false
 	}
 	for _, it := range plan.Items {
-		r := e.reqs[it.Seq.ID].req
-		if it.Prefill || it.Len != 1 || !it.Logits || r.NeedLogprob || !pureGreedy(r.Params) {
+		r := &e.reqs[it.Seq.ID].req
+		if it.Prefill || it.Len != 1 || !it.Logits || !argmaxOnly(r) {
 			return false
 		}
 	}

@@ -179,7 +179,7 @@ func (e *Engine) tryGreedy(plan *sched.Plan, b *backend.Batch) (ids []int32, ok 
 		return nil, false, nil
 	}
 	for _, it := range plan.Items {
-		if r := e.reqs[it.Seq.ID].req; it.Logits && (r.NeedLogprob || !pureGreedy(r.Params)) {
+		if r := &e.reqs[it.Seq.ID].req; it.Logits && !argmaxOnly(r) {
 			return nil, false, nil
 		}
 	}
@@ -278,10 +278,7 @@ func (e *Engine) sampleAll(jobs []sampleJob) {
 				j.err = fmt.Errorf("engine: sampler panic: %v", p)
 			}
 		}()
-		j.res = j.r.sampler.Sample(j.logits, j.r.prompt(), j.r.outputIDs())
-		if j.res.ID < 0 || int(j.res.ID) >= e.vocab {
-			j.err = fmt.Errorf("engine: sampler returned token %d outside the vocabulary", j.res.ID)
-		}
+		e.sampleJobRun(j) // constraint.go
 	}
 	workers := min(e.workers, len(jobs))
 	if workers <= 1 {

@@ -172,6 +172,7 @@ type request struct {
 	req     Request
 	stream  *Stream
 	sampler Sampler
+	mask    []uint64 // the constraint's scratch (constraint.go)
 
 	generated    int
 	cachedTokens int // prompt tokens found in the prefix cache at first admission
