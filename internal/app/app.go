@@ -129,12 +129,12 @@ func newBar(dir string, quiet bool) *progressbar.ProgressBar {
 }
 
 // ProfileOptions select a synthetic model: deterministic random weights
-// of a real checkpoint's shapes and quantization (profiles/<name>), with
+// of a real checkpoint's shapes and quantization (internal/profiles, embedded), with
 // the real tokenizer of that checkpoint family, for benchmarks on
 // machines that cannot download weights. Outputs are noise; speeds are
 // the real model's.
 type ProfileOptions struct {
-	Profile     string // name under profiles/ or a folder with config.json
+	Profile     string // an embedded profile name or a folder with config.json
 	ProfilesDir string
 	Tokenizer   string // folder with tokenizer.json; default: the family's
 	Backend     string

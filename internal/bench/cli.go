@@ -13,6 +13,7 @@ import (
 
 	"github.com/mlxcel/mlxcel/internal/app"
 	"github.com/mlxcel/mlxcel/internal/engine"
+	"github.com/mlxcel/mlxcel/internal/profiles"
 )
 
 // Main runs `mlxcel bench <decode|ladder|serve> [flags]`.
@@ -21,7 +22,9 @@ func Main(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: mlxcel bench <decode|ladder|serve> [flags]\n\n"+
 			"  decode  prefill and decode throughput of one model (real checkpoint or synthetic profile)\n"+
 			"  ladder  the representative profiles x prompt lengths: CSV, markdown summary and chart\n"+
-			"  serve   load generator for any OpenAI-compatible server")
+			"  serve   load generator for any OpenAI-compatible server\n"+
+			"  profiles  list the embedded model profiles (--profile NAME)\n\n"+
+			"profiles: "+strings.Join(profiles.Names(), ", "))
 		if len(args) == 0 {
 			return errors.New("missing subcommand")
 		}
@@ -34,8 +37,10 @@ func Main(args []string, stdout, stderr io.Writer) error {
 		return LadderMain(args[1:], stdout, stderr)
 	case "serve":
 		return ServeMain(args[1:], stdout, stderr)
+	case "profiles":
+		return ListProfiles(stdout)
 	}
-	return fmt.Errorf("unknown bench subcommand %q (decode, ladder, serve)", args[0])
+	return fmt.Errorf("unknown bench subcommand %q (decode, ladder, serve, profiles)", args[0])
 }
 
 // intList parses "512,2048" (a flag.Value).
@@ -100,7 +105,7 @@ type modelFlags struct {
 func (m *modelFlags) register(fs *flag.FlagSet, maxTokens, warmup int) {
 	fs.StringVar(&m.backend, "backend", "auto", "backend: cpu, cuda or auto (cuda when it starts, else cpu)")
 	fs.IntVar(&m.threads, "threads", 0, "CPU backend worker goroutines (0: all cores)")
-	fs.StringVar(&m.profilesDir, "profiles-dir", "", "folder of model profiles (default: profiles/ in or above the working directory)")
+	fs.StringVar(&m.profilesDir, "profiles-dir", "", "folder of model profiles (default: the profiles embedded in the binary)")
 	fs.StringVar(&m.tokenizer, "tokenizer", "", "tokenizer folder (with tokenizer.json) or shared tokenizer name, overriding the model's own / the profile's pairing")
 	fs.IntVar(&m.maxTokens, "max-tokens", maxTokens, "tokens to decode after the prompt (greedy, no EOS stop)")
 	help := "untimed runs before the measured ones"
@@ -145,7 +150,7 @@ func DecodeMain(args []string, stdout, stderr io.Writer) error {
 	mf.register(fs, 100, 1)
 	modelDir := fs.String("model", "", "model folder (config.json, *.safetensors, tokenizer.json) or Hub name ORG/NAME")
 	fs.StringVar(modelDir, "m", "", "shorthand for --model")
-	profile := fs.String("profile", "", "model profile name (profiles/<name>/config.json): synthetic weights of its exact shapes")
+	profile := fs.String("profile", "", "model profile name (see mlxcel bench profiles): synthetic weights of its exact shapes")
 	var prompts intList
 	fs.Var(&prompts, "prompt-tokens", "long-prompt length(s) in tokens, comma-separated (default: the short prompt \""+ShortPrompt+"\")")
 	csvPath := fs.String("csv", "", "append rows to this CSV (header written when the file is new)")

@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"text/tabwriter"
 
 	"github.com/mlxcel/mlxcel/internal/model/synthetic"
+	"github.com/mlxcel/mlxcel/internal/profiles"
+	"github.com/mlxcel/mlxcel/internal/weights"
 )
 
 // Representative is the ladder's default profile set: the checkpoints the
-// benchmarks cover (see profiles/README.md).
+// benchmarks cover (see internal/profiles/README.md).
 var Representative = []string{
 	"llama-3.1-8b-4bit", "qwen2.5-7b-4bit", "qwen3-30b-a3b-4bit", "mixtral-8x7b-4bit", "gemma-4-31b-it-4bit",
 }
@@ -50,3 +53,28 @@ func usableTokenizer(enc Encoder, name string, paired bool, log io.Writer) (Enco
 }
 
 func isFile(p string) bool { st, err := os.Stat(p); return err == nil && !st.IsDir() }
+
+// ListProfiles prints the embedded profiles with their shapes.
+func ListProfiles(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROFILE\tARCHITECTURE\tLAYERS\tHIDDEN\tEXPERTS\tQUANTIZATION")
+	for _, name := range profiles.Names() {
+		dir, err := profiles.Dir(name)
+		if err != nil {
+			return err
+		}
+		cfg, err := weights.LoadConfig(dir)
+		if err != nil {
+			return err
+		}
+		experts, quant := "-", "none"
+		if cfg.NumExperts > 0 {
+			experts = fmt.Sprintf("%d, top-%d", cfg.NumExperts, cfg.TopK)
+		}
+		if q := cfg.Quant.Default; q != nil {
+			quant = fmt.Sprintf("%d-bit, group %d", q.Bits, q.GroupSize)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", name, synthetic.ModelType(cfg), cfg.Layers, cfg.Hidden, experts, quant)
+	}
+	return tw.Flush()
+}

@@ -36,10 +36,10 @@ type Flags struct {
 // Register defines the flags on fs.
 func (f *Flags) Register(fs *flag.FlagSet) {
 	o := &f.Options
-	fs.StringVar(&f.Model, "model", "", "model directory (default: the embedded stories260k)")
+	fs.StringVar(&f.Model, "model", "", "model folder or Hub name ORG/NAME[@REV] / NAME (default: the embedded stories260k)")
 	fs.StringVar(&f.Model, "m", "", "shorthand for --model")
 	fs.StringVar(&f.Profile, "profile", "", "serve synthetic weights of this profile's shapes (benchmarks only: the text is noise)")
-	fs.StringVar(&f.ProfilesDir, "profiles-dir", "", "where profiles live (default: profiles/ of the checkout)")
+	fs.StringVar(&f.ProfilesDir, "profiles-dir", "", "a folder of profiles besides the embedded ones (mlxcel bench profiles lists those)")
 	fs.StringVar(&f.Tokenizer, "tokenizer", "", "tokenizer folder for --profile (default: the family's real tokenizer)")
 	fs.StringVar(&f.Backend, "backend", "auto", "cpu, cuda or auto (cuda when a device is found)")
 	fs.IntVar(&f.Threads, "threads", 0, "CPU threads (0: all cores)")

@@ -28,7 +28,7 @@ var (
 
 func qwen05(b *testing.B) *model.Model {
 	qwenOnce.Do(func() {
-		cfg, err := weights.LoadConfig("../../../profiles/qwen2.5-0.5b-4bit")
+		cfg, err := weights.LoadConfig("../../profiles/qwen2.5-0.5b-4bit")
 		if err != nil {
 			qwenErr = err
 			return

@@ -67,7 +67,7 @@ func TestQwen05OpTimes(t *testing.T) {
 	if os.Getenv("QWEN_OPS") == "" {
 		t.Skip("set QWEN_OPS=1 to measure")
 	}
-	cfg, err := weights.LoadConfig("../../../profiles/qwen2.5-0.5b-4bit")
+	cfg, err := weights.LoadConfig("../../profiles/qwen2.5-0.5b-4bit")
 	if err != nil {
 		t.Skip(err)
 	}

@@ -6,11 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mlxcel/mlxcel/internal/profiles"
 	"github.com/mlxcel/mlxcel/internal/weights"
 )
 
 // tokenizerNames pairs architectures with the real tokenizer of their
-// checkpoints, as profiles/README.md prescribes. Gemma 4 keeps Gemma 3's
+// checkpoints, as internal/profiles/README.md prescribes. Gemma 4 keeps Gemma 3's
 // 262144-token vocabulary.
 var tokenizerNames = map[string]string{
 	"llama":       "llama3_1",
@@ -25,8 +26,8 @@ var tokenizerNames = map[string]string{
 	"gemma3_text": "gemma3",
 }
 
-// searchRoots are the folders whose ancestors are searched for profiles/
-// and shared/testdata: the working directory (a checkout, or a test's
+// searchRoots are the folders whose ancestors are searched for
+// shared/testdata: the working directory (a checkout, or a test's
 // package folder inside one) and the executable's folder.
 func searchRoots() []string {
 	var roots []string
@@ -54,9 +55,8 @@ func ancestors(dir string) []string {
 func isFile(p string) bool { st, err := os.Stat(p); return err == nil && !st.IsDir() }
 
 // FindProfile resolves a profile name (or a folder holding a config.json)
-// to its folder: profilesDir when given, then $MLXCEL_PROFILES, then
-// profiles/<name> in the working directory or any folder above it or
-// above the executable.
+// to its folder: profilesDir when given, then $MLXCEL_PROFILES, then the
+// profiles embedded in the binary (internal/profiles).
 func FindProfile(name, profilesDir string) (string, error) {
 	if strings.ContainsRune(name, os.PathSeparator) || isFile(filepath.Join(name, "config.json")) {
 		if isFile(filepath.Join(name, "config.json")) {
@@ -75,14 +75,15 @@ func FindProfile(name, profilesDir string) (string, error) {
 			return filepath.Join(d, name), nil
 		}
 	}
-	for _, r := range searchRoots() {
-		for _, a := range ancestors(r) {
-			if try(filepath.Join(a, "profiles")) {
-				return filepath.Join(a, "profiles", name), nil
-			}
-		}
+	if dir, err := profiles.Dir(name); err == nil {
+		return dir, nil
 	}
-	return "", fmt.Errorf("profile %q not found (looked in %s); pass --profiles-dir", name, strings.Join(dedupe(tried), ", "))
+	where := ""
+	if len(tried) > 0 {
+		where = " or in " + strings.Join(dedupe(tried), ", ")
+	}
+	return "", fmt.Errorf("profile %q not found among the embedded ones (%s)%s; pass --profiles-dir", name,
+		strings.Join(profiles.Names(), ", "), where)
 }
 
 // TokenizerName is the shared tokenizer a profile of cfg's architecture
