@@ -3,6 +3,7 @@ package weights
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -94,6 +95,9 @@ type Config struct {
 // LoadConfig reads dir/config.json.
 func LoadConfig(dir string) (*Config, error) {
 	path := filepath.Join(dir, "config.json")
+	if err := RegularFile(path); err != nil {
+		return nil, err
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
@@ -333,6 +337,35 @@ func (c *Config) Validate() error {
 	}
 	if c.Layers > 1024 || c.Hidden > 1<<17 || c.Vocab > 1<<22 {
 		return fmt.Errorf("implausible sizes (layers %d, hidden %d, vocab %d)", c.Layers, c.Hidden, c.Vocab)
+	}
+	return c.validateOptional()
+}
+
+// validateOptional checks keys that may be absent but, when given, must
+// make sense: a max_position_embeddings of 0 must not silently become a
+// default context.
+func (c *Config) validateOptional() error {
+	for _, f := range []struct {
+		key string
+		min int
+	}{{"max_position_embeddings", 1}, {"head_dim", 1}, {"sliding_window", 0},
+		{"num_experts", 0}, {"num_local_experts", 0}, {"num_experts_per_tok", 0}} {
+		// The raw value: ParseConfig replaces some zeros by defaults.
+		if v, ok := asInt(c.Raw[f.key]); ok && v < f.min {
+			return fmt.Errorf("%s: %d is not a valid value (at least %d)", f.key, v, f.min)
+		}
+	}
+	if c.MaxPosition > 1<<24 {
+		return fmt.Errorf("max_position_embeddings: %d is implausible", c.MaxPosition)
+	}
+	if c.NumExperts > 0 && c.TopK > c.NumExperts {
+		return fmt.Errorf("num_experts_per_tok %d exceeds the %d experts", c.TopK, c.NumExperts)
+	}
+	if !(c.RMSNormEps > 0) || math.IsInf(c.RMSNormEps, 0) {
+		return fmt.Errorf("rms_norm_eps: %v is not a positive number", c.RMSNormEps)
+	}
+	if !(c.Rope.Theta > 0) || math.IsInf(c.Rope.Theta, 0) {
+		return fmt.Errorf("rope_theta: %v is not a positive number", c.Rope.Theta)
 	}
 	return nil
 }

@@ -4,9 +4,11 @@ package weights
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/mlxcel/mlxcel/internal/tensor"
@@ -119,6 +121,9 @@ type File struct {
 
 // OpenFile maps path and validates its header.
 func OpenFile(path string) (*File, error) {
+	if err := RegularFile(path); err != nil {
+		return nil, err
+	}
 	data, unmap, err := mapFile(path)
 	if err != nil {
 		return nil, err
@@ -148,6 +153,54 @@ func (f *File) Close() error {
 	err := f.unmap()
 	f.unmap = nil
 	return err
+}
+
+// RegularFile fails for anything but a regular file (symlinks followed):
+// opening a named pipe blocks until a writer comes, which would leave a
+// server loading for ever; a device could be read without end.
+func RegularFile(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	if m := st.Mode(); !m.IsRegular() {
+		kind := "not a regular file"
+		switch {
+		case m&os.ModeNamedPipe != 0:
+			kind = "a named pipe, not a regular file"
+		case m.IsDir():
+			kind = "a directory, not a file"
+		case m&(os.ModeDevice|os.ModeCharDevice) != 0:
+			kind = "a device, not a regular file"
+		case m&os.ModeSocket != 0:
+			kind = "a socket, not a regular file"
+		}
+		return fmt.Errorf("%s: %s", path, kind)
+	}
+	return nil
+}
+
+// CheckModelFiles runs RegularFile over the files of a model directory
+// that loaders read (weights, JSON configs, templates, tokenizer models),
+// so a broken directory fails at once with the file's name.
+func CheckModelFiles(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		switch filepath.Ext(e.Name()) {
+		case ".safetensors", ".json", ".jinja", ".model", ".txt":
+			if err := RegularFile(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func readWhole(path string) ([]byte, func() error, error) {
