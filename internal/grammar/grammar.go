@@ -21,9 +21,11 @@ import (
 
 // Options bound the automaton. Zero fields take the defaults.
 type Options struct {
-	// MaxDepth is how deep objects and arrays may nest inside a value the
-	// schema leaves untyped ({}, true, json_object); default 4. The
-	// automaton has no stack, so any-JSON is any JSON up to this depth.
+	// MaxDepth is how deep objects and arrays may nest, counting from the
+	// top value, where the schema leaves values untyped ({}, true,
+	// json_object); default 4: json_object is any object with containers
+	// nested at most 4 deep, the top one included. The automaton has no
+	// stack, so any-JSON is any JSON up to this depth.
 	MaxDepth int
 	// MaxRefDepth is how many times a recursive $ref is unrolled; deeper
 	// alternatives are cut off (default 3).
@@ -90,18 +92,38 @@ func JSONObject(o Options) (*Grammar, error) {
 	return compileWrapped([]byte(`{"type":"object","additionalProperties":true}`), "", "", o)
 }
 
+// piece is one alternative of a grammar: prefix, a schema's value, suffix.
+type piece struct {
+	prefix string
+	schema []byte
+	suffix string
+}
+
 // compileWrapped compiles prefix, the schema's value, then suffix.
 func compileWrapped(schema []byte, prefix, suffix string, o Options) (*Grammar, error) {
+	return compilePieces([]piece{{prefix, schema, suffix}}, o)
+}
+
+// compilePieces compiles the alternatives; each schema is its own
+// document for $ref.
+func compilePieces(ps []piece, o Options) (*Grammar, error) {
 	o = o.withDefaults()
-	root, err := parseJSON(schema)
-	if err != nil {
-		return nil, &SchemaError{Msg: fmt.Sprintf("the schema is not valid JSON: %v", err)}
-	}
 	n := newNFA(o.MaxNFAStates)
-	c := &compiler{n: n, root: root, opts: o, refs: map[string]int{}}
-	f := n.seq(n.lit(prefix), c.schema(root, "", o.MaxDepth), n.lit(suffix))
-	if c.err != nil {
-		return nil, c.err
+	alts := make([]frag, len(ps))
+	for i, p := range ps {
+		root, err := parseJSON(p.schema)
+		if err != nil {
+			return nil, &SchemaError{Msg: fmt.Sprintf("the schema is not valid JSON: %v", err)}
+		}
+		c := &compiler{n: n, root: root, opts: o, refs: map[string]int{}}
+		alts[i] = n.seq(n.lit(p.prefix), c.schema(root, "", o.MaxDepth), n.lit(p.suffix))
+		if c.err != nil {
+			return nil, c.err
+		}
+	}
+	f := alts[0]
+	if len(alts) > 1 {
+		f = n.alt(alts...)
 	}
 	d, err := determinize(n, f, o.MaxDFAStates)
 	if errors.Is(err, errEmpty) {

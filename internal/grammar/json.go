@@ -90,13 +90,14 @@ func (n *nfa) jsonString(lo, hi int) frag {
 	return n.seq(n.lit(`"`), n.repeat((*nfa).stringChar, lo, hi), n.lit(`"`))
 }
 
-// Digit bounds of generated numbers: enough for any float64 and int64
-// (beyond that a model writes an exponent), and they keep a weak model
-// from writing digits forever.
+// Digit bounds of generated numbers: an int64 fits, and the exponent
+// stays within float64's range (a two-digit exponent on at most 19
+// integer digits), which JSON decoders need; the bounds also keep a weak
+// model from writing digits forever.
 const (
 	maxIntDigits  = 19
 	maxFracDigits = 17
-	maxExpDigits  = 3
+	maxExpDigits  = 2
 )
 
 // integer is -?(0|[1-9][0-9]{0,18}).

@@ -125,3 +125,53 @@ func popcount(m []uint64) int {
 	}
 	return n
 }
+
+// TestToolCallQwen: a forced Hermes call over the Qwen tokenizer: the
+// <tool_call> markup is an added (non-special) token and is allowed; the
+// text of the call is exactly what the parser reads.
+func TestToolCallQwen(t *testing.T) {
+	tools := []Tool{
+		{Name: "get_weather", Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]}},"required":["city","unit"]}`)},
+		{Name: "noop"},
+	}
+	g, err := ToolCall("hermes", tools, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>"
+	for _, c := range []struct {
+		text string
+		want bool
+	}{
+		{good, true},
+		{"<tool_call>\n{\"name\": \"noop\", \"arguments\": {}}\n</tool_call>", true},
+		{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", false},
+		{"<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>", false},
+		{"{\"name\": \"noop\", \"arguments\": {}}", false},
+	} {
+		if got := g.Accepts([]byte(c.text)); got != c.want {
+			t.Errorf("Accepts(%q) = %v, want %v", c.text, got, c.want)
+		}
+	}
+	tok := loadTok(t, "tokenizers/qwen3")
+	v := NewVocab(tok, tok.VocabSize())
+	ids, _ := tok.Encode(good, false)
+	open, _ := tok.TokenID("<tool_call>")
+	if ids[0] != open {
+		t.Fatalf("the call does not start with the <tool_call> token: %v", ids[:3])
+	}
+	end, _ := tok.TokenID("<|im_end|>")
+	m := NewTokenTable(g, v).NewMatcher([]int32{end})
+	mask := make([]uint64, v.Words())
+	for _, id := range append(ids, end) {
+		if err := m.Mask(mask); err != nil || !hasBit(mask, id) {
+			t.Fatalf("token %d (%q) refused (%v)", id, tok.TokenBytes(id), err)
+		}
+		if err := m.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ToolCall("gemma4", tools, Options{}); err == nil {
+		t.Fatal("an unsupported syntax compiled")
+	}
+}
