@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -87,5 +88,33 @@ func TestMinimalTokenizer(t *testing.T) {
 	}
 	if _, ok := tk.BOS(); ok {
 		t.Error("BOS without config or post-processor")
+	}
+}
+
+// TestHugeIDs: one id of 10^9 in a small vocabulary (or among the added
+// tokens) is refused at load, naming the file and the token, instead of
+// allocating tables for a billion ids.
+func TestHugeIDs(t *testing.T) {
+	for _, tc := range []struct {
+		model, added, want string
+	}{
+		{`{"type":"BPE","vocab":{"a":0,"b":1,"ab":1000000000},"merges":["a b"]}`, `[]`, `"ab"`},
+		{minimalModel, `[{"id":1000000000,"content":"<x>","special":true}]`, `"<x>"`},
+	} {
+		path := filepath.Join(t.TempDir(), "tokenizer.json")
+		body := `{"version":"1.0","added_tokens":` + tc.added + `,"normalizer":null,"pre_tokenizer":null,"post_processor":null,"decoder":null,"model":` + tc.model + `}`
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := LoadFile(path)
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), "1000000000") || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("error %v, want the id, the token %s and the file", err, tc.want)
+		}
+		if grown := after.TotalAlloc - before.TotalAlloc; grown > 64<<20 {
+			t.Errorf("loading allocated %d MB", grown>>20)
+		}
 	}
 }

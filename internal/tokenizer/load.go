@@ -181,6 +181,9 @@ func (rf *rawFile) buildBPE() (*bpeModel, []string, []bool, error) {
 	if opt.EndOfWordSuffix != nil {
 		m.suffix = *opt.EndOfWordSuffix
 	}
+	if err := rf.checkIDs(); err != nil {
+		return nil, nil, nil, err
+	}
 	idToTok, known := rf.buildVocab(m)
 	if opt.UnkToken != nil {
 		id, ok := m.vocab.getString(*opt.UnkToken)
@@ -194,6 +197,24 @@ func (rf *rawFile) buildBPE() (*bpeModel, []string, []bool, error) {
 	}
 	m.init()
 	return m, idToTok, known, nil
+}
+
+// maxIDSpace bounds the id space against the number of tokens: tables are
+// indexed by id, so one id of 10^9 in a small vocabulary would allocate
+// gigabytes. Real vocabularies are dense; twice the tokens (plus room for
+// reserved ranges) is far beyond any of them.
+func maxIDSpace(tokens int) int64 { return 2*int64(tokens) + 1024 }
+
+// checkIDs refuses vocabulary ids beyond maxIDSpace.
+func (rf *rawFile) checkIDs() error {
+	limit := maxIDSpace(len(rf.vocabEntries))
+	for _, e := range rf.vocabEntries {
+		if int64(e.id) >= limit {
+			return fmt.Errorf("vocab: id %d of token %q is out of range for a vocabulary of %d tokens",
+				e.id, rf.vocabArena[e.off:e.off+e.n], len(rf.vocabEntries))
+		}
+	}
+	return nil
 }
 
 // buildVocab turns the parsed entries into the id -> token slice and the

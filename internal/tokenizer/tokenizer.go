@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -87,6 +88,11 @@ func build(rf *rawFile) (*Tokenizer, error) {
 		if t.post, err = parsePostProcessor(raw, t.addedOrModelID); err != nil {
 			return nil, fmt.Errorf("post_processor: %w", err)
 		}
+		for _, id := range append(slices.Clone(t.post.prefix), t.post.suffix...) {
+			if id < 0 || int(id) >= len(t.idToToken) {
+				return nil, fmt.Errorf("post_processor: token id %d is outside the vocabulary of %d tokens", id, len(t.idToToken))
+			}
+		}
 	}
 	if t.post != nil {
 		if len(t.post.prefix) > 0 {
@@ -104,9 +110,13 @@ func build(rf *rawFile) (*Tokenizer, error) {
 
 func (t *Tokenizer) setVocab(idToTok []string, known []bool, added []addedToken) error {
 	n := len(idToTok)
+	limit := maxIDSpace(len(idToTok) + len(added))
 	for _, a := range added {
 		if a.ID < 0 {
 			return fmt.Errorf("added token %q has negative id", a.Content)
+		}
+		if int64(a.ID) >= limit {
+			return fmt.Errorf("added_tokens: id %d of %q is out of range for a vocabulary of %d tokens", a.ID, a.Content, len(idToTok)+len(added))
 		}
 		if int(a.ID) >= n {
 			n = int(a.ID) + 1
