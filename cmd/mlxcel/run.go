@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/term"
+
 	"github.com/mlxcel/mlxcel/internal/app"
 	"github.com/mlxcel/mlxcel/internal/chat"
 	"github.com/mlxcel/mlxcel/internal/engine"
@@ -20,7 +22,7 @@ import (
 )
 
 func init() {
-	register("run", "generate text from a prompt (default: the embedded stories260k model)", runRun)
+	register("run", "generate text from a prompt, or chat on a terminal: run -m MODEL (default: the embedded stories260k model)", runRun)
 }
 
 // multiFlag collects a repeatable string flag.
@@ -64,6 +66,7 @@ func runRun(args []string) error {
 	seed := fs.Int64("seed", -1, "random seed (-1: random)")
 	ignoreEOS := fs.Bool("ignore-eos", false, "do not stop at end-of-sequence tokens")
 	printIDs := fs.Bool("print-ids", false, "print the generated token ids as a JSON array instead of text")
+	showReasoning := fs.Bool("show-reasoning", false, "in the interactive chat, show the thought of reasoning models")
 	var stops multiFlag
 	fs.Var(&stops, "stop", "stop string (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -88,16 +91,6 @@ func runRun(args []string) error {
 		}
 		*prompt = b
 	}
-	l, err := mf.load(false)
-	if err != nil {
-		return err
-	}
-	defer l.Model.Backend().Close()
-
-	ids, err := buildPrompt(l, *prompt, *promptIDs, *useChat, *system)
-	if err != nil {
-		return err
-	}
 	params := sample.Params{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), MinP: float32(*minP),
 		RepetitionPenalty: float32(*repPen)}
 	if *seed >= 0 {
@@ -105,6 +98,27 @@ func runRun(args []string) error {
 		params.Seed = &s
 	}
 	if err := params.Validate(); err != nil {
+		return err
+	}
+	// A named model on a terminal with no prompt opens a chat.
+	interactive := mf.model != "" && *prompt == "" && *promptIDs == "" && !*printIDs &&
+		term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd()))
+	l, err := mf.load(false)
+	if err != nil {
+		return err
+	}
+	defer l.Model.Backend().Close()
+	if interactive {
+		chatMax := *maxTokens
+		if !flagSet(fs, "max-tokens") {
+			chatMax = 4096 // answers, not a benchmark: the context bounds them
+		}
+		return runChat(l, chatFlags{params: params, maxTokens: chatMax, system: *system, stops: stops,
+			showReasoning: *showReasoning})
+	}
+
+	ids, err := buildPrompt(l, *prompt, *promptIDs, *useChat, *system)
+	if err != nil {
 		return err
 	}
 	eng, err := engine.New(l.Model, engine.Config{Parallel: 1, MaxQueue: 1})
