@@ -25,7 +25,7 @@ var wantColumns = []string{"model", "model_path", "prompt_tokens", "generated_to
 func needTestdata(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(testdata); err != nil {
-		t.Skip("shared/testdata not present")
+		t.Fatalf("reference data missing (../shared/testdata, see README): %v", err)
 	}
 }
 

@@ -17,7 +17,7 @@ func loadStories(t *testing.T) *model.Model {
 	t.Helper()
 	dir, err := defaultmodel.Dir()
 	if err != nil {
-		t.Skipf("default model: %v", err)
+		t.Fatalf("default model: %v", err)
 	}
 	be, err := backend.New("cpu", backend.Options{Threads: 2})
 	if err != nil {

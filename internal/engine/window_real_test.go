@@ -28,7 +28,7 @@ func TestGemma4RingsMatchAlone(t *testing.T) {
 		t.Skip("loads a model")
 	}
 	if _, err := os.Stat(gemma4Fixture); err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatalf("fixture missing (../shared/testdata): %v", err)
 	}
 	m, err := model.Load(gemma4Fixture, cpu.New(2), model.LoadOptions{})
 	if err != nil {

@@ -36,7 +36,7 @@ func loadNamed(t testing.TB, name string) *Tokenizer {
 	}
 	dir := filepath.Join(sharedTestdata, tokenizerDirs[name])
 	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("reference tokenizer not available: %v", err)
+		t.Fatalf("reference tokenizer missing (../shared/testdata): %v", err)
 	}
 	tk, err := Load(dir)
 	if err != nil {
@@ -68,7 +68,7 @@ func TestGolden(t *testing.T) {
 			path := filepath.Join(sharedTestdata, "tokenizers", name+".golden.json")
 			data, err := os.ReadFile(path)
 			if err != nil {
-				t.Skipf("golden file not available: %v", err)
+				t.Fatalf("golden file missing (../shared/testdata): %v", err)
 			}
 			var g goldenFile
 			if err := json.Unmarshal(data, &g); err != nil {

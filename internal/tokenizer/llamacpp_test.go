@@ -23,7 +23,7 @@ func TestLlamaCppVocab(t *testing.T) {
 			base := filepath.Join(sharedTestdata, "llamacpp", tc.vocab+".gguf")
 			inp, err := os.ReadFile(base + ".inp")
 			if err != nil {
-				t.Skipf("llama.cpp cases not available: %v", err)
+				t.Fatalf("llama.cpp cases missing (../shared/testdata): %v", err)
 			}
 			out, err := os.ReadFile(base + ".out")
 			if err != nil {

@@ -15,9 +15,11 @@ import (
 // RE2 rewrite with lookahead emulation used for unknown patterns.
 func TestRegexFallbackMatchesScanners(t *testing.T) {
 	texts := append([]string{}, streamTexts...)
-	if data, err := os.ReadFile(filepath.Join(sharedTestdata, "llamacpp", "ggml-vocab-llama-bpe.gguf.inp")); err == nil {
-		texts = append(texts, strings.Split(string(data), "\n__ggml_vocab_test__\n")...)
+	data, err := os.ReadFile(filepath.Join(sharedTestdata, "llamacpp", "ggml-vocab-llama-bpe.gguf.inp"))
+	if err != nil {
+		t.Fatalf("llama.cpp cases missing (../shared/testdata): %v", err)
 	}
+	texts = append(texts, strings.Split(string(data), "\n__ggml_vocab_test__\n")...)
 	alphabet := []rune("aZé日本 \t\n\r\v\u3000\u00a0\u2028.,!?'sStT7٣½-_ \u0301🦙ſ\x00")
 	r := rand.New(rand.NewPCG(5, 6))
 	for i := 0; i < 3000; i++ {
@@ -77,7 +79,7 @@ func TestRegexFallbackGolden(t *testing.T) {
 	dir := filepath.Join(sharedTestdata, tokenizerDirs["llama3_1"])
 	data, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	old := `|\\p{N}{1,3}|`
 	if !strings.Contains(string(data), old) {
@@ -93,7 +95,7 @@ func TestRegexFallbackGolden(t *testing.T) {
 	}
 	raw, err := os.ReadFile(filepath.Join(sharedTestdata, "tokenizers", "llama3_1.golden.json"))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	var g goldenFile
 	if err := json.Unmarshal(raw, &g); err != nil {

@@ -203,7 +203,10 @@ func FuzzParseHeader(f *testing.F) {
 	for _, p := range []string{"models/stories260k/model.safetensors", "tiny/llama-bf16/reference.safetensors"} {
 		// Seed with a real header and the first bytes of its data.
 		b, err := os.ReadFile(testdata + p)
-		if err == nil && len(b) > 8 {
+		if err != nil {
+			f.Fatal(err)
+		}
+		if len(b) > 8 {
 			n := int(binary.LittleEndian.Uint64(b))
 			f.Add(b[:min(len(b), 8+n+64)])
 		}
@@ -224,9 +227,11 @@ func FuzzParseHeader(f *testing.F) {
 
 func FuzzParseConfig(f *testing.F) {
 	for _, p := range []string{"tiny/gemma4-mlx-q4g64", "tiny/qwen3_moe-mlx-q4g64", "tiny/llama-bf16", "profiles/mixtral-8x7b-4bit"} {
-		if b, err := os.ReadFile(testdata + p + "/config.json"); err == nil {
-			f.Add(b)
+		b, err := os.ReadFile(testdata + p + "/config.json")
+		if err != nil {
+			f.Fatal(err)
 		}
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := ParseConfig(b)

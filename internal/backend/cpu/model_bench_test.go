@@ -36,7 +36,7 @@ func qwen05(b *testing.B) *model.Model {
 		qwenModel, _, qwenErr = synthetic.Build(cfg, cpu.New(0), synthetic.Options{})
 	})
 	if qwenErr != nil {
-		b.Skip(qwenErr)
+		b.Fatal(qwenErr)
 	}
 	return qwenModel
 }
