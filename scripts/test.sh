@@ -5,6 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 
+# Reference data: the tests compare against ../shared/testdata (made by HF
+# transformers, ../shared/README.md) and fail without it, so stop here with
+# one clear line instead. CI always has it.
+if [ ! -d ../shared/testdata/models/stories260k ] || [ ! -d ../shared/testdata/tiny ]; then
+  echo "test.sh: reference data missing: $(cd .. && pwd)/shared/testdata (the tests need it; see README)" >&2
+  exit 1
+fi
+
 # The metrics test scrapes the server with a real Prometheus server.
 if ! command -v prometheus >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
