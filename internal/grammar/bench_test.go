@@ -60,17 +60,24 @@ func BenchmarkMaskCold(b *testing.B) {
 }
 
 // BenchmarkStateMask is one state's mask computed from scratch: the walk
-// over the sorted vocabulary, for the state inside a string (the widest
-// mask) and the state after '{'.
+// over the sorted vocabulary: inside a string of at most 40 characters
+// (the widest mask; each position is its own state), inside an unbounded
+// string (a state looping on itself: most tokens need no walk) and after
+// '{'.
 func BenchmarkStateMask(b *testing.B) {
 	g, v, _, _ := benchSetup(b)
-	for _, c := range []struct{ name, prefix string }{{"in-string", `{"name": "Ad`}, {"after-brace", `{`}} {
+	for _, c := range []struct{ name, prefix string }{
+		{"in-bounded-string", `{"name": "Ad`},
+		{"in-string", `{"name": "A", "age": 1, "address": {"city": "Lon`},
+		{"after-brace", `{`},
+	} {
 		s := g.walk(g.d.start, []byte(c.prefix))
+		classes := v.tokenClasses(g.d)
 		out := make([]uint64, v.Words())
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				clear(out)
-				v.mask(g.d, s, out)
+				v.mask(g.d, s, classes, out)
 			}
 		})
 	}

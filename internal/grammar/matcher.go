@@ -11,30 +11,50 @@ import (
 // states, each computed on first use and kept. Safe for concurrent use;
 // share one per (grammar, model) across requests.
 type TokenTable struct {
-	g     *Grammar
-	v     *Vocab
-	masks []atomic.Pointer[[]uint64]
+	g       *Grammar
+	v       *Vocab
+	classes []uint64 // per sorted token, its byte classes (Vocab.tokenClasses)
+	masks   []atomic.Pointer[maskEntry]
+}
+
+// maskEntry is one state's mask; done is closed once m is filled.
+type maskEntry struct {
+	done chan struct{}
+	m    []uint64
 }
 
 // NewTokenTable binds g to v.
 func NewTokenTable(g *Grammar, v *Vocab) *TokenTable {
-	return &TokenTable{g: g, v: v, masks: make([]atomic.Pointer[[]uint64], g.d.numStates())}
+	return &TokenTable{g: g, v: v, classes: v.tokenClasses(g.d), masks: make([]atomic.Pointer[maskEntry], g.d.numStates())}
 }
 
 // Vocab is the table's vocabulary.
 func (t *TokenTable) Vocab() *Vocab { return t.v }
 
-// stateMask returns the cached mask of state s, computing it if needed.
-// Two goroutines may compute the same mask at once; both get the same
-// result, and one is kept.
+// stateMask returns the mask of state s, computing it on first use; a
+// caller arriving while another computes it waits for that one.
 func (t *TokenTable) stateMask(s int32) []uint64 {
-	if p := t.masks[s].Load(); p != nil {
-		return *p
+	if e := t.masks[s].Load(); e != nil {
+		<-e.done
+		return e.m
 	}
-	m := make([]uint64, t.v.Words())
-	t.v.mask(t.g.d, s, m)
-	t.masks[s].CompareAndSwap(nil, &m)
-	return *t.masks[s].Load()
+	e := &maskEntry{done: make(chan struct{})}
+	if !t.masks[s].CompareAndSwap(nil, e) {
+		return t.stateMask(s)
+	}
+	e.m = make([]uint64, t.v.Words())
+	t.v.mask(t.g.d, s, t.classes, e.m)
+	close(e.done)
+	return e.m
+}
+
+// prefetch starts computing state s's mask in the background when it is
+// not cached: called on Accept, it overlaps a first visit's vocabulary
+// walk with the model's next forward step.
+func (t *TokenTable) prefetch(s int32) {
+	if t.masks[s].Load() == nil {
+		go t.stateMask(s)
+	}
 }
 
 // Warm computes the masks of every state now (e.g. off the decode path).
@@ -121,5 +141,6 @@ func (m *Matcher) Accept(id int32) error {
 		return fmt.Errorf("grammar: token %d (%q) does not fit the grammar here", id, m.t.v.byID[id])
 	}
 	m.state = s
+	m.t.prefetch(s)
 	return nil
 }

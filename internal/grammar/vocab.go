@@ -21,13 +21,18 @@ type TokenSource interface {
 // never allowed inside a constrained value. Immutable; build one per
 // model and share it.
 type Vocab struct {
-	size   int      // mask width: the model's vocabulary (logit row length)
-	ids    []int32  // token ids in byte order
-	off    []uint32 // ids[i]'s bytes are data[off[i]:off[i+1]]
-	data   []byte
-	lcp    []uint16 // common prefix length with the token before
-	maxLen int
-	byID   [][]byte // bytes by id, nil for tokens never allowed
+	size int      // mask width: the model's vocabulary (logit row length)
+	ids  []int32  // token ids in byte order
+	off  []uint32 // ids[i]'s bytes are data[off[i]:off[i+1]]
+	data []byte
+	lcp  []uint16 // common prefix length with the token before
+	// skip[skipOff[i]+d-lcp[i]] is where the trie node of ids[i]'s first
+	// d+1 bytes ends: the first later token not under it. A token that
+	// dies at byte d skips every token under that node.
+	skipOff []uint32
+	skip    []uint32
+	maxLen  int
+	byID    [][]byte // bytes by id, nil for tokens never allowed
 }
 
 // NewVocab reads src's tokens; size is the model's vocabulary (logits
@@ -58,7 +63,30 @@ func NewVocab(src TokenSource, size int) *Vocab {
 		prev = b
 	}
 	v.off = append(v.off, uint32(len(v.data)))
+	v.buildSkips()
 	return v
+}
+
+// buildSkips fills skip from the right: nextLE[d] is the first token
+// after the current one whose shared prefix is at most d bytes.
+func (v *Vocab) buildSkips() {
+	n := len(v.ids)
+	nextLE := make([]uint32, v.maxLen+1)
+	for d := range nextLE {
+		nextLE[d] = uint32(n)
+	}
+	v.skipOff = make([]uint32, n+1)
+	for k := range n {
+		v.skipOff[k+1] = v.skipOff[k] + (v.off[k+1] - v.off[k]) - uint32(v.lcp[k])
+	}
+	v.skip = make([]uint32, v.skipOff[n])
+	for k := n - 1; k >= 0; k-- {
+		l, ln := int(v.lcp[k]), int(v.off[k+1]-v.off[k])
+		copy(v.skip[v.skipOff[k]:v.skipOff[k+1]], nextLE[l:ln])
+		for d := l; d <= v.maxLen; d++ {
+			nextLE[d] = uint32(k)
+		}
+	}
 }
 
 func commonPrefix(a, b []byte) int {
@@ -82,20 +110,36 @@ func (v *Vocab) Tokens() int { return len(v.ids) }
 
 // mask computes the tokens whose whole byte string the automaton can
 // read from state s. Tokens come in byte order, so a token walks only
-// the bytes after the prefix it shares with the previous one, and a
-// token whose shared prefix already died is rejected without a walk.
-func (v *Vocab) mask(d *dfa, s int32, out []uint64) {
+// the bytes after the prefix it shares with the last token walked, and a
+// token dying at byte d skips the whole subtree of tokens under that
+// prefix. classes[i] (nil when the grammar has over 64 byte classes) is
+// the set of byte classes of ids[i]: a token made only of classes on
+// which s loops to itself is accepted without a walk (inside a string,
+// most of the vocabulary).
+func (v *Vocab) mask(d *dfa, s int32, classes []uint64, out []uint64) {
 	stack := make([]int32, v.maxLen+1)
 	stack[0] = s
 	trans, nclass, classOf := d.trans, d.nclass, &d.classOf
-	alive := 0 // bytes of the previous token the automaton read
-	for i, id := range v.ids {
-		l := int(v.lcp[i])
-		if l > alive {
-			continue // extends a prefix that already died
+	loops := uint64(0)
+	if classes != nil {
+		for c := range nclass {
+			if trans[int(s)*nclass+c] == s {
+				loops |= 1 << c
+			}
+		}
+	}
+	shared := 0 // prefix length shared with the last token walked
+	n := len(v.ids)
+	for i := 0; i < n; {
+		shared = min(shared, int(v.lcp[i]))
+		id := v.ids[i]
+		if loops != 0 && classes[i]&^loops == 0 {
+			out[id>>6] |= 1 << (id & 63)
+			i++
+			continue
 		}
 		tok := v.data[v.off[i]:v.off[i+1]]
-		k, st := l, stack[l]
+		k, st := shared, stack[shared]
 		for k < len(tok) {
 			st = trans[int(st)*nclass+int(classOf[tok[k]])]
 			if st < 0 {
@@ -104,9 +148,32 @@ func (v *Vocab) mask(d *dfa, s int32, out []uint64) {
 			k++
 			stack[k] = st
 		}
-		alive = k
 		if k == len(tok) {
 			out[id>>6] |= 1 << (id & 63)
+			shared = k
+			i++
+			continue
 		}
+		// Everything under tok[:k+1] is dead; the next token shares at
+		// most k bytes with this one.
+		shared = k
+		i = int(v.skip[int(v.skipOff[i])+k-int(v.lcp[i])])
 	}
+}
+
+// tokenClasses is, per token in byte order, the set of d's byte classes
+// it holds; nil when d has more than 64 classes.
+func (v *Vocab) tokenClasses(d *dfa) []uint64 {
+	if d.nclass > 64 {
+		return nil
+	}
+	out := make([]uint64, len(v.ids))
+	for i := range v.ids {
+		var m uint64
+		for _, c := range v.data[v.off[i]:v.off[i+1]] {
+			m |= 1 << d.classOf[c]
+		}
+		out[i] = m
+	}
+	return out
 }

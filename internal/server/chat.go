@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/mlxcel/mlxcel/internal/chat"
 	"github.com/mlxcel/mlxcel/internal/engine"
@@ -20,18 +19,26 @@ type chatRequest struct {
 	MaxCompletionTokens *int  `json:"max_completion_tokens"`
 	Logprobs            *bool `json:"logprobs"`
 	TopLogprobs         *int  `json:"top_logprobs"`
-	// Tools and ChatTemplateKwargs reach the chat template (tools as
-	// "tools", the kwargs as template variables, as in vLLM).
-	Tools              json.RawMessage `json:"tools"`
-	ChatTemplateKwargs map[string]any  `json:"chat_template_kwargs"`
+	// Tools reach the template as "tools"; tool_choice and
+	// parallel_tool_calls decide how the answer is read (tools.go).
+	Tools             json.RawMessage `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	// ChatTemplateKwargs are template variables (as in vLLM);
+	// reasoning_effort and enable_thinking map onto the ones the template
+	// reads (templateKwargs).
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
+	ReasoningEffort    *string        `json:"reasoning_effort"`
+	EnableThinking     *bool          `json:"enable_thinking"`
 }
 
 type chatMessageIn struct {
-	Role       string           `json:"role"`
-	Content    json.RawMessage  `json:"content"`
-	Name       string           `json:"name"`
-	ToolCalls  []map[string]any `json:"tool_calls"`
-	ToolCallID string           `json:"tool_call_id"`
+	Role             string            `json:"role"`
+	Content          json.RawMessage   `json:"content"`
+	Name             string            `json:"name"`
+	ToolCalls        []json.RawMessage `json:"tool_calls"`
+	ToolCallID       string            `json:"tool_call_id"`
+	ReasoningContent *string           `json:"reasoning_content"`
 }
 
 var chatRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
@@ -71,65 +78,59 @@ func messageContent(raw json.RawMessage, i int) (any, string, *apiError) {
 }
 
 // prompt renders the conversation with the model's chat template (or the
-// plain fallback, see plainchat.go) and tokenizes it.
-func (req *chatRequest) prompt(m *served) ([]int32, *apiError) {
+// plain fallback, see plainchat.go) and tokenizes it; text is the
+// rendered prompt ("" for the fallback).
+func (req *chatRequest) prompt(m *served) (ids []int32, text string, e *apiError) {
 	if len(req.Messages) == 0 {
-		return nil, badRequest("messages", "'messages' must contain at least one message.")
+		return nil, "", badRequest("messages", "'messages' must contain at least one message.")
 	}
 	msgs := make([]chat.Message, 0, len(req.Messages))
 	texts := make([]string, 0, len(req.Messages))
 	for i, in := range req.Messages {
 		if !chatRoles[in.Role] {
-			return nil, badRequest(fmt.Sprintf("messages[%d].role", i),
+			return nil, "", badRequest(fmt.Sprintf("messages[%d].role", i),
 				"Unknown role %q in message %d; expected system, developer, user, assistant or tool.", in.Role, i)
 		}
 		content, text, e := messageContent(in.Content, i)
 		if e != nil {
-			return nil, e
+			return nil, "", e
 		}
 		if content == nil && !(in.Role == "assistant" && len(in.ToolCalls) > 0) {
-			return nil, badRequest(fmt.Sprintf("messages[%d].content", i), "Message %d (%s) has no content.", i, in.Role)
+			return nil, "", badRequest(fmt.Sprintf("messages[%d].content", i), "Message %d (%s) has no content.", i, in.Role)
 		}
-		role := in.Role
-		if role == "developer" {
-			// OpenAI's newer name for system; templates know "system".
-			role = "system"
+		msg, e := historyMessage(in, i, content)
+		if e != nil {
+			return nil, "", e
 		}
-		msgs = append(msgs, chat.Message{Role: role, Content: content, Name: in.Name, ToolCalls: in.ToolCalls, ToolCallID: in.ToolCallID})
+		msgs = append(msgs, msg)
 		texts = append(texts, text)
 	}
 	if m.template == nil {
 		if !m.plainChat {
-			return nil, badRequest("messages", "The model %s has no chat template (chat_template.jinja or tokenizer_config.json), "+
+			return nil, "", badRequest("messages", "The model %s has no chat template (chat_template.jinja or tokenizer_config.json), "+
 				"so it cannot take chat requests; use /v1/completions with a formatted prompt.", m.name)
 		}
 		ids, err := m.plainChatPrompt(texts)
 		if err != nil {
-			return nil, badRequest("messages", "tokenizing the messages: %v", err)
+			return nil, "", badRequest("messages", "tokenizing the messages: %v", err)
 		}
-		return ids, nil
+		return ids, "", nil
 	}
-	extra := make(map[string]any, len(req.ChatTemplateKwargs)+1)
-	for k, v := range req.ChatTemplateKwargs {
-		extra[k] = v
-	}
-	if len(req.Tools) > 0 && string(req.Tools) != "null" {
-		var tools any
-		if err := json.Unmarshal(req.Tools, &tools); err != nil {
-			return nil, badRequest("tools", "'tools' is not valid JSON: %v", err)
-		}
-		extra["tools"] = tools
+	extra := req.templateKwargs(m.agent)
+	if !isNull(req.Tools) {
+		// Raw JSON keeps the client's key order and number spellings.
+		extra["tools"] = req.Tools
 	}
 	text, err := m.template.Render(msgs, true, extra)
 	if err != nil {
-		return nil, templateError(err)
+		return nil, "", templateError(err)
 	}
 	// The template writes BOS itself where the model wants one.
-	ids, err := m.tok.Encode(text, false)
+	ids, err = m.tok.Encode(text, false)
 	if err != nil {
-		return nil, badRequest("messages", "tokenizing the rendered conversation: %v", err)
+		return nil, "", badRequest("messages", "tokenizing the rendered conversation: %v", err)
 	}
-	return ids, nil
+	return ids, text, nil
 }
 
 // logprobOptions: logprobs=true returns the chosen tokens' logprobs,
@@ -148,8 +149,10 @@ func (req *chatRequest) logprobOptions() (want bool, top int, e *apiError) {
 // Response shapes.
 
 type chatMessageOut struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role             string        `json:"role"`
+	Content          *string       `json:"content"`
+	ReasoningContent string        `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 type chatChoice struct {
@@ -170,8 +173,10 @@ type chatCompletion struct {
 }
 
 type chatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
 }
 
 type chatChunkChoice struct {
@@ -179,6 +184,7 @@ type chatChunkChoice struct {
 	Delta        chatDelta     `json:"delta"`
 	Logprobs     *chatLogprobs `json:"logprobs"`
 	FinishReason *string       `json:"finish_reason"`
+	Timings      *timings      `json:"-"`
 }
 
 type chatChunk struct {
@@ -200,120 +206,50 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) string {
 	if e := readJSON(w, r, s.opts.MaxBodyBytes, &req); e != nil {
 		return s.reject(w, e)
 	}
-	if e := req.check(m); e != nil {
-		return s.reject(w, e)
-	}
-	wantLP, top, e := req.logprobOptions()
+	j, e := newChatJob(m, &req)
 	if e != nil {
 		return s.reject(w, e)
 	}
-	prompt, e := req.prompt(m)
-	if e != nil {
-		return s.reject(w, e)
-	}
-	maxTokens := req.MaxTokens
-	if req.MaxCompletionTokens != nil {
-		maxTokens = req.MaxCompletionTokens
-	}
-	greq, e := req.request(m, prompt, "messages", maxTokens, top)
-	if e != nil {
-		return s.reject(w, e)
-	}
-	greq.NeedLogprob = wantLP
-	id, created := newID("chatcmpl-"), time.Now().Unix()
 	if req.Stream {
-		return s.streamChat(w, r, m, &req, greq, wantLP, id, created)
+		return s.streamChat(w, r, j)
 	}
+	return s.completeChat(w, r, j)
+}
 
-	var lps *chatLogprobs
-	if wantLP {
-		lps = &chatLogprobs{Content: []chatTokenLogprob{}}
+func (s *Server) completeChat(w http.ResponseWriter, r *http.Request, j *chatJob) string {
+	answers := make([]*answer, j.n)
+	lps := make([]*chatLogprobs, j.n)
+	for i := range j.n {
+		answers[i] = j.newAnswer()
+		if j.wantLP {
+			lps[i] = &chatLogprobs{Content: []chatTokenLogprob{}}
+		}
 	}
-	g, e := s.generate(r.Context(), m, greq, func(d generate.Delta) error {
-		if lps != nil && d.Token >= 0 {
-			lps.Content = append(lps.Content, m.chatLogprob(d, req.ReturnTokensAsTokenIDs))
+	gens, e := s.runChoices(r.Context(), j, func(i int, d generate.Delta) error {
+		if lps[i] != nil && d.Token >= 0 {
+			lps[i].Content = append(lps[i].Content, j.m.chatLogprob(d, j.req.ReturnTokensAsTokenIDs))
 		}
 		return nil
 	})
 	if e != nil {
 		return s.reject(w, e)
 	}
-	if g.res.FinishReason == engine.FinishCancelled {
-		return outcomeCancelled // the client is gone: nobody to answer
-	}
-	if e := failed(&g.res); e != nil {
-		return s.reject(w, e)
-	}
-	writeJSON(w, http.StatusOK, chatCompletion{
-		ID: id, Object: "chat.completion", Created: created, Model: m.name,
-		Choices: []chatChoice{{
-			Message:      chatMessageOut{Role: "assistant", Content: g.res.Text},
-			Logprobs:     lps,
-			FinishReason: finishReason(&g.res),
-		}},
-		Usage:   g.usage,
-		Timings: g.timings,
-	})
-	return finishReason(&g.res)
-}
-
-func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, m *served, req *chatRequest, greq generate.Request,
-	wantLP bool, id string, created int64) string {
-	out := newSSE(w)
-	chunk := func(c chatChunkChoice) chatChunk {
-		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: m.name, Choices: []chatChunkChoice{c}}
-	}
-	roleSent := false
-	sendRole := func() error {
-		if roleSent {
-			return nil
+	choices := make([]chatChoice, j.n)
+	for i, g := range gens {
+		if g.res.FinishReason == engine.FinishCancelled {
+			return outcomeCancelled // the client is gone: nobody to answer
 		}
-		roleSent = true
-		empty := ""
-		return out.send(chunk(chatChunkChoice{Delta: chatDelta{Role: "assistant", Content: &empty}}))
-	}
-	g, e := s.generate(r.Context(), m, greq, func(d generate.Delta) error {
-		var lp *chatLogprobs
-		if wantLP && d.Token >= 0 {
-			lp = &chatLogprobs{Content: []chatTokenLogprob{m.chatLogprob(d, req.ReturnTokensAsTokenIDs)}}
-		}
-		if d.Text == "" && lp == nil {
-			return nil // nothing final yet (a partial character, a possible stop string)
-		}
-		if err := sendRole(); err != nil {
-			return err
-		}
-		text := d.Text
-		return out.send(chunk(chatChunkChoice{Delta: chatDelta{Content: &text}, Logprobs: lp}))
-	})
-	if e != nil {
-		if out.started {
-			out.fail(e)
-			return outcomeOf(e)
-		}
-		return s.reject(w, e)
-	}
-	if g.res.FinishReason == engine.FinishCancelled {
-		return outcomeCancelled
-	}
-	if e := failed(&g.res); e != nil {
-		if !out.started {
+		if e := failed(&g.res); e != nil {
 			return s.reject(w, e)
 		}
-		out.fail(e)
-		return outcomeError
+		a := answers[i]
+		a.push(g.res.Text)
+		a.close()
+		choices[i] = chatChoice{Index: i, Message: a.message(), Logprobs: lps[i], FinishReason: a.finish(finishReason(&g.res))}
 	}
-	reason := finishReason(&g.res)
-	// The last chunk carries llama-server's timings, as llama-server does.
-	last := chunk(chatChunkChoice{Delta: chatDelta{}, FinishReason: &reason})
-	last.Timings = &g.timings
-	if sendRole() != nil || out.send(last) != nil {
-		return outcomeCancelled
-	}
-	if req.includeUsage() {
-		out.send(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: m.name,
-			Choices: []chatChunkChoice{}, Usage: &g.usage})
-	}
-	out.done()
-	return reason
+	writeJSON(w, http.StatusOK, chatCompletion{
+		ID: j.id, Object: "chat.completion", Created: j.created, Model: j.m.name,
+		Choices: choices, Usage: sumUsage(gens), Timings: gens[0].timings,
+	})
+	return choices[0].FinishReason
 }

@@ -59,6 +59,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.ServedModelName, "served-model-name", "", "model id in the API (default: the model directory's name)")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body", DefaultMaxBodyBytes, "largest request body in bytes (413 beyond)")
 	fs.DurationVar(&f.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long running requests may take to finish")
+	o.Agent.register(fs)
 }
 
 func (f *Flags) check() error {
@@ -75,7 +76,7 @@ func (f *Flags) check() error {
 	case o.KVBlocks > 0 && o.KVMemMiB > 0:
 		return fmt.Errorf("give --kv-blocks or --kv-mem, not both")
 	}
-	return nil
+	return o.Agent.check()
 }
 
 // Main parses args and serves until SIGINT or SIGTERM. name is the

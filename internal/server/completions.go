@@ -123,6 +123,9 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) string
 	if e := req.check(m); e != nil {
 		return s.reject(w, e)
 	}
+	if req.N != nil && *req.N > 1 {
+		return s.reject(w, badRequest("n", "n > 1 is supported on /v1/chat/completions only, got n=%d.", *req.N))
+	}
 	if req.Suffix != nil && *req.Suffix != "" {
 		return s.reject(w, badRequest("suffix", "suffix is not supported."))
 	}

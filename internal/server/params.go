@@ -35,6 +35,8 @@ type commonFields struct {
 	IgnoreEOS bool `json:"ignore_eos"`
 	// ReturnTokensAsTokenIDs (vLLM) names logprob tokens "token_id:<id>".
 	ReturnTokensAsTokenIDs bool `json:"return_tokens_as_token_ids"`
+	// LogitBias maps token ids (as strings) to -100..100 (logitbias.go).
+	LogitBias json.RawMessage `json:"logit_bias"`
 }
 
 type streamOptions struct {
@@ -50,8 +52,8 @@ func (f *commonFields) check(m *served) *apiError {
 	if f.Model != "" && f.Model != m.name {
 		return modelNotFound(f.Model)
 	}
-	if f.N != nil && *f.N != 1 {
-		return badRequest("n", "Only n=1 is supported, got n=%d.", *f.N)
+	if f.N != nil && (*f.N < 1 || *f.N > maxChoices) {
+		return badRequest("n", "n must be between 1 and %d, got n=%d.", maxChoices, *f.N)
 	}
 	if f.StreamOptions != nil && !f.Stream {
 		return badRequest("stream_options", "stream_options is only allowed when stream is true.")
@@ -96,6 +98,11 @@ func (f *commonFields) params(m *served, topLogprobs int) (sample.Params, *apiEr
 		p.Seed = &s
 	}
 	p.Logprobs = topLogprobs
+	bias, e := f.logitBias(m)
+	if e != nil {
+		return p, e
+	}
+	p.LogitBias = bias
 	if err := p.Validate(); err != nil {
 		return p, paramError(err)
 	}

@@ -92,7 +92,7 @@ func (s *Server) generate(ctx context.Context, m *served, req generate.Request, 
 // Feeding the last prompt tokens first (their text discarded) decodes
 // the output as it reads after the prompt, as vLLM's detokenizer does.
 func (m *served) primedDecoder(prompt []int32) generate.Detokenizer {
-	det := m.tok.NewStreamDecoder(true)
+	det := m.tok.NewStreamDecoder(!m.agent.keepSpecial) // markup the parsers read may be special tokens
 	for _, id := range prompt[max(0, len(prompt)-primeTokens):] {
 		det.Add(id)
 	}

@@ -59,6 +59,9 @@ type Options struct {
 	// chat template (see plainchat.go); it is on anyway for models that
 	// carry the embedded stories260k tokenizer.
 	PlainChat bool
+	// Agent picks the tool-call and reasoning parsers and a chat template
+	// override (agent.go).
+	Agent AgentOptions
 	// Logger receives one line per request and the server's events
 	// (default: discard).
 	Logger *slog.Logger
@@ -89,6 +92,7 @@ type served struct {
 	stopIDs   []int32
 	vocab     int
 	texts     *tokenTexts
+	agent     agentModel
 }
 
 // New makes a server in the loading state: /health answers 503 and the
@@ -121,6 +125,10 @@ func (s *Server) Ready(l *app.Loaded) error {
 	if s.state.Load() != nil {
 		return errors.New("server: a model is already loaded")
 	}
+	tmpl, agent, err := s.opts.Agent.setupAgent(l)
+	if err != nil {
+		return err
+	}
 	cfg, err := s.engineConfig(l)
 	if err != nil {
 		return err
@@ -139,11 +147,12 @@ func (s *Server) Ready(l *app.Loaded) error {
 		loaded:    l,
 		eng:       eng,
 		tok:       l.Tokenizer,
-		template:  l.Template,
-		plainChat: l.Template == nil && (s.opts.PlainChat || hasStoriesTokenizer(l.Dir)),
+		template:  tmpl,
+		plainChat: tmpl == nil && (s.opts.PlainChat || hasStoriesTokenizer(l.Dir)),
 		stopIDs:   l.StopIDs,
 		vocab:     l.Model.Vocab(),
 		texts:     newTokenTexts(l.Tokenizer),
+		agent:     agent,
 	}
 	s.metrics.setCacheInfo(eng.Config())
 	eng.Start()
