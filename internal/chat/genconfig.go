@@ -27,6 +27,10 @@ type GenerationConfig struct {
 	// MaxLength caps prompt plus completion, the older way some models
 	// bound generation; MaxNewTokens wins when both are set.
 	MaxLength *int
+	// Ignored lists values that were out of range and dropped, one line
+	// each naming the file and key: a default that a request could never
+	// send would otherwise fail every request that omits the field.
+	Ignored []string
 }
 
 // LoadGenerationConfig reads dir/generation_config.json. A missing file is
@@ -73,7 +77,43 @@ func LoadGenerationConfig(dir string) (GenerationConfig, error) {
 	if len(errs) > 0 {
 		return GenerationConfig{}, fmt.Errorf("chat: %s: %w", p, errors.Join(errs...))
 	}
+	gc.dropOutOfRange(p)
 	return gc, nil
+}
+
+// dropOutOfRange clears sampling defaults outside the ranges a request
+// may use (sample.Params.Validate's), noting each in Ignored.
+func (gc *GenerationConfig) dropOutOfRange(path string) {
+	drop := func(key string, v any, want string) {
+		gc.Ignored = append(gc.Ignored, fmt.Sprintf("%s: %s %v is out of range (%s); ignored", path, key, v, want))
+	}
+	bad := func(f *float64, lo, hi float64, open bool) bool {
+		return f != nil && (math.IsNaN(*f) || *f < lo || *f > hi || (open && *f == lo))
+	}
+	if bad(gc.Temperature, 0, 2, false) {
+		drop("temperature", *gc.Temperature, "0 to 2")
+		gc.Temperature = nil
+	}
+	if bad(gc.TopP, 0, 1, true) {
+		drop("top_p", *gc.TopP, "above 0, at most 1")
+		gc.TopP = nil
+	}
+	if gc.TopK != nil && *gc.TopK < -1 {
+		drop("top_k", *gc.TopK, "-1, 0 or more")
+		gc.TopK = nil
+	}
+	if bad(gc.RepetitionPenalty, 0, math.MaxFloat64, true) {
+		drop("repetition_penalty", *gc.RepetitionPenalty, "above 0")
+		gc.RepetitionPenalty = nil
+	}
+	if gc.MaxNewTokens != nil && *gc.MaxNewTokens < 1 {
+		drop("max_new_tokens", *gc.MaxNewTokens, "at least 1")
+		gc.MaxNewTokens = nil
+	}
+	if gc.MaxLength != nil && *gc.MaxLength < 1 {
+		drop("max_length", *gc.MaxLength, "at least 1")
+		gc.MaxLength = nil
+	}
 }
 
 // StopTokenIDs gathers every token id that ends generation: eos_token_id from

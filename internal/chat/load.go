@@ -26,6 +26,10 @@ const (
 	processorTemplateFile = "chat_template.json"
 )
 
+// ErrNoTemplate is Load's error for a directory without any chat
+// template; every other error is a template (or its file) that is broken.
+var ErrNoTemplate = errors.New("no chat template")
+
 // Load reads a model directory's chat template (the default one, with any
 // named ones reachable through Named) and its bos/eos tokens from
 // tokenizer_config.json. Errors name the file at fault.
@@ -62,8 +66,8 @@ func Load(dir string) (*Template, error) {
 			}
 			field = proc["chat_template"]
 			if isNull(field) {
-				return nil, fmt.Errorf("chat: no chat template in %s: none of %s, a chat_template field in %s, or %s",
-					dir, templateFile, tokenizerConfigFile, processorTemplateFile)
+				return nil, fmt.Errorf("chat: %w in %s: none of %s, a chat_template field in %s, or %s",
+					ErrNoTemplate, dir, templateFile, tokenizerConfigFile, processorTemplateFile)
 			}
 		}
 		named, err := parseTemplateField(field)
