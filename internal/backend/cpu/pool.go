@@ -53,9 +53,6 @@ func newPool(threads int) *pool {
 	return p
 }
 
-// size is the number of goroutines that work on a job, the caller included.
-func (p *pool) size() int { return len(p.helpers) + 1 }
-
 func (p *pool) loop(h *helper) {
 	var last *job
 	for {

@@ -576,12 +576,12 @@ func main() {
 					name = g.kernel1(bits, dt)
 					n2 := g.kernel1x2(bits, dt)
 					fmt.Fprintf(&decl, "//go:noescape\nfunc %s(w, meta *byte, x, out *float32, a *kargs)\n\n", n2)
-					fmt.Fprintf(&sw, "\tcase %d<<8 | %d<<4 | 0:\n\t\t%s(w, meta, x, out, a)\n", bits, dtCode[dt.name], n2)
+					fmt.Fprintf(&sw, "\tcase 0x%x%x0:\n\t\t%s(w, meta, x, out, a)\n", bits, dtCode[dt.name], n2)
 				} else {
 					name = g.kernelN(bits, R, dt)
 				}
 				fmt.Fprintf(&decl, "//go:noescape\nfunc %s(w, meta *byte, x, out *float32, a *kargs)\n\n", name)
-				fmt.Fprintf(&sw, "\tcase %d<<8 | %d<<4 | %d:\n\t\t%s(w, meta, x, out, a)\n", bits, dtCode[dt.name], R, name)
+				fmt.Fprintf(&sw, "\tcase 0x%x%x%x:\n\t\t%s(w, meta, x, out, a)\n", bits, dtCode[dt.name], R, name)
 			}
 			file := fmt.Sprintf("kern%d%s_amd64.s", bits, dt.name)
 			if err := os.WriteFile(file, g.b.Bytes(), 0o644); err != nil {
@@ -602,7 +602,7 @@ func main() {
 			for _, bits := range pair {
 				for r, name := range []string{g.kernel1x2(bits, dt), g.kernel1(bits, dt)} {
 					fmt.Fprintf(&decl, "//go:noescape\nfunc %s(w, meta *byte, x, out *float32, a *kargs)\n\n", name)
-					fmt.Fprintf(&sw, "\tcase %d<<8 | %d<<4 | %d:\n\t\t%s(w, meta, x, out, a)\n", bits, dtCode[dt.name], r, name)
+					fmt.Fprintf(&sw, "\tcase 0x%x%x%x:\n\t\t%s(w, meta, x, out, a)\n", bits, dtCode[dt.name], r, name)
 				}
 			}
 			file := fmt.Sprintf("kern%d%d%s_amd64.s", pair[0], pair[1], dt.name)
@@ -613,7 +613,7 @@ func main() {
 	}
 	// A switch rather than a table of func values: calls through func
 	// values defeat escape analysis and would heap-allocate the kargs.
-	fmt.Fprintf(&decl, "// callKernel runs the kernel for bits, scale dtype code dt and r rows\n// (r = 0: the R=1 kernel for pairs of output rows).\n")
+	fmt.Fprintf(&decl, "// callKernel runs the kernel for bits, scale dtype code dt and r rows\n// (r = 0: the R=1 kernel for pairs of output rows). Each case is the key\n// bits<<8 | dt<<4 | r written in hex: its digits are bits, dt and r.\n")
 	fmt.Fprintf(&decl, "func callKernel(bits, dt, r int, w, meta *byte, x, out *float32, a *kargs) {\n")
 	fmt.Fprintf(&decl, "\tswitch bits<<8 | dt<<4 | r {\n%s\tdefault:\n\t\tpanic(\"qmat: no kernel\")\n\t}\n}\n", sw.String())
 	if err := os.WriteFile("kern_amd64.go", decl.Bytes(), 0o644); err != nil {

@@ -167,116 +167,117 @@ func q6r1x2f32(w, meta *byte, x, out *float32, a *kargs)
 func q6r1f32(w, meta *byte, x, out *float32, a *kargs)
 
 // callKernel runs the kernel for bits, scale dtype code dt and r rows
-// (r = 0: the R=1 kernel for pairs of output rows).
+// (r = 0: the R=1 kernel for pairs of output rows). Each case is the key
+// bits<<8 | dt<<4 | r written in hex: its digits are bits, dt and r.
 func callKernel(bits, dt, r int, w, meta *byte, x, out *float32, a *kargs) {
 	switch bits<<8 | dt<<4 | r {
-	case 4<<8 | 0<<4 | 0:
+	case 0x400:
 		q4r1x2bf16(w, meta, x, out, a)
-	case 4<<8 | 0<<4 | 1:
+	case 0x401:
 		q4r1bf16(w, meta, x, out, a)
-	case 4<<8 | 0<<4 | 2:
+	case 0x402:
 		q4r2bf16(w, meta, x, out, a)
-	case 4<<8 | 0<<4 | 4:
+	case 0x404:
 		q4r4bf16(w, meta, x, out, a)
-	case 4<<8 | 0<<4 | 8:
+	case 0x408:
 		q4r8bf16(w, meta, x, out, a)
-	case 4<<8 | 1<<4 | 0:
+	case 0x410:
 		q4r1x2f16(w, meta, x, out, a)
-	case 4<<8 | 1<<4 | 1:
+	case 0x411:
 		q4r1f16(w, meta, x, out, a)
-	case 4<<8 | 1<<4 | 2:
+	case 0x412:
 		q4r2f16(w, meta, x, out, a)
-	case 4<<8 | 1<<4 | 4:
+	case 0x414:
 		q4r4f16(w, meta, x, out, a)
-	case 4<<8 | 1<<4 | 8:
+	case 0x418:
 		q4r8f16(w, meta, x, out, a)
-	case 4<<8 | 2<<4 | 0:
+	case 0x420:
 		q4r1x2f32(w, meta, x, out, a)
-	case 4<<8 | 2<<4 | 1:
+	case 0x421:
 		q4r1f32(w, meta, x, out, a)
-	case 4<<8 | 2<<4 | 2:
+	case 0x422:
 		q4r2f32(w, meta, x, out, a)
-	case 4<<8 | 2<<4 | 4:
+	case 0x424:
 		q4r4f32(w, meta, x, out, a)
-	case 4<<8 | 2<<4 | 8:
+	case 0x428:
 		q4r8f32(w, meta, x, out, a)
-	case 8<<8 | 0<<4 | 0:
+	case 0x800:
 		q8r1x2bf16(w, meta, x, out, a)
-	case 8<<8 | 0<<4 | 1:
+	case 0x801:
 		q8r1bf16(w, meta, x, out, a)
-	case 8<<8 | 0<<4 | 2:
+	case 0x802:
 		q8r2bf16(w, meta, x, out, a)
-	case 8<<8 | 0<<4 | 4:
+	case 0x804:
 		q8r4bf16(w, meta, x, out, a)
-	case 8<<8 | 0<<4 | 8:
+	case 0x808:
 		q8r8bf16(w, meta, x, out, a)
-	case 8<<8 | 1<<4 | 0:
+	case 0x810:
 		q8r1x2f16(w, meta, x, out, a)
-	case 8<<8 | 1<<4 | 1:
+	case 0x811:
 		q8r1f16(w, meta, x, out, a)
-	case 8<<8 | 1<<4 | 2:
+	case 0x812:
 		q8r2f16(w, meta, x, out, a)
-	case 8<<8 | 1<<4 | 4:
+	case 0x814:
 		q8r4f16(w, meta, x, out, a)
-	case 8<<8 | 1<<4 | 8:
+	case 0x818:
 		q8r8f16(w, meta, x, out, a)
-	case 8<<8 | 2<<4 | 0:
+	case 0x820:
 		q8r1x2f32(w, meta, x, out, a)
-	case 8<<8 | 2<<4 | 1:
+	case 0x821:
 		q8r1f32(w, meta, x, out, a)
-	case 8<<8 | 2<<4 | 2:
+	case 0x822:
 		q8r2f32(w, meta, x, out, a)
-	case 8<<8 | 2<<4 | 4:
+	case 0x824:
 		q8r4f32(w, meta, x, out, a)
-	case 8<<8 | 2<<4 | 8:
+	case 0x828:
 		q8r8f32(w, meta, x, out, a)
-	case 2<<8 | 0<<4 | 0:
+	case 0x200:
 		q2r1x2bf16(w, meta, x, out, a)
-	case 2<<8 | 0<<4 | 1:
+	case 0x201:
 		q2r1bf16(w, meta, x, out, a)
-	case 3<<8 | 0<<4 | 0:
+	case 0x300:
 		q3r1x2bf16(w, meta, x, out, a)
-	case 3<<8 | 0<<4 | 1:
+	case 0x301:
 		q3r1bf16(w, meta, x, out, a)
-	case 2<<8 | 1<<4 | 0:
+	case 0x210:
 		q2r1x2f16(w, meta, x, out, a)
-	case 2<<8 | 1<<4 | 1:
+	case 0x211:
 		q2r1f16(w, meta, x, out, a)
-	case 3<<8 | 1<<4 | 0:
+	case 0x310:
 		q3r1x2f16(w, meta, x, out, a)
-	case 3<<8 | 1<<4 | 1:
+	case 0x311:
 		q3r1f16(w, meta, x, out, a)
-	case 2<<8 | 2<<4 | 0:
+	case 0x220:
 		q2r1x2f32(w, meta, x, out, a)
-	case 2<<8 | 2<<4 | 1:
+	case 0x221:
 		q2r1f32(w, meta, x, out, a)
-	case 3<<8 | 2<<4 | 0:
+	case 0x320:
 		q3r1x2f32(w, meta, x, out, a)
-	case 3<<8 | 2<<4 | 1:
+	case 0x321:
 		q3r1f32(w, meta, x, out, a)
-	case 5<<8 | 0<<4 | 0:
+	case 0x500:
 		q5r1x2bf16(w, meta, x, out, a)
-	case 5<<8 | 0<<4 | 1:
+	case 0x501:
 		q5r1bf16(w, meta, x, out, a)
-	case 6<<8 | 0<<4 | 0:
+	case 0x600:
 		q6r1x2bf16(w, meta, x, out, a)
-	case 6<<8 | 0<<4 | 1:
+	case 0x601:
 		q6r1bf16(w, meta, x, out, a)
-	case 5<<8 | 1<<4 | 0:
+	case 0x510:
 		q5r1x2f16(w, meta, x, out, a)
-	case 5<<8 | 1<<4 | 1:
+	case 0x511:
 		q5r1f16(w, meta, x, out, a)
-	case 6<<8 | 1<<4 | 0:
+	case 0x610:
 		q6r1x2f16(w, meta, x, out, a)
-	case 6<<8 | 1<<4 | 1:
+	case 0x611:
 		q6r1f16(w, meta, x, out, a)
-	case 5<<8 | 2<<4 | 0:
+	case 0x520:
 		q5r1x2f32(w, meta, x, out, a)
-	case 5<<8 | 2<<4 | 1:
+	case 0x521:
 		q5r1f32(w, meta, x, out, a)
-	case 6<<8 | 2<<4 | 0:
+	case 0x620:
 		q6r1x2f32(w, meta, x, out, a)
-	case 6<<8 | 2<<4 | 1:
+	case 0x621:
 		q6r1f32(w, meta, x, out, a)
 	default:
 		panic("qmat: no kernel")
