@@ -26,6 +26,15 @@ command -v systemctl >/dev/null 2>&1 && systemctl stop prometheus >/dev/null 2>&
 
 test -z "$(gofmt -l $(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $(git ls-files '*.go'); exit 1; }
 go vet ./...
+# staticcheck (honnef.co/go/tools) at a pinned version, installed here into
+# GOBIN (default $HOME/go/bin) unless that version is already there; it must
+# report nothing.
+STATICCHECK_VERSION=v0.8.2
+sc_dir="$(go env GOBIN)"; [ -n "$sc_dir" ] || { sc_dir="$(go env GOPATH)"; sc_dir="${sc_dir%%:*}/bin"; }
+if ! "$sc_dir/staticcheck" -version 2>/dev/null | grep -qF "(${STATICCHECK_VERSION#v})"; then
+  go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+fi
+"$sc_dir/staticcheck" ./...
 go test -timeout 30m ./...
 # Short fuzzing runs of the parsers: they must never panic.
 go test -run '^$' -fuzz '^FuzzParseHeader$' -fuzztime 15s ./internal/weights/
