@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README): sets up what the tests need on a
-# fresh Debian machine, then vets, tests and briefly fuzzes everything.
+# fresh Debian machine, then vets, lints (staticcheck), tests and briefly
+# fuzzes everything. It needs ../shared/testdata beside the checkout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
