@@ -18,6 +18,7 @@ import (
 type chatFlags struct {
 	params        sample.Params
 	maxTokens     int
+	ctxSize       int
 	system        string
 	stops         []string
 	showReasoning bool
@@ -33,7 +34,7 @@ func runChat(l *app.Loaded, f chatFlags) error {
 		}
 		fmt.Fprintf(os.Stderr, "%s has no chat template: turns are written as \"User: ...\" / \"Assistant: ...\"\n", l.Name)
 	}
-	eng, err := engine.New(l.Model, engine.Config{Parallel: 1, MaxQueue: 1})
+	eng, err := engine.New(l.Model, engine.Config{Parallel: 1, MaxQueue: 1, MaxContext: f.ctxSize})
 	if err != nil {
 		return err
 	}

@@ -124,3 +124,52 @@ func TestPullRunListRm(t *testing.T) {
 		t.Errorf("list after rm: %q", out)
 	}
 }
+
+// A model whose KV cache for its full context cannot fit host memory
+// stops before loading with the numbers; --ctx-size sizes the cache, and
+// inspect prints the same estimate.
+func TestMemoryPreflight(t *testing.T) {
+	dir := t.TempDir()
+	src := "../../internal/defaultmodel/stories260k"
+	for _, n := range []string{"model.safetensors", "tokenizer.json", "tokenizer_config.json", "config.json"} {
+		b, err := os.ReadFile(filepath.Join(src, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == "config.json" {
+			var cfg map[string]any
+			json.Unmarshal(b, &cfg)
+			// 160 KiB of f32 KV a token (5 layers x 2 x 4 heads x 1024)
+			// over 2^24 tokens: 2.5 TiB, more than any host has. The
+			// weights no longer match, which only a load would see.
+			cfg["max_position_embeddings"] = 1 << 24
+			cfg["head_dim"] = 1024
+			b, _ = json.Marshal(cfg)
+		}
+		os.WriteFile(filepath.Join(dir, n), b, 0o644)
+	}
+	_, stderr, err := mlxcel(t, "run", "-m", dir, "--backend", "cpu", "-p", "Once")
+	if err == nil || !strings.Contains(stderr, "memory preflight") || !strings.Contains(stderr, "16777216 tokens") ||
+		!strings.Contains(stderr, "--ctx-size") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Fatalf("run over memory: %v\n%s", err, stderr)
+	}
+	if out, stderr, err := mlxcel(t, "run", "-m", src, "--backend", "cpu", "--ctx-size", "256", "-p", "Once", "--max-tokens", "8"); err != nil || out == "" {
+		t.Fatalf("run --ctx-size 256: %v %s", err, stderr)
+	}
+	out, _, err := mlxcel(t, "inspect", "--backend", "cpu", "--ctx-size", "4096", "--parallel", "2", dir)
+	if err != nil || !strings.Contains(out, "estimate      on cpu: weights") || !strings.Contains(out, "KV 1.25 GiB (8192 tokens, --parallel 2)") ||
+		!strings.Contains(out, "fits") {
+		t.Errorf("inspect: %v\n%s", err, out)
+	}
+	out, _, _ = mlxcel(t, "inspect", "--backend", "cpu", "--json", dir)
+	var r struct {
+		Estimate struct {
+			KVTokens   int   `json:"kv_tokens"`
+			KVPerToken int64 `json:"kv_bytes_per_token"`
+			Fits       bool
+		} `json:"memory_estimate"`
+	}
+	if json.Unmarshal([]byte(out), &r) != nil || r.Estimate.KVTokens != 1<<24 || r.Estimate.KVPerToken != 163840 || r.Estimate.Fits {
+		t.Errorf("inspect --json estimate: %+v\n%s", r.Estimate, out)
+	}
+}

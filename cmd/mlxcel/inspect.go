@@ -12,13 +12,14 @@ import (
 	"strings"
 
 	"github.com/mlxcel/mlxcel/internal/app"
+	"github.com/mlxcel/mlxcel/internal/memplan"
 	"github.com/mlxcel/mlxcel/internal/model"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 	"github.com/mlxcel/mlxcel/internal/weights"
 )
 
 func init() {
-	register("inspect", "describe a model directory: architecture, parameters, quantization, memory", runInspect)
+	register("inspect", "describe a model (folder or ORG/NAME): architecture, parameters, quantization, memory estimate", runInspect)
 }
 
 // layerIndex strips the layer number so per-layer tensors group by kind.
@@ -41,12 +42,17 @@ type inspectReport struct {
 	Tokenizer     bool              `json:"tokenizer"`
 	ChatTemplate  string            `json:"chat_template"`
 	Skipped       int               `json:"skipped_tensors,omitempty"`
+	Estimate      *memoryEstimate   `json:"memory_estimate,omitempty"`
 }
 
 func runInspect(args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	var spec string
+	var req memplan.Request
+	be := fs.String("backend", "auto", "backend the memory estimate is for: cpu, cuda or auto")
+	fs.IntVar(&req.CtxSize, "ctx-size", 0, "context of the memory estimate (0: the model's)")
+	fs.IntVar(&req.Parallel, "parallel", 1, "sequences of the memory estimate (mlxcel serve --parallel)")
 	fs.StringVar(&spec, "model", "", "model folder or Hub name ORG/NAME (or give it as the argument)")
 	fs.StringVar(&spec, "m", "", "shorthand for --model")
 	if err := fs.Parse(args); err != nil {
@@ -66,6 +72,9 @@ func runInspect(args []string) error {
 	if err != nil {
 		return err
 	}
+	if r.Estimate, err = estimateMemory(dir, *be, req); err != nil {
+		return err
+	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -79,6 +88,9 @@ func runInspect(args []string) error {
 	}
 	fmt.Printf("parameters    %s\n", humanCount(r.Parameters))
 	fmt.Printf("memory        %s of weights, %s of KV cache per 1k tokens (f32)\n", humanBytes(r.WeightBytes), humanBytes(r.KVBytesPerTok*1000))
+	if e := r.Estimate; e != nil {
+		fmt.Printf("estimate      %s\n", e.Summary)
+	}
 	fmt.Println("quantization")
 	var kinds []string
 	for k := range r.Quantization {

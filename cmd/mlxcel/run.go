@@ -18,6 +18,7 @@ import (
 	"github.com/mlxcel/mlxcel/internal/chat"
 	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/generate"
+	"github.com/mlxcel/mlxcel/internal/memplan"
 	"github.com/mlxcel/mlxcel/internal/sample"
 )
 
@@ -35,6 +36,8 @@ func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 type modelFlags struct {
 	model, backend string
 	threads        int
+	ctxSize        int
+	skipMemCheck   bool
 }
 
 func (f *modelFlags) register(fs *flag.FlagSet) {
@@ -42,10 +45,13 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.model, "m", "", "shorthand for --model")
 	fs.StringVar(&f.backend, "backend", "auto", "cpu, cuda or auto (cuda when a device is found)")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0: all cores)")
+	fs.IntVar(&f.ctxSize, "ctx-size", 0, "maximum tokens of prompt + answer, which sizes the KV cache (0: the model's context)")
+	fs.BoolVar(&f.skipMemCheck, "skip-mem-check", false, "load even when the memory estimate says the model will not fit")
 }
 
 func (f *modelFlags) load(quiet bool) (*app.Loaded, error) {
-	return app.Load(app.Options{ModelDir: f.model, Backend: f.backend, Threads: f.threads, Quiet: quiet})
+	return app.Load(app.Options{ModelDir: f.model, Backend: f.backend, Threads: f.threads, Quiet: quiet,
+		Preflight: &memplan.Request{CtxSize: f.ctxSize, Parallel: 1, Skip: f.skipMemCheck}})
 }
 
 func runRun(args []string) error {
@@ -113,7 +119,7 @@ func runRun(args []string) error {
 		if !flagSet(fs, "max-tokens") {
 			chatMax = 4096 // answers, not a benchmark: the context bounds them
 		}
-		return runChat(l, chatFlags{params: params, maxTokens: chatMax, system: *system, stops: stops,
+		return runChat(l, chatFlags{params: params, maxTokens: chatMax, ctxSize: mf.ctxSize, system: *system, stops: stops,
 			showReasoning: *showReasoning})
 	}
 
@@ -121,7 +127,7 @@ func runRun(args []string) error {
 	if err != nil {
 		return err
 	}
-	eng, err := engine.New(l.Model, engine.Config{Parallel: 1, MaxQueue: 1})
+	eng, err := engine.New(l.Model, engine.Config{Parallel: 1, MaxQueue: 1, MaxContext: mf.ctxSize})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/mlxcel/mlxcel/internal/backend"
 	_ "github.com/mlxcel/mlxcel/internal/backend/backends" // every backend, in every binary
 	"github.com/mlxcel/mlxcel/internal/chat"
+	"github.com/mlxcel/mlxcel/internal/memplan"
 	"github.com/mlxcel/mlxcel/internal/model"
 	"github.com/mlxcel/mlxcel/internal/model/synthetic"
 	"github.com/mlxcel/mlxcel/internal/tokenizer"
@@ -29,6 +30,9 @@ type Options struct {
 	Backend  string // cpu, cuda, auto
 	Threads  int
 	Quiet    bool // no progress bar
+	// Preflight, when set, checks the memory estimate for this sizing
+	// before the weights are loaded (internal/memplan).
+	Preflight *memplan.Request
 }
 
 // Loaded is a model ready to serve.
@@ -41,6 +45,13 @@ type Loaded struct {
 	StopIDs   []int32        // EOS ids from generation_config, config and tokenizer
 	GenConfig chat.GenerationConfig
 	LoadTime  time.Duration
+	// TemplateErr is why the chat template could not be loaded (a syntax
+	// error, naming the file); nil when it loaded or the model has none.
+	// The model still serves completions.
+	TemplateErr error
+	// Warnings are problems that did not stop the load (one line each,
+	// naming the file): the caller logs them.
+	Warnings []string
 }
 
 // Load loads everything; errors are one line naming the problem.
@@ -59,6 +70,9 @@ func Load(o Options) (*Loaded, error) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
 		return nil, fmt.Errorf("model directory %s: no tokenizer.json", dir)
+	}
+	if err := weights.CheckModelFiles(dir); err != nil {
+		return nil, err // a FIFO would block its reader for ever
 	}
 	cfg, err := weights.LoadConfig(dir)
 	if err != nil {
@@ -79,6 +93,12 @@ func Load(o Options) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Preflight != nil {
+		if err := Preflight(cfg, dir, be, *o.Preflight, name); err != nil {
+			be.Close()
+			return nil, err
+		}
+	}
 	bar := newBar(dir, o.Quiet)
 	m, err := model.Load(dir, be, model.LoadOptions{Progress: func(_ string, n int64) {
 		if bar != nil {
@@ -94,10 +114,17 @@ func Load(o Options) (*Loaded, error) {
 		return nil, err
 	}
 	l := &Loaded{Name: name, Dir: dir, Model: m, Tokenizer: tok}
-	if t, err := chat.Load(dir); err == nil {
-		l.Template = t
+	l.Template, l.TemplateErr = chat.Load(dir)
+	if errors.Is(l.TemplateErr, chat.ErrNoTemplate) {
+		l.TemplateErr = nil
+	} else if l.TemplateErr != nil {
+		l.Warnings = append(l.Warnings, l.TemplateErr.Error()+" (chat requests will be refused)")
 	}
-	l.GenConfig, _ = chat.LoadGenerationConfig(dir)
+	var gcErr error
+	if l.GenConfig, gcErr = chat.LoadGenerationConfig(dir); gcErr != nil {
+		l.Warnings = append(l.Warnings, gcErr.Error()+" (ignored)")
+	}
+	l.Warnings = append(l.Warnings, l.GenConfig.Ignored...)
 	var tokEOS []int32
 	if id, ok := tok.EOS(); ok {
 		tokEOS = append(tokEOS, id)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
@@ -15,15 +14,11 @@ import (
 // Optional backend capabilities, found by type assertion so the backend
 // contract does not grow for the benchmark's sake (the Ollama habit:
 // optional capabilities as small interfaces). A GPU backend that
-// implements them gets its device named in the CSV and a memory check
-// against device memory.
+// implements them gets its device named in the CSV (the memory check's
+// interface is backend.MemoryReporter).
 type (
-	deviceNamer  interface{ DeviceName() string }
-	infoer       interface{ Info() string }
-	memoryReport interface {
-		// MemoryInfo returns free and total device memory in bytes.
-		MemoryInfo() (free, total int64, err error)
-	}
+	deviceNamer interface{ DeviceName() string }
+	infoer      interface{ Info() string }
 )
 
 // Hardware names what the benchmark ran on: the GPU for a device backend
@@ -117,68 +112,6 @@ func BuildType() string {
 	}
 	parts = append(parts, "CGO_ENABLED="+cgo)
 	return strings.Join(append(parts, extra...), " ")
-}
-
-// hostMemory returns the memory this process may still use: the lesser of
-// MemAvailable (physical RAM not in use) and the cgroup's remaining limit.
-func hostMemory() (int64, string) {
-	avail, src := int64(-1), ""
-	if v := meminfo("MemAvailable"); v > 0 {
-		avail, src = v, "MemAvailable"
-	} else if v := meminfo("MemTotal"); v > 0 {
-		avail, src = v, "MemTotal"
-	}
-	if limit := cgroupRemaining(); limit > 0 && (avail < 0 || limit < avail) {
-		avail, src = limit, "cgroup memory.max"
-	}
-	return avail, src
-}
-
-func meminfo(key string) int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return -1
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || k != key {
-			continue
-		}
-		fs := strings.Fields(v)
-		if len(fs) == 0 {
-			return -1
-		}
-		n, err := strconv.ParseInt(fs[0], 10, 64)
-		if err != nil {
-			return -1
-		}
-		if len(fs) > 1 && fs[1] == "kB" {
-			n *= 1024
-		}
-		return n
-	}
-	return -1
-}
-
-func cgroupRemaining() int64 {
-	read := func(p string) int64 {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return -1
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil {
-			return -1 // "max": no limit
-		}
-		return n
-	}
-	limit, used := read("/sys/fs/cgroup/memory.max"), read("/sys/fs/cgroup/memory.current")
-	if limit <= 0 || used < 0 {
-		return -1
-	}
-	return max(limit-used, 0)
 }
 
 // loadAverage is /proc/loadavg's first three fields, or "" elsewhere.

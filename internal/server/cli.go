@@ -31,6 +31,8 @@ type Flags struct {
 	Port                            int
 	Options                         Options
 	ShutdownTimeout                 time.Duration
+	// SkipMemCheck loads even when the memory preflight says no.
+	SkipMemCheck bool
 }
 
 // Register defines the flags on fs.
@@ -59,6 +61,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.ServedModelName, "served-model-name", "", "model id in the API (default: the model directory's name)")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body", DefaultMaxBodyBytes, "largest request body in bytes (413 beyond)")
 	fs.DurationVar(&f.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long running requests may take to finish")
+	fs.BoolVar(&f.SkipMemCheck, "skip-mem-check", false, "load even when the memory estimate (weights + KV cache for --ctx-size x --parallel) says the model will not fit")
 	o.Agent.register(fs)
 }
 
@@ -143,7 +146,8 @@ func (f *Flags) serve(ctx context.Context) error {
 			l, err = app.LoadProfile(app.ProfileOptions{Profile: f.Profile, ProfilesDir: f.ProfilesDir,
 				Tokenizer: f.Tokenizer, Backend: f.Backend, Threads: f.Threads})
 		} else {
-			l, err = app.Load(app.Options{ModelDir: f.Model, Backend: f.Backend, Threads: f.Threads, Quiet: true})
+			l, err = app.Load(app.Options{ModelDir: f.Model, Backend: f.Backend, Threads: f.Threads, Quiet: true,
+				Preflight: f.preflight()})
 		}
 		if err == nil {
 			if err = s.Ready(l); err != nil {

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/mlxcel/mlxcel/internal/app"
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/memplan"
+	"github.com/mlxcel/mlxcel/internal/weights"
+)
+
+// memoryEstimate is inspect's view of the loader's memory preflight.
+type memoryEstimate struct {
+	Backend     string `json:"backend"`
+	WeightBytes int64  `json:"weight_bytes"`
+	KVPerToken  int64  `json:"kv_bytes_per_token"`
+	KVTokens    int    `json:"kv_tokens"`
+	ActBytes    int64  `json:"activation_bytes"`
+	NeedBytes   int64  `json:"need_bytes"` // with the margin
+	FreeBytes   int64  `json:"free_bytes"` // -1: unknown
+	FreeSource  string `json:"free_source,omitempty"`
+	Fits        bool   `json:"fits"`
+	Summary     string `json:"summary"`
+}
+
+// estimateMemory runs the same estimate `mlxcel run` and `serve` check
+// before loading, on the named backend.
+func estimateMemory(dir, backendName string, r memplan.Request) (*memoryEstimate, error) {
+	cfg, err := weights.LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	be, err := backend.New(backendName, backend.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer be.Close()
+	e, ctx := app.Estimate(cfg, dir, be, r)
+	tokens := r.KVTokens(ctx, e.KVPerToken)
+	m := &memoryEstimate{Backend: be.Name(), WeightBytes: e.WeightBytes(), KVPerToken: e.KVPerToken, KVTokens: tokens,
+		ActBytes: e.ActBytes, NeedBytes: int64(float64(e.Need(tokens)) * memplan.Margin), FreeBytes: e.Available,
+		FreeSource: e.Source, Fits: e.Fits(tokens)}
+	m.Summary = fmt.Sprintf("on %s: weights %s + KV %s (%d tokens, --parallel %d) + activations %s = %s with margin",
+		m.Backend, memplan.GiB(m.WeightBytes), memplan.GiB(e.KVPerToken*int64(tokens)), tokens, max(r.Parallel, 1),
+		memplan.GiB(m.ActBytes), memplan.GiB(m.NeedBytes))
+	switch {
+	case e.Available < 0:
+		m.Summary += "; free memory unknown"
+	case m.Fits:
+		m.Summary += fmt.Sprintf("; %s free (%s): fits", memplan.GiB(e.Available), e.Source)
+	default:
+		m.Summary += "\n              " + memplan.Check(e, r, ctx, "the model").Error()
+	}
+	return m, nil
+}

@@ -1,0 +1,28 @@
+package app
+
+import (
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/memplan"
+	"github.com/mlxcel/mlxcel/internal/weights"
+)
+
+// Estimate is the memory estimate of the checkpoint in dir on be for the
+// request's prefill chunk, and the model context it is sized against.
+func Estimate(cfg *weights.Config, dir string, be backend.Backend, r memplan.Request) (memplan.Estimate, int) {
+	chunk := r.PrefillChunk
+	if chunk <= 0 {
+		chunk = 512
+	}
+	ctx := cfg.MaxPosition
+	if ctx <= 0 {
+		ctx = 4096 // model.Model.MaxContext's default
+	}
+	return memplan.New(cfg, be, memplan.CheckpointBytes(dir), chunk), ctx
+}
+
+// Preflight stops a load that the estimate says cannot fit, naming the
+// numbers and what to change.
+func Preflight(cfg *weights.Config, dir string, be backend.Backend, r memplan.Request, name string) error {
+	e, ctx := Estimate(cfg, dir, be, r)
+	return memplan.Check(e, r, ctx, name+" on "+be.Name())
+}

@@ -1,0 +1,149 @@
+// Package memplan predicts the memory a model needs (weights, KV cache,
+// activations) before anything big is allocated, and checks it against
+// what the backend has free, so a model that cannot fit stops with the
+// numbers and what to change instead of failing half way through a load.
+// The benchmarks, the loader's preflight and `mlxcel inspect` share it.
+package memplan
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/model/synthetic"
+	"github.com/mlxcel/mlxcel/internal/tensor"
+	"github.com/mlxcel/mlxcel/internal/weights"
+)
+
+// Estimate is the predicted footprint of a model on one backend.
+type Estimate struct {
+	StoredBytes int64   // weights as stored (packed words + scales + biases)
+	Expansion   float64 // resident bytes per stored byte on this backend (>= 1)
+	KVPerToken  int64   // KV bytes per token of context, all layers
+	ActBytes    int64   // activations of one prefill chunk plus logits
+	Available   int64   // memory the backend may still use; -1 if unknown
+	Source      string  // where Available came from
+}
+
+// WeightBytes is the predicted resident size of the weights.
+func (e Estimate) WeightBytes() int64 { return int64(float64(e.StoredBytes) * e.Expansion) }
+
+// Need is the predicted total for a KV cache of ctx tokens.
+func (e Estimate) Need(ctx int) int64 { return e.WeightBytes() + e.KVPerToken*int64(ctx) + e.ActBytes }
+
+// Margin covers allocator slack, the runtime and the CUDA context.
+const Margin = 1.1
+
+// Fits reports whether ctx tokens fit; with unknown memory it says yes.
+func (e Estimate) Fits(ctx int) bool {
+	return e.Available < 0 || float64(e.Need(ctx))*Margin <= float64(e.Available)
+}
+
+// MaxTokens is how many KV tokens fit beside the weights (0: none).
+func (e Estimate) MaxTokens() int {
+	if e.Available < 0 || e.KVPerToken <= 0 {
+		return -1
+	}
+	room := float64(e.Available)/Margin - float64(e.WeightBytes()+e.ActBytes)
+	return max(0, int(room/float64(e.KVPerToken)))
+}
+
+func (e Estimate) String() string {
+	av := "unknown"
+	if e.Available >= 0 {
+		av = fmt.Sprintf("%s (%s)", GiB(e.Available), e.Source)
+	}
+	return fmt.Sprintf("weights %s stored x%.2f resident = %s, KV %s/token, activations %s, available %s",
+		GiB(e.StoredBytes), e.Expansion, GiB(e.WeightBytes()), KiB(e.KVPerToken), GiB(e.ActBytes), av)
+}
+
+// GiB and KiB format byte counts as the estimates print them.
+func GiB(n int64) string { return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30)) }
+func KiB(n int64) string { return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10)) }
+
+// New builds the Estimate for cfg on be. storedBytes is the planned
+// (synthetic) or on-disk (checkpoint) weight size; chunk the prefill
+// chunk in tokens.
+func New(cfg *weights.Config, be backend.Backend, storedBytes int64, chunk int) Estimate {
+	e := Estimate{StoredBytes: storedBytes, KVPerToken: synthetic.KVBytesPerToken(cfg, backend.KVElemBytes(be))}
+	e.Expansion = probeExpansion(be, cfg)
+	width := 4*cfg.Hidden + 2*max(cfg.Intermediate, cfg.MoEIntermediate*max(cfg.TopK, 1)) + 3*cfg.Heads*max(cfg.HeadDim, cfg.GlobalHeadDim)
+	e.ActBytes = int64(chunk)*int64(width)*4 + int64(cfg.Vocab)*4*2
+	e.Available, e.Source = Available(be)
+	return e
+}
+
+// Available is the memory be may still use and where the figure comes
+// from: the device's free memory when the backend reports it, the host's
+// on the CPU backend, else -1.
+func Available(be backend.Backend) (int64, string) {
+	if m, ok := be.(backend.MemoryReporter); ok {
+		if free, _, err := m.MemoryInfo(); err == nil {
+			return free, be.Name() + " free memory"
+		}
+	}
+	if be.Name() == "cpu" {
+		return HostMemory()
+	}
+	return -1, ""
+}
+
+// probeExpansion measures how many bytes the backend keeps on the Go heap
+// per stored byte by uploading one small quantized weight: a backend that
+// dequantizes at load holds several times the checkpoint size, one that
+// multiplies packed weights in place holds about 1x. A device backend's
+// memory is not on the Go heap, so the probe reads ~0 there and the
+// factor stays 1.
+func probeExpansion(be backend.Backend, cfg *weights.Config) float64 {
+	bits, group := 4, 64
+	if cfg.Quant.Default != nil {
+		bits, group = cfg.Quant.Default.Bits, cfg.Quant.Default.GroupSize
+	}
+	const out, in = 512, 2048
+	stored := int64(out*in*bits/8 + 2*2*out*in/group)
+	if cfg.Quant.Default == nil {
+		stored = int64(out * in * 2) // bf16 dense
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	w, err := uploadProbe(be, out, in, bits, group, cfg.Quant.Default != nil)
+	if err != nil {
+		return 1
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(w)
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	return max(1, float64(grown)/float64(stored))
+}
+
+// uploadProbe builds the probe on the host and uploads it; the host copy
+// is garbage once this returns, so only what the backend kept is counted.
+func uploadProbe(be backend.Backend, out, in, bits, group int, quantized bool) (backend.Weight, error) {
+	h := &tensor.Host{Name: "memplan.probe", Shape: []int{out, in}, DType: tensor.BF16, Data: make([]byte, out*in*2)}
+	if quantized {
+		h.DType = tensor.U32
+		h.Data = make([]byte, out*in*bits/8)
+		h.Quant = &tensor.Quant{Bits: bits, GroupSize: group, ScaleDType: tensor.BF16,
+			Scales: make([]byte, 2*out*in/group), Biases: make([]byte, 2*out*in/group)}
+	}
+	return be.UploadWeight(h)
+}
+
+// CheckpointBytes is the size of a model folder's safetensors files.
+func CheckpointBytes(dir string) int64 {
+	paths, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	var n int64
+	for _, p := range paths {
+		if filepath.Base(p) == "reference.safetensors" {
+			continue // test fixtures' reference outputs, not weights
+		}
+		if st, err := os.Stat(p); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
+}
