@@ -141,7 +141,10 @@ func TestStreamWriteStall(t *testing.T) {
 	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	// Never read. The engine must let the request go and the handler end.
 	waitFor(t, func() bool { return counterValue(t, s.metrics.writeStalls) == 1 })
-	waitFor(t, func() bool { st := srv.Engine().Stats(); return st.Running == 0 && st.Waiting == 0 && s.InFlight() == 0 })
+	waitFor(t, func() bool {
+		st := srv.Engine().Stats()
+		return st.Running == 0 && st.Waiting == 0 && s.InFlight() == 0
+	})
 	if st := srv.Engine().Stats(); st.KVUsage != 0 {
 		t.Errorf("KV usage %v after the stalled stream was cut", st.KVUsage)
 	}
@@ -289,8 +292,8 @@ func TestOrigins(t *testing.T) {
 			t.Errorf("Origin %q: %v", tc.origin, body)
 		}
 	}
-	any := startServer(t, l, Options{AllowedOrigins: []string{"*"}})
-	if code, _ := any.post(t, "/v1/completions", `{"prompt":"Once","max_tokens":1}`, "Origin", "http://evil.example"); code != 200 {
+	anyOrigin := startServer(t, l, Options{AllowedOrigins: []string{"*"}})
+	if code, _ := anyOrigin.post(t, "/v1/completions", `{"prompt":"Once","max_tokens":1}`, "Origin", "http://evil.example"); code != 200 {
 		t.Errorf("--allowed-origins '*': %d", code)
 	}
 	hosts := startServer(t, l, Options{AllowedHosts: []string{"localhost"}})
