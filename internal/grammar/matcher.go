@@ -144,3 +144,10 @@ func (m *Matcher) Accept(id int32) error {
 	m.t.prefetch(s)
 	return nil
 }
+
+// Clone is an independent matcher at the same point (one per choice of a
+// request that asks for several).
+func (m *Matcher) Clone() *Matcher {
+	c := *m
+	return &c
+}

@@ -24,6 +24,8 @@ type chatRequest struct {
 	Tools             json.RawMessage `json:"tools"`
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	// ResponseFormat is enforced by constrained decoding (constraint.go).
+	ResponseFormat json.RawMessage `json:"response_format"`
 	// ChatTemplateKwargs are template variables (as in vLLM);
 	// reasoning_effort and enable_thinking map onto the ones the template
 	// reads (templateKwargs).
@@ -104,9 +106,6 @@ func (req *chatRequest) prompt(m *served) (ids []int32, text string, e *apiError
 		}
 		msgs = append(msgs, msg)
 		texts = append(texts, text)
-	}
-	if m.templateErr != nil {
-		return nil, "", templateLoadError(m.templateErr)
 	}
 	if m.template == nil {
 		if !m.plainChat {

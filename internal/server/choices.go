@@ -61,7 +61,7 @@ func newChatJob(m *served, req *chatRequest) (*chatJob, *apiError) {
 		return nil, e
 	}
 	greq.NeedLogprob = wantLP
-	if e := constrainToolChoice(&greq, m.agent.toolParser, choice, tools); e != nil {
+	if e := m.constrain(&greq, req.ResponseFormat, choice, tools); e != nil { // constraint.go
 		return nil, e
 	}
 	j := &chatJob{m: m, req: req, greq: greq, n: 1, wantLP: wantLP, tools: tools, choice: choice,
@@ -92,6 +92,7 @@ func (j *chatJob) newAnswer() *answer {
 // seed+i, so n seeded choices differ and still repeat.
 func (j *chatJob) choiceRequest(i int) generate.Request {
 	r := j.greq
+	r.Constraint = cloneConstraint(r.Constraint) // each choice its own matcher
 	if i > 0 && r.Params.Seed != nil {
 		s := *r.Params.Seed + uint64(i)
 		r.Params.Seed = &s

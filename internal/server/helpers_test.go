@@ -59,9 +59,7 @@ func startServer(t testing.TB, l *app.Loaded, o Options) *testServer {
 			t.Fatal(err)
 		}
 	}
-	ts := httptest.NewUnstartedServer(nil)
-	ts.Listener = s.HTTPServer(ts.Config, ts.Listener)
-	ts.Start()
+	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(func() {
 		// Stopping the engine first ends anything still generating, so
 		// the listener's Close does not wait on it.

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/mlxcel/mlxcel/internal/chat"
-	"github.com/mlxcel/mlxcel/internal/generate"
 )
 
 // toolDef is one function of a request's "tools".
@@ -96,16 +95,6 @@ func parseToolChoice(raw json.RawMessage, tools []toolDef) (toolChoice, *apiErro
 		return toolChoice{}, badRequest("tool_choice", "tool_choice names the function %q, which is not among 'tools'.", named.Function.Name)
 	}
 	return toolChoice{mode: "function", name: named.Function.Name}, nil
-}
-
-// constrainToolChoice is where tool_choice "required" and a named
-// function become constraints on decoding: the family's call syntax
-// around the tool's argument schema (issue 22, item 2). Until the
-// grammar-constrained sampler lands it leaves greq as it is, and the
-// answer is parsed like an "auto" one.
-func constrainToolChoice(greq *generate.Request, parser string, choice toolChoice, tools []toolDef) *apiError {
-	_, _, _, _ = greq, parser, choice, tools
-	return nil
 }
 
 // historyToolCalls reads an assistant message's tool_calls for the

@@ -1,0 +1,176 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/mlxcel/mlxcel/internal/engine"
+	"github.com/mlxcel/mlxcel/internal/generate"
+	"github.com/mlxcel/mlxcel/internal/grammar"
+	"github.com/mlxcel/mlxcel/internal/tokenizer"
+)
+
+// Constrained decoding (docs/constrained-decoding.md): response_format
+// json_object / json_schema and forced tool calls become a
+// grammar.Matcher on the engine request.
+
+// responseFormat is OpenAI's response_format.
+type responseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	} `json:"json_schema"`
+}
+
+// maxCachedGrammars bounds the compiled grammars kept per model.
+const maxCachedGrammars = 64
+
+// grammars caches, per tokenizer and vocabulary width, the vocabulary
+// layout and the compiled token tables by their source, so a schema sent
+// again reuses its cached masks. It lives beside the served model rather
+// than in it.
+type grammars struct {
+	once  sync.Once
+	vocab *grammar.Vocab
+	mu    sync.Mutex
+	table map[string]*grammar.TokenTable
+}
+
+var grammarCaches sync.Map // grammarKey -> *grammars
+
+type grammarKey struct {
+	tok   *tokenizer.Tokenizer
+	vocab int
+}
+
+func (m *served) grammars() *grammars {
+	k := grammarKey{m.tok, m.vocab}
+	g, _ := grammarCaches.LoadOrStore(k, &grammars{table: map[string]*grammar.TokenTable{}})
+	gs := g.(*grammars)
+	gs.once.Do(func() { gs.vocab = grammar.NewVocab(m.tok, m.vocab) })
+	return gs
+}
+
+// tableFor returns the token table cached under key, compiling it with
+// compile on a miss.
+func (gs *grammars) tableFor(key string, compile func() (*grammar.Grammar, error)) (*grammar.TokenTable, error) {
+	gs.mu.Lock()
+	t, ok := gs.table[key]
+	gs.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	g, err := compile()
+	if err != nil {
+		return nil, err
+	}
+	t = grammar.NewTokenTable(g, gs.vocab)
+	gs.mu.Lock()
+	if len(gs.table) >= maxCachedGrammars {
+		for k := range gs.table { // evict one at random: a bound, not a policy
+			delete(gs.table, k)
+			break
+		}
+	}
+	gs.table[key] = t
+	gs.mu.Unlock()
+	return t, nil
+}
+
+// responseFormatConstraint reads response_format: nil for none or text,
+// a matcher for json_object and json_schema (strict or not: the schema
+// is enforced either way), a 400 naming the parameter otherwise.
+func (m *served) responseFormatConstraint(raw json.RawMessage) (engine.Constraint, *apiError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var rf responseFormat
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&rf); err != nil {
+		return nil, badRequest("response_format", "'response_format' must be an object with a 'type': %v", err)
+	}
+	var key string
+	var compile func() (*grammar.Grammar, error)
+	switch rf.Type {
+	case "text":
+		return nil, nil
+	case "json_object":
+		key = "json_object"
+		compile = func() (*grammar.Grammar, error) { return grammar.JSONObject(grammar.Options{}) }
+	case "json_schema":
+		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 || string(rf.JSONSchema.Schema) == "null" {
+			return nil, badRequest("response_format.json_schema.schema", "response_format of type 'json_schema' needs 'json_schema.schema'.")
+		}
+		schema := rf.JSONSchema.Schema
+		key = "schema:" + string(schema)
+		compile = func() (*grammar.Grammar, error) { return grammar.CompileSchema(schema, grammar.Options{}) }
+	default:
+		return nil, badRequest("response_format.type", "Unknown response_format type %q; expected 'text', 'json_object' or 'json_schema'.", rf.Type)
+	}
+	t, err := m.grammars().tableFor(key, compile)
+	if err != nil {
+		return nil, badRequest("response_format.json_schema.schema", "The schema cannot be enforced: %v", err)
+	}
+	return t.NewMatcher(m.stopIDs), nil
+}
+
+// forcedToolCall is the constraint of tool_choice "required" (tools: all
+// the request's tools) or of a named function (tools: just it): one call
+// in the call syntax of parser (a toolcall parser name), its arguments
+// constrained by the tool's parameter schema.
+func (m *served) forcedToolCall(parser string, tools []grammar.Tool) (engine.Constraint, *apiError) {
+	var key strings.Builder
+	key.WriteString("tool:" + parser)
+	for _, t := range tools {
+		fmt.Fprintf(&key, "\x00%s\x00%s", t.Name, t.Parameters)
+	}
+	t, err := m.grammars().tableFor(key.String(), func() (*grammar.Grammar, error) {
+		return grammar.ToolCall(parser, tools, grammar.Options{})
+	})
+	if err != nil {
+		return nil, badRequest("tool_choice", "The forced tool call cannot be enforced: %v", err)
+	}
+	return t.NewMatcher(m.stopIDs), nil
+}
+
+// cloneConstraint gives each choice of an n > 1 request its own matcher:
+// a matcher follows one sequence.
+func cloneConstraint(c engine.Constraint) engine.Constraint {
+	if m, ok := c.(*grammar.Matcher); ok {
+		return m.Clone()
+	}
+	return c
+}
+
+// constrain sets greq's constraint: a forced tool call for tool_choice
+// "required" or a named function (in the model's call syntax), else the
+// response_format's JSON, else none.
+func (m *served) constrain(greq *generate.Request, responseFormat json.RawMessage, choice toolChoice, tools []toolDef) *apiError {
+	var forced []grammar.Tool
+	for _, t := range tools {
+		if choice.mode == "required" || (choice.mode == "function" && choice.name == t.Name) {
+			forced = append(forced, grammar.Tool{Name: t.Name, Parameters: t.Parameters})
+		}
+	}
+	c, e := m.responseFormatConstraint(responseFormat)
+	if e != nil {
+		return e
+	}
+	if len(forced) > 0 {
+		if m.agent.toolParser == "" {
+			return badRequest("tool_choice", "tool_choice %q needs the model's tool-call syntax, which is unknown for %s (set --tool-call-parser).", choice.mode, m.name)
+		}
+		if c, e = m.forcedToolCall(m.agent.toolParser, forced); e != nil {
+			return e
+		}
+	}
+	if c != nil {
+		greq.Constraint = c
+	}
+	return nil
+}
