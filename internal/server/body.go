@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -23,15 +24,21 @@ func tooLarge(limit int64) *apiError {
 // readJSON reads and decodes a request body into v, mapping every failure
 // to the 4xx a client can act on.
 func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiError {
-	// A declared length over the limit is refused before reading a byte.
+	// A declared length over the limit is refused before reading a byte
+	// (and the connection closed rather than the body drained).
 	if r.ContentLength > limit {
+		closeAfterAnswer(w)
 		return tooLarge(limit)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readBody(w, r, limit)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			return tooLarge(limit)
+		case isTimeout(err):
+			closeAfterAnswer(w)
+			return stalledBodyError()
 		}
 		return badRequest("", "reading the request body: %v", err)
 	}
@@ -40,13 +47,38 @@ func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiEr
 	if !utf8.Valid(body) {
 		return badRequest("", "The request body is not valid UTF-8.")
 	}
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("", "The request body is empty; expected a JSON object.")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return jsonError(err)
 	}
 	return nil
+}
+
+// readBody reads the whole body into one buffer of the declared length
+// (io.ReadAll would grow it by doubling: twice the memory, and copies).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	if r.ContentLength <= 0 {
+		return io.ReadAll(rd)
+	}
+	// One byte more than declared, so that io.ReadFull sees the end.
+	buf := make([]byte, r.ContentLength+1)
+	n, err := io.ReadFull(rd, buf)
+	switch err {
+	case io.ErrUnexpectedEOF, io.EOF:
+		if int64(n) == r.ContentLength {
+			return buf[:n], nil
+		}
+		return nil, err
+	case nil:
+		// More than declared: net/http does not allow that; read on to
+		// get its error.
+		_, err = rd.Read(buf[:1])
+		return nil, err
+	}
+	return nil, err
 }
 
 // jsonError names the field a type error is about, so clients get

@@ -107,6 +107,9 @@ func (req *chatRequest) prompt(m *served) (ids []int32, text string, e *apiError
 		msgs = append(msgs, msg)
 		texts = append(texts, text)
 	}
+	if m.templateErr != nil {
+		return nil, "", templateLoadError(m.templateErr)
+	}
 	if m.template == nil {
 		if !m.plainChat {
 			return nil, "", badRequest("messages", "The model %s has no chat template (chat_template.jinja or tokenizer_config.json), "+

@@ -33,6 +33,9 @@ type Flags struct {
 	ShutdownTimeout                 time.Duration
 	// SkipMemCheck loads even when the memory preflight says no.
 	SkipMemCheck bool
+	// AllowedOrigins and AllowedHosts are the comma-separated flag values
+	// (Options carries them split).
+	AllowedOrigins, AllowedHosts string
 }
 
 // Register defines the flags on fs.
@@ -63,6 +66,9 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long running requests may take to finish")
 	fs.BoolVar(&f.SkipMemCheck, "skip-mem-check", false, "load even when the memory estimate (weights + KV cache for --ctx-size x --parallel) says the model will not fit")
 	o.Agent.register(fs)
+	fs.IntVar(&o.MaxConns, "max-conns", DefaultMaxConns, "open connections served; past it idle ones are closed, then only /health is answered")
+	fs.StringVar(&f.AllowedOrigins, "allowed-origins", "", "comma-separated web origins allowed besides the server's own ('*': any); other browser requests get 403")
+	fs.StringVar(&f.AllowedHosts, "allowed-hosts", "", "comma-separated Host names served (default: any); against DNS rebinding")
 }
 
 func (f *Flags) check() error {
@@ -104,14 +110,19 @@ func Main(name string, args []string, stderr io.Writer) error {
 	if err := f.check(); err != nil {
 		return err
 	}
+	f.resolve()
 	f.Options.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	if f.Profile != "" {
 		// Synthetic models have no chat template; chat requests use the
 		// plain fallback (docs/server.md).
 		f.Options.PlainChat = true
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go watchSignals(sigs, cancel, func() { os.Exit(1) }, f.Options.Logger)
 	return f.serve(ctx)
 }
 
@@ -124,12 +135,8 @@ func (f *Flags) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		// No write timeout: a stream lasts as long as its generation.
-	}
+	hs := &http.Server{}
+	ln = s.HTTPServer(hs, ln)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	log.Info("listening", "addr", "http://"+ln.Addr().String(), "auth", f.Options.APIKey != "")
@@ -183,24 +190,5 @@ func (f *Flags) serve(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "grace", f.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), f.ShutdownTimeout)
-	defer cancel()
-	err = hs.Shutdown(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		// Stopping the engine ends what still runs after the grace
-		// period: those handlers send their clients an error and return,
-		// which the second Shutdown waits for.
-		log.Warn("grace period over: stopping running requests")
-		s.Close()
-		fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer fcancel()
-		if hs.Shutdown(fctx) != nil {
-			hs.Close()
-		}
-		err = nil
-	}
-	s.Close()
-	log.Info("stopped")
-	return err
+	return shutdown(hs, s, f.ShutdownTimeout, log)
 }

@@ -122,12 +122,20 @@ func paramError(err error) *apiError {
 	return badRequest("", "%v", err)
 }
 
-// templateError: a template that raises rejects the conversation (the
-// client's fault); any other render failure is the model's template.
+// templateError: a template that raises rejects the conversation; any
+// other render failure is still a 400 with the template's message: the
+// conversation is what the template cannot handle (a null content it
+// does not expect, say), and a 5xx would only make SDKs retry it.
 func templateError(err error) *apiError {
 	var re *chat.RaiseError
 	if errors.As(err, &re) {
 		return badRequest("messages", "%s", re.Message)
 	}
-	return serverError("rendering the chat template: %v", err)
+	return badRequest("messages", "The model's chat template failed on this conversation: %v", err)
+}
+
+// templateLoadError: the model's template did not parse at load.
+func templateLoadError(err error) *apiError {
+	return badRequest("messages", "The model's chat template failed to load, so it cannot take chat requests "+
+		"(/v1/completions still works): %v", err)
 }

@@ -59,7 +59,9 @@ func startServer(t testing.TB, l *app.Loaded, o Options) *testServer {
 			t.Fatal(err)
 		}
 	}
-	ts := httptest.NewServer(s.Handler())
+	ts := httptest.NewUnstartedServer(nil)
+	ts.Listener = s.HTTPServer(ts.Config, ts.Listener)
+	ts.Start()
 	t.Cleanup(func() {
 		// Stopping the engine first ends anything still generating, so
 		// the listener's Close does not wait on it.

@@ -31,6 +31,10 @@ type metrics struct {
 	promptTokens prometheus.Counter
 	genTokens    prometheus.Counter
 	cacheInfo    *prometheus.GaugeVec
+	// writeStalls counts streams cut because the client stopped reading;
+	// nonFinite requests failed by NaN or Inf logits.
+	writeStalls prometheus.Counter
+	nonFinite   prometheus.Counter
 }
 
 // Bucket boundaries. The TTFT and decode-rate ones are part of the
@@ -73,6 +77,8 @@ func newMetrics(stats func() (engine.Stats, bool)) *metrics {
 		}, []string{"outcome"}),
 		promptTokens: counter("mlxcel_prompt_tokens_total", "Prompt tokens of finished requests."),
 		genTokens:    counter("mlxcel_generation_tokens_total", "Generated tokens of finished requests."),
+		writeStalls:  counter("mlxcel_write_stalls_total", "Responses cut because the client stopped reading for the stall timeout (their requests cancelled)."),
+		nonFinite:    counter("mlxcel_nonfinite_logits_total", "Requests failed because the model produced NaN or infinite logits."),
 		cacheInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mlxcel_cache_config_info",
 			Help: "KV cache configuration as labels (value 1), like vllm:cache_config_info.",

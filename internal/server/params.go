@@ -152,7 +152,7 @@ func (f *commonFields) request(m *served, prompt []int32, promptParam string, ma
 	if len(prompt) >= ctx {
 		return generate.Request{}, badRequest(promptParam, "This model's maximum context length is %d tokens, but the prompt has %d tokens.", ctx, len(prompt))
 	}
-	if len(prompt)+mt > ctx {
+	if mt > ctx-len(prompt) { // not len+mt: max_tokens near 2^63 would overflow
 		return generate.Request{}, badRequest("max_tokens",
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d for the completion).",
 			ctx, len(prompt)+mt, len(prompt), mt)

@@ -69,7 +69,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusNotFound, typ: typeNotFound, msg: "No endpoint " + r.URL.Path + "."})
 	})
-	return s.logRequests(s.auth(mux))
+	return s.logRequests(s.guard(s.cors(s.auth(mux))))
 }
 
 // auth requires the API key on everything but /health and /metrics, which
@@ -90,7 +90,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		got := sha256.Sum256([]byte(strings.TrimSpace(key)))
 		if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mlxcel"`)
-			writeError(w, &apiError{status: http.StatusUnauthorized, typ: typeAuth, code: "invalid_api_key",
+			s.refuse(w, &apiError{status: http.StatusUnauthorized, typ: typeAuth, code: "invalid_api_key",
 				msg: "Incorrect or missing API key: send it as 'Authorization: Bearer <key>'."})
 			return
 		}
@@ -127,6 +127,9 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
+		if sw.status == 0 && r.Context().Err() != nil {
+			sw.status = 499 // the client went away before an answer (nginx's code)
+		}
 		if r.URL.Path == "/health" || r.URL.Path == "/metrics" {
 			return // probes and scrapes would drown the log
 		}
@@ -136,11 +139,18 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	if s.model() == nil {
-		writeError(w, loadingError())
-		return
+	if overflowConn(r.Context()) {
+		w.Header().Set("Connection", "close")
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	switch {
+	case s.draining.Load():
+		w.Header().Set("Connection", "close")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+	case s.model() == nil:
+		writeError(w, loadingError())
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}
 }
 
 type modelInfo struct {

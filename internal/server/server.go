@@ -65,6 +65,21 @@ type Options struct {
 	// Logger receives one line per request and the server's events
 	// (default: discard).
 	Logger *slog.Logger
+
+	// Limits against hostile clients (limits.go, conns.go, origin.go).
+	// StallTimeout: a body read or response write without progress for
+	// this long closes the connection (default DefaultStallTimeout).
+	// MaxConns caps open connections (default DefaultMaxConns).
+	// BodyBudget bounds the bytes of request bodies in flight (default
+	// DefaultBodyBudget).
+	StallTimeout time.Duration
+	MaxConns     int
+	BodyBudget   int64
+	// AllowedOrigins are the web origins (besides the server's own) whose
+	// browser requests are served; "*" allows any. AllowedHosts, when
+	// set, are the only Host header names served.
+	AllowedOrigins []string
+	AllowedHosts   []string
 }
 
 // Server serves one model. Create it with New, serve Handler, then call
@@ -78,21 +93,28 @@ type Server struct {
 	mu     sync.Mutex             // serialises Ready and Close
 	state  atomic.Pointer[served] // nil while loading
 	closed bool
+
+	drainState
+	budget byteBudget
+	conns  *connLimiter
 }
 
 // served is the loaded model and its engine: everything a request needs.
 type served struct {
-	name      string
-	created   int64
-	loaded    *app.Loaded
-	eng       *engine.Engine
-	tok       *tokenizer.Tokenizer
-	template  *chat.Template
-	plainChat bool
-	stopIDs   []int32
-	vocab     int
-	texts     *tokenTexts
-	agent     agentModel
+	name     string
+	created  int64
+	loaded   *app.Loaded
+	eng      *engine.Engine
+	tok      *tokenizer.Tokenizer
+	template *chat.Template
+	// templateErr is why the model's template failed to load: chat
+	// requests get a 400 naming it, completions still work.
+	templateErr error
+	plainChat   bool
+	stopIDs     []int32
+	vocab       int
+	texts       *tokenTexts
+	agent       agentModel
 }
 
 // New makes a server in the loading state: /health answers 503 and the
@@ -101,11 +123,21 @@ func New(o Options) *Server {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = DefaultStallTimeout
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.BodyBudget <= 0 {
+		o.BodyBudget = max(DefaultBodyBudget, o.MaxBodyBytes)
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{opts: o, log: log}
+	s := &Server{opts: o, log: log, conns: newConnLimiter(o.MaxConns)}
+	s.budget.limit = o.BodyBudget
 	s.metrics = newMetrics(s.stats)
 	s.handler = s.routes()
 	return s
@@ -148,11 +180,17 @@ func (s *Server) Ready(l *app.Loaded) error {
 		eng:       eng,
 		tok:       l.Tokenizer,
 		template:  tmpl,
-		plainChat: tmpl == nil && (s.opts.PlainChat || hasStoriesTokenizer(l.Dir)),
+		plainChat: tmpl == nil && l.TemplateErr == nil && (s.opts.PlainChat || hasStoriesTokenizer(l.Dir)),
 		stopIDs:   l.StopIDs,
 		vocab:     l.Model.Vocab(),
 		texts:     newTokenTexts(l.Tokenizer),
 		agent:     agent,
+	}
+	if tmpl == nil {
+		m.templateErr = l.TemplateErr // --chat-template replaces a broken one
+	}
+	for _, w := range l.Warnings {
+		s.log.Warn("model load: " + w)
 	}
 	s.metrics.setCacheInfo(eng.Config())
 	eng.Start()

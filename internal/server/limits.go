@@ -1,0 +1,160 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// Limits against hostile or broken clients: progress deadlines on request
+// bodies and response writes, and a byte budget for the bodies in flight.
+// Whole-request timeouts do not fit a server whose streams last as long as
+// their generation; a deadline that moves with each successful read or
+// write cuts only the peers that stopped.
+const (
+	// DefaultStallTimeout is how long a body read or a response write may
+	// make no progress before the connection is closed.
+	DefaultStallTimeout = 60 * time.Second
+	// DefaultBodyBudget bounds the bytes of request bodies being read and
+	// decoded at once; beyond it requests get 503 with Retry-After.
+	DefaultBodyBudget = 8 * DefaultMaxBodyBytes
+	// freeAfterBytes: a request whose body was at least this large hands
+	// its memory back to the OS when no other large body is in flight.
+	freeAfterBytes = 1 << 20
+)
+
+// deadlineWriter sets the connection's write deadline before every write
+// and flush, so a client that stops reading is cut after StallTimeout
+// while one that keeps reading streams for as long as it likes.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc       *http.ResponseController
+	timeout  time.Duration
+	onStall  func()
+	stalled  bool
+	deadline time.Time
+}
+
+func newDeadlineWriter(w http.ResponseWriter, timeout time.Duration, onStall func()) *deadlineWriter {
+	return &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: timeout, onStall: onStall}
+}
+
+func (w *deadlineWriter) extend() {
+	// Moving the deadline costs a runtime call; skip it while the last one
+	// still leaves most of the timeout (tokens are written every few ms).
+	now := time.Now()
+	if w.deadline.Sub(now) > w.timeout-w.timeout/8 {
+		return
+	}
+	w.deadline = now.Add(w.timeout)
+	w.rc.SetWriteDeadline(w.deadline)
+}
+
+func (w *deadlineWriter) check(err error) error {
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !w.stalled {
+		w.stalled = true
+		if w.onStall != nil {
+			w.onStall()
+		}
+	}
+	return err
+}
+
+func (w *deadlineWriter) Write(b []byte) (int, error) {
+	w.extend()
+	n, err := w.ResponseWriter.Write(b)
+	return n, w.check(err)
+}
+
+// FlushError is what http.ResponseController.Flush calls.
+func (w *deadlineWriter) FlushError() error {
+	w.extend()
+	return w.check(w.rc.Flush())
+}
+
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// progressBody moves the connection's read deadline forward on every read
+// that returns data. At the end of the body (or an error) the deadline is
+// cleared: net/http then reads in the background to notice a client that
+// disconnects, and a deadline left behind would end that read, and with
+// it the request's context, in the middle of a generation.
+type progressBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+	ended   bool
+}
+
+func (b *progressBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF && !b.ended:
+		b.ended = true
+		b.rc.SetReadDeadline(time.Time{})
+	case err != nil:
+		// The connection will not be reused: net/http's closing read of
+		// the rest must not wait for a client that stopped.
+		b.ended = true
+		b.rc.SetReadDeadline(time.Now())
+	case n > 0:
+		b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	}
+	return n, err
+}
+
+// isTimeout reports a body read cut by its deadline.
+func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+
+// byteBudget is a counting semaphore of bytes.
+type byteBudget struct {
+	mu          sync.Mutex
+	used, limit int64
+}
+
+// take reserves n bytes, or reports that they do not fit.
+func (b *byteBudget) take(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.limit {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+// give returns n bytes and reports what remains in use.
+func (b *byteBudget) give(n int64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	return b.used
+}
+
+func (b *byteBudget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// bodyReservation is what a request with a body holds of the budget: its
+// declared length, or the whole --max-body when it is sent chunked.
+func bodyReservation(r *http.Request, maxBody int64) int64 {
+	if r.ContentLength >= 0 {
+		return min(r.ContentLength, maxBody)
+	}
+	return maxBody
+}
+
+func busyError() *apiError {
+	return &apiError{status: http.StatusServiceUnavailable, typ: typeUnavailable, code: "server_busy", retryAfter: 1,
+		msg: "The server is reading too many large request bodies at once. Retry later."}
+}
+
+func stalledBodyError() *apiError {
+	return &apiError{status: http.StatusRequestTimeout, typ: typeInvalid, code: "request_timeout",
+		msg: "The request body stopped arriving."}
+}
