@@ -187,3 +187,53 @@ func TestResponseFormatErrors(t *testing.T) {
 		t.Fatalf("text: status %d %v", code, body)
 	}
 }
+
+// TestToolChoiceForcedSampled: with tool_choice "required" or a named
+// function, stories260k at temperature 1 (Hermes syntax forced with
+// --tool-call-parser) always answers with a parsed call of an offered
+// tool whose arguments validate against its parameters.
+func TestToolChoiceForcedSampled(t *testing.T) {
+	s := startServer(t, loadModel(t, ""), Options{Agent: AgentOptions{ToolCallParser: "hermes"}})
+	weather := `{"type":"object","properties":{"city":{"type":"string","maxLength":10},"unit":{"enum":["c","f"]}},"required":["city","unit"]}`
+	count := `{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":9}},"required":["n"]}`
+	refs := map[string]*jsonschema.Schema{"get_weather": compileReference(t, weather), "count": compileReference(t, count)}
+	tool := func(name, params string) map[string]any {
+		return map[string]any{"type": "function", "function": map[string]any{"name": name, "parameters": json.RawMessage(params)}}
+	}
+	tools := []any{tool("get_weather", weather), tool("count", count)}
+	for seed := range 6 {
+		choice := any("required")
+		if seed >= 3 {
+			choice = map[string]any{"type": "function", "function": map[string]any{"name": "count"}}
+		}
+		code, body := s.post(t, "/v1/chat/completions", map[string]any{
+			"messages": []map[string]any{{"role": "user", "content": "Weather?"}}, "max_tokens": 200,
+			"temperature": 1, "seed": seed, "tools": tools, "tool_choice": choice,
+		})
+		if code != 200 {
+			t.Fatalf("status %d: %v", code, body)
+		}
+		ch := body["choices"].([]any)[0].(map[string]any)
+		calls, _ := ch["message"].(map[string]any)["tool_calls"].([]any)
+		if ch["finish_reason"] != "tool_calls" || len(calls) != 1 {
+			t.Fatalf("seed %d: finish %v, message %v", seed, ch["finish_reason"], ch["message"])
+		}
+		fn := calls[0].(map[string]any)["function"].(map[string]any)
+		name, args := fn["name"].(string), fn["arguments"].(string)
+		ref := refs[name]
+		if ref == nil || (seed >= 3 && name != "count") {
+			t.Fatalf("seed %d: called %q", seed, name)
+		}
+		if err := validates(ref, args); err != nil {
+			t.Fatalf("seed %d: %s arguments %s do not validate: %v", seed, name, args, err)
+		}
+		t.Logf("seed %d: %s(%s)", seed, name, args)
+	}
+	code, body := s.post(t, "/v1/chat/completions", map[string]any{
+		"messages": []map[string]any{{"role": "user", "content": "Hi"}}, "max_tokens": 5,
+		"tools": []any{tool("bad", `{"type":"object","properties":{"x":{"not":{}}}}`)}, "tool_choice": "required",
+	})
+	if e := errorOf(t, body); code != 400 || e["param"] != "tool_choice" {
+		t.Fatalf("an unenforceable tool schema: status %d %v", code, body)
+	}
+}
