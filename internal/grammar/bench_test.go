@@ -2,6 +2,8 @@ package grammar
 
 import (
 	"testing"
+
+	"github.com/mlxcel/mlxcel/internal/sample"
 )
 
 // benchDoc tokenizes personDoc with the Llama 3 tokenizer (128256 tokens).
@@ -88,5 +90,26 @@ func BenchmarkCompileSchema(b *testing.B) {
 		if _, err := CompileSchema([]byte(personSchema), Options{}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkMaskApply is the per-token work on the sampling path of a
+// constrained sequence at steady state: the cached mask copied and
+// applied to a 128256-logit row (sample.ApplyMask), inside a string
+// (where the mask allows most of the vocabulary, the slowest case).
+func BenchmarkMaskApply(b *testing.B) {
+	g, v, _, eos := benchSetup(b)
+	tt := NewTokenTable(g, v)
+	m := tt.NewMatcher([]int32{eos})
+	for _, c := range []byte(`{"name": "Ad`) {
+		m.state = g.d.next(m.state, c)
+	}
+	mask := make([]uint64, v.Words())
+	logits := make([]float32, v.Size())
+	for b.Loop() {
+		if err := m.Mask(mask); err != nil {
+			b.Fatal(err)
+		}
+		sample.ApplyMask(logits, mask)
 	}
 }

@@ -1,6 +1,9 @@
 package sample
 
-import "math"
+import (
+	"math"
+	"math/bits"
+)
 
 // ApplyMask sets to -Inf the logits of the tokens whose bit is clear in
 // allowed (bit id%64 of allowed[id/64]; ids past the mask are cleared):
@@ -25,8 +28,9 @@ func ApplyMask(logits []float32, allowed []uint64) {
 			}
 			continue
 		}
-		for i := lo; i < hi; i++ {
-			if x&(1<<(i-lo)) == 0 {
+		// Visit only the cleared bits: inside a string nearly all are set.
+		for z := ^x; z != 0; z &= z - 1 {
+			if i := lo + bits.TrailingZeros64(z); i < hi {
 				logits[i] = negInf
 			}
 		}
