@@ -2,7 +2,9 @@ package grammar
 
 import (
 	"bytes"
+	"runtime"
 	"slices"
+	"sync"
 )
 
 // TokenSource is what the matcher needs of a tokenizer
@@ -31,8 +33,11 @@ type Vocab struct {
 	// dies at byte d skips every token under that node.
 	skipOff []uint32
 	skip    []uint32
-	maxLen  int
-	byID    [][]byte // bytes by id, nil for tokens never allowed
+	parts   []int // bounds of the ranges walked in parallel (first-byte boundaries)
+	// firstCount[b] is the number of tokens starting with byte b.
+	firstCount [256]int
+	maxLen     int
+	byID       [][]byte // bytes by id, nil for tokens never allowed
 }
 
 // NewVocab reads src's tokens; size is the model's vocabulary (logits
@@ -60,11 +65,39 @@ func NewVocab(src TokenSource, size int) *Vocab {
 		v.data = append(v.data, b...)
 		v.lcp[i] = uint16(min(commonPrefix(prev, b), 0xFFFF))
 		v.maxLen = max(v.maxLen, len(b))
+		v.firstCount[b[0]]++
 		prev = b
 	}
 	v.off = append(v.off, uint32(len(v.data)))
 	v.buildSkips()
+	v.parts = splitParts(v.lcp, min(runtime.GOMAXPROCS(0), maxMaskWorkers), minPartTokens)
 	return v
+}
+
+// Parallel mask walks: at most maxMaskWorkers goroutines, each over at
+// least minPartTokens tokens (below that a goroutine costs more than the
+// walk it saves).
+const (
+	maxMaskWorkers = 8
+	minPartTokens  = 16384
+)
+
+// splitParts cuts 0..len(lcp) into up to workers ranges of about equal
+// size, each starting where lcp is 0.
+func splitParts(lcp []uint16, workers, minPart int) []int {
+	n := len(lcp)
+	workers = min(workers, n/max(minPart, 1))
+	parts := []int{0}
+	for p := 1; p < workers; p++ {
+		i := max(p*n/workers, parts[len(parts)-1]+1)
+		for i < n && lcp[i] != 0 {
+			i++
+		}
+		if i < n {
+			parts = append(parts, i)
+		}
+	}
+	return append(parts, n)
 }
 
 // buildSkips fills skip from the right: nextLE[d] is the first token
@@ -117,6 +150,42 @@ func (v *Vocab) Tokens() int { return len(v.ids) }
 // which s loops to itself is accepted without a walk (inside a string,
 // most of the vocabulary).
 func (v *Vocab) mask(d *dfa, s int32, classes []uint64, out []uint64) {
+	parts := v.parts
+	if len(parts) <= 2 || v.liveTokens(d, s) < 2*minPartTokens {
+		v.maskRange(d, s, classes, out, 0, len(v.ids))
+		return
+	}
+	// Each part starts a new first byte, so the parts walk independently;
+	// they write their own words and are merged.
+	locals := make([][]uint64, len(parts)-1)
+	var wg sync.WaitGroup
+	for p := range locals {
+		locals[p] = make([]uint64, len(out))
+		wg.Go(func() { v.maskRange(d, s, classes, locals[p], parts[p], parts[p+1]) })
+	}
+	wg.Wait()
+	for _, l := range locals {
+		for w, x := range l {
+			out[w] |= x
+		}
+	}
+}
+
+// liveTokens counts the tokens whose first byte s accepts: an upper
+// bound of the walk, to keep narrow states off the goroutines.
+func (v *Vocab) liveTokens(d *dfa, s int32) int {
+	n := 0
+	for b := range 256 {
+		if d.next(s, byte(b)) >= 0 {
+			n += v.firstCount[b]
+		}
+	}
+	return n
+}
+
+// maskRange is mask over the tokens lo..hi of the byte order; lo must
+// start a first byte (lcp 0).
+func (v *Vocab) maskRange(d *dfa, s int32, classes []uint64, out []uint64, lo, hi int) {
 	stack := make([]int32, v.maxLen+1)
 	stack[0] = s
 	trans, nclass, classOf := d.trans, d.nclass, &d.classOf
@@ -129,8 +198,7 @@ func (v *Vocab) mask(d *dfa, s int32, classes []uint64, out []uint64) {
 		}
 	}
 	shared := 0 // prefix length shared with the last token walked
-	n := len(v.ids)
-	for i := 0; i < n; {
+	for i := lo; i < hi; {
 		shared = min(shared, int(v.lcp[i]))
 		id := v.ids[i]
 		if loops != 0 && classes[i]&^loops == 0 {
@@ -157,7 +225,7 @@ func (v *Vocab) mask(d *dfa, s int32, classes []uint64, out []uint64) {
 		// Everything under tok[:k+1] is dead; the next token shares at
 		// most k bytes with this one.
 		shared = k
-		i = int(v.skip[int(v.skipOff[i])+k-int(v.lcp[i])])
+		i = min(int(v.skip[int(v.skipOff[i])+k-int(v.lcp[i])]), hi)
 	}
 }
 
