@@ -6,10 +6,14 @@ import (
 	"github.com/mlxcel/mlxcel/internal/sample"
 )
 
-// benchDoc tokenizes personDoc with the Llama 3 tokenizer (128256 tokens).
-func benchSetup(b *testing.B) (*Grammar, *Vocab, []int32, int32) {
+// benchTokenizers are the real vocabularies of the benchmarks: Llama 3
+// (128256 tokens) and Qwen 3 (151669).
+var benchTokenizers = []string{"llama3_1", "qwen3"}
+
+// benchSetup tokenizes personDoc with a real tokenizer.
+func benchSetup(b *testing.B, name string) (*Grammar, *Vocab, []int32, int32) {
 	b.Helper()
-	tok := loadTok(b, "tokenizers/llama3_1")
+	tok := loadTok(b, "tokenizers/"+name)
 	g, err := CompileSchema([]byte(personSchema), Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -38,27 +42,35 @@ func run(b *testing.B, tt *TokenTable, ids []int32, eos int32, mask []uint64) {
 // BenchmarkMaskWarm is the steady state: the states' masks are cached
 // (any earlier request with the same schema), per token.
 func BenchmarkMaskWarm(b *testing.B) {
-	g, v, ids, eos := benchSetup(b)
-	tt := NewTokenTable(g, v)
-	mask := make([]uint64, v.Words())
-	run(b, tt, ids, eos, mask)
-	b.ResetTimer()
-	for b.Loop() {
-		run(b, tt, ids, eos, mask)
+	for _, name := range benchTokenizers {
+		b.Run(name, func(b *testing.B) {
+			g, v, ids, eos := benchSetup(b, name)
+			tt := NewTokenTable(g, v)
+			mask := make([]uint64, v.Words())
+			run(b, tt, ids, eos, mask)
+			b.ResetTimer()
+			for b.Loop() {
+				run(b, tt, ids, eos, mask)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ids))/1e3, "us/token")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ids))/1e3, "us/token")
 }
 
 // BenchmarkMaskCold is a first request: every state's mask is computed
 // on first use, per token of the document.
 func BenchmarkMaskCold(b *testing.B) {
-	g, v, ids, eos := benchSetup(b)
-	mask := make([]uint64, v.Words())
-	b.ResetTimer()
-	for b.Loop() {
-		run(b, NewTokenTable(g, v), ids, eos, mask)
+	for _, name := range benchTokenizers {
+		b.Run(name, func(b *testing.B) {
+			g, v, ids, eos := benchSetup(b, name)
+			mask := make([]uint64, v.Words())
+			b.ResetTimer()
+			for b.Loop() {
+				run(b, NewTokenTable(g, v), ids, eos, mask)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ids))/1e3, "us/token")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ids))/1e3, "us/token")
 }
 
 // BenchmarkStateMask is one state's mask computed from scratch: the walk
@@ -67,7 +79,7 @@ func BenchmarkMaskCold(b *testing.B) {
 // string (a state looping on itself: most tokens need no walk) and after
 // '{'.
 func BenchmarkStateMask(b *testing.B) {
-	g, v, _, _ := benchSetup(b)
+	g, v, _, _ := benchSetup(b, "llama3_1")
 	for _, c := range []struct{ name, prefix string }{
 		{"in-bounded-string", `{"name": "Ad`},
 		{"in-string", `{"name": "A", "age": 1, "address": {"city": "Lon`},
@@ -95,10 +107,10 @@ func BenchmarkCompileSchema(b *testing.B) {
 
 // BenchmarkMaskApply is the per-token work on the sampling path of a
 // constrained sequence at steady state: the cached mask copied and
-// applied to a 128256-logit row (sample.ApplyMask), inside a string
+// applied to a Qwen 3 logit row (151669) (sample.ApplyMask), inside a string
 // (where the mask allows most of the vocabulary, the slowest case).
 func BenchmarkMaskApply(b *testing.B) {
-	g, v, _, eos := benchSetup(b)
+	g, v, _, eos := benchSetup(b, "qwen3")
 	tt := NewTokenTable(g, v)
 	m := tt.NewMatcher([]int32{eos})
 	for _, c := range []byte(`{"name": "Ad`) {
@@ -111,5 +123,13 @@ func BenchmarkMaskApply(b *testing.B) {
 			b.Fatal(err)
 		}
 		sample.ApplyMask(logits, mask)
+	}
+}
+
+// BenchmarkNewVocab is the per-model cost of laying out a vocabulary.
+func BenchmarkNewVocab(b *testing.B) {
+	tok := loadTok(b, "tokenizers/qwen3")
+	for b.Loop() {
+		NewVocab(tok, tok.VocabSize())
 	}
 }
