@@ -41,8 +41,11 @@ type Result struct {
 	Tokens       []int32
 	Logprobs     []float32
 	FinishReason string // stop, length, cancelled, error
-	Timing       engine.Timing
-	Err          error
+	// StopString is the stop string that ended generation ("" when none
+	// did), for APIs that report it (Anthropic's stop_sequence).
+	StopString string
+	Timing     engine.Timing
+	Err        error
 }
 
 // Submitter is the part of the engine generation needs.
@@ -115,6 +118,7 @@ func Run(ctx context.Context, eng Submitter, det Detokenizer, r Request, emit fu
 		}
 	}
 	res.Text = text.String()
+	res.StopString = stops.matched
 	return res, nil
 }
 
@@ -125,6 +129,7 @@ type stopMatcher struct {
 	stops   []string
 	pending string
 	done    bool
+	matched string // the stop string found
 }
 
 // push adds text and returns what is safe to emit; hit reports that a stop
@@ -144,7 +149,7 @@ func (s *stopMatcher) push(t string) (out string, hit bool) {
 			continue
 		}
 		if i := strings.Index(s.pending, st); i >= 0 && (first < 0 || i < first) {
-			first = i
+			first, s.matched = i, st
 		}
 	}
 	if first >= 0 {

@@ -7,17 +7,18 @@ import (
 
 func TestStopStringAcrossTokens(t *testing.T) {
 	for _, tc := range []struct {
-		pieces []string
-		stops  []string
-		want   string
-		hit    bool
+		pieces  []string
+		stops   []string
+		want    string
+		hit     bool
+		matched string
 	}{
-		{[]string{"Hel", "lo wo", "rld"}, []string{"o w"}, "Hell", true},
-		{[]string{"a", "b", "c"}, []string{"bc"}, "a", true},
-		{[]string{"abc", "d"}, []string{"xyz"}, "abcd", false},
-		{[]string{"ab", "ab", "c"}, []string{"abc"}, "ab", true},
-		{[]string{"The end", "."}, []string{"end.", "The"}, "", true},
-		{[]string{"x<", "/s", "x"}, []string{"</s>"}, "x</sx", false},
+		{[]string{"Hel", "lo wo", "rld"}, []string{"o w"}, "Hell", true, "o w"},
+		{[]string{"a", "b", "c"}, []string{"bc"}, "a", true, "bc"},
+		{[]string{"abc", "d"}, []string{"xyz"}, "abcd", false, ""},
+		{[]string{"ab", "ab", "c"}, []string{"abc"}, "ab", true, "abc"},
+		{[]string{"The end", "."}, []string{"end.", "The"}, "", true, "The"},
+		{[]string{"x<", "/s", "x"}, []string{"</s>"}, "x</sx", false, ""},
 	} {
 		m := &stopMatcher{stops: tc.stops}
 		var out strings.Builder
@@ -34,7 +35,7 @@ func TestStopStringAcrossTokens(t *testing.T) {
 		if !hit {
 			out.WriteString(m.flush())
 		}
-		if out.String() != tc.want || hit != tc.hit {
+		if out.String() != tc.want || hit != tc.hit || m.matched != tc.matched {
 			t.Errorf("%q stops %q: got %q hit=%v, want %q hit=%v", tc.pieces, tc.stops, out.String(), hit, tc.want, tc.hit)
 		}
 	}
