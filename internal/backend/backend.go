@@ -17,6 +17,7 @@ package backend
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -101,6 +102,10 @@ type Batch struct {
 // FeedToken is the Batch token that stands for row j of the last argmax
 // queued by ArgmaxAsync. Real ids are never negative.
 func FeedToken(j int) int32 { return int32(-1 - j) }
+
+// NonFiniteRow is Argmax's answer for a row with NaN or Inf values: the
+// engine fails that request instead of emitting a token.
+const NonFiniteRow = math.MinInt32
 
 // FedRow reports whether id is a FeedToken and the argmax row it names.
 func FedRow(id int32) (int, bool) { return int(-1 - id), id < 0 }
@@ -249,7 +254,8 @@ type Backend interface {
 	MoE(dst, x Tensor, router Weight, e Experts, p MoEParams)
 	// ReadRows copies t to host memory (row-major, len Rows*Cols).
 	ReadRows(t Tensor, out []float32)
-	// Argmax returns the index of the largest element of each row of t.
+	// Argmax returns the index of the largest element of each row of t,
+	// or NonFiniteRow for a row holding NaN or Inf.
 	Argmax(t Tensor) []int32
 	// Sync waits for queued work (no-op on synchronous backends).
 	Sync() error

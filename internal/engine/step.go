@@ -226,6 +226,10 @@ func (e *Engine) acceptGreedy(plan *sched.Plan, ids []int32, err error, start ti
 		}
 		id := ids[row]
 		row++
+		if id == backend.NonFiniteRow {
+			e.finish(r, FinishError, ErrNonFiniteLogits, nil)
+			continue
+		}
 		if id < 0 || int(id) >= e.vocab {
 			e.finish(r, FinishError, fmt.Errorf("engine: argmax returned token %d outside the vocabulary", id), nil)
 			continue
@@ -269,6 +273,30 @@ func (e *Engine) forward(b *backend.Batch) (logits []float32, err error) {
 	return e.m.Forward(b, e.kvStore)
 }
 
+// ErrNonFiniteLogits fails a request whose logits hold NaN or Inf (broken
+// weights, an overflowing kernel): sampling them would emit arbitrary
+// tokens with a 200.
+var ErrNonFiniteLogits = errors.New("engine: the model produced non-finite logits (NaN or Inf): its weights or its computation are broken")
+
+// finiteRow reports whether every logit is finite: v*0 is 0 for a finite
+// v and NaN otherwise, so sums tell, without a branch per value (a
+// fraction of the sampling pass over the same row).
+func finiteRow(l []float32) bool {
+	var a0, a1, a2, a3 float32
+	i := 0
+	for ; i+4 <= len(l); i += 4 {
+		v := l[i : i+4 : i+4]
+		a0 += v[0] * 0
+		a1 += v[1] * 0
+		a2 += v[2] * 0
+		a3 += v[3] * 0
+	}
+	for ; i < len(l); i++ {
+		a0 += l[i] * 0
+	}
+	return a0+a1+a2+a3 == 0
+}
+
 // sampleAll samples every job, in parallel when there are several: each
 // request has its own sampler, so the results do not depend on the order.
 func (e *Engine) sampleAll(jobs []sampleJob) {
@@ -278,6 +306,11 @@ func (e *Engine) sampleAll(jobs []sampleJob) {
 				j.err = fmt.Errorf("engine: sampler panic: %v", p)
 			}
 		}()
+		// Before any constraint mask, which writes -Inf on purpose.
+		if !finiteRow(j.logits) {
+			j.err = ErrNonFiniteLogits
+			return
+		}
 		e.sampleJobRun(j) // constraint.go
 	}
 	workers := min(e.workers, len(jobs))

@@ -13,6 +13,8 @@ import (
 	"github.com/mlxcel/mlxcel/internal/app"
 	"github.com/mlxcel/mlxcel/internal/chat"
 	"github.com/mlxcel/mlxcel/internal/defaultmodel"
+	"github.com/mlxcel/mlxcel/internal/tensor"
+	"github.com/mlxcel/mlxcel/internal/weights"
 )
 
 // storiesCopy is a writable copy of the embedded model's directory with
@@ -164,4 +166,54 @@ func TestCancelledLogged499(t *testing.T) {
 		t.Fatal("the request finished before it was cancelled")
 	}
 	waitFor(t, func() bool { return strings.Contains(logs.String(), "path=/v1/completions status=499") })
+}
+
+// nanWeights rewrites every float tensor of dir's model.safetensors as NaN.
+func nanWeights(t testing.TB, dir string) {
+	t.Helper()
+	p := filepath.Join(dir, "model.safetensors")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, start, _, err := weights.ParseHeader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nan := map[tensor.DType][]byte{tensor.F32: {0x00, 0x00, 0xc0, 0x7f}, tensor.BF16: {0xc0, 0x7f}, tensor.F16: {0x00, 0x7e}}
+	for _, in := range infos {
+		pat, ok := nan[in.DType]
+		if !ok {
+			continue
+		}
+		for i := start + in.Begin; i < start+in.End; i += int64(len(pat)) {
+			copy(b[i:], pat)
+		}
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNaNWeightsFail: a model whose weights are all NaN fails each
+// request with a clear error and counts it, greedy (the argmax path) or
+// sampled, instead of serving tokens with a 200.
+func TestNaNWeightsFail(t *testing.T) {
+	dir := storiesCopy(t, nil)
+	nanWeights(t, dir)
+	l, err := loadDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, l, Options{})
+	for i, body := range []string{`{"prompt":"Once","max_tokens":4,"temperature":0}`, `{"prompt":"Once","max_tokens":4}`,
+		`{"prompt":"Once","max_tokens":4,"stream":true}`} {
+		code, got := s.postRaw(t, "/v1/completions", body)
+		if !strings.Contains(got, "non-finite logits") || (i < 2 && code != 500) {
+			t.Errorf("%s: %d %.300s, want the non-finite logits error", body, code, got)
+		}
+	}
+	if n := counterValue(t, s.metrics.nonFinite); n != 3 {
+		t.Errorf("mlxcel_nonfinite_logits_total %v, want 3", n)
+	}
 }

@@ -409,3 +409,15 @@ func TestServeDrains(t *testing.T) {
 		t.Fatal("serve did not return after the drain")
 	}
 }
+
+// postRaw posts body and returns the status and the raw answer.
+func (s *testServer) postRaw(t testing.TB, path, body string) (int, string) {
+	t.Helper()
+	resp, err := s.ts.Client().Post(s.url+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

@@ -75,6 +75,9 @@ func (s *Server) generate(ctx context.Context, m *served, req generate.Request, 
 		}
 		return nil, submitError(err, m.eng.MaxContext())
 	}
+	if errors.Is(res.Err, engine.ErrNonFiniteLogits) {
+		s.metrics.nonFinite.Inc()
+	}
 	if res.FinishReason == "" || ctx.Err() != nil {
 		// The stream closed without its terminal event: the request
 		// context ended (the client went away) and the engine dropped it.

@@ -134,13 +134,19 @@ func (b *Backend) Argmax(t backend.Tensor) []int32 {
 	ids := make([]int32, x.rows)
 	for r := range ids {
 		row := x.Row(r)
-		best := 0
+		best, finite := 0, true
 		for i, v := range row {
 			if v > row[best] {
 				best = i
 			}
+			if v-v != 0 { // NaN or ±Inf
+				finite = false
+			}
 		}
 		ids[r] = int32(best)
+		if !finite {
+			ids[r] = backend.NonFiniteRow
+		}
 	}
 	return ids
 }
