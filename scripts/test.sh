@@ -37,6 +37,20 @@ if ! "$sc_dir/staticcheck" -version 2>/dev/null | grep -qF "(${STATICCHECK_VERSI
 fi
 "$sc_dir/staticcheck" ./...
 go test -timeout 30m ./...
+# --- web chat page in a real browser (internal/webui/browser_test.go) ---
+# Debian's chromium, node and npm; playwright-core from test/web
+# (package-lock.json committed, node_modules ignored by git).
+# -require-browser makes a missing browser fail here instead of skipping.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq >/dev/null && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium nodejs npm >/dev/null \
+      || echo "test.sh: could not install chromium, nodejs and npm; the browser test will fail" >&2
+  fi
+fi
+(cd test/web && npm ci --no-audit --no-fund --silent) || echo "test.sh: npm ci in test/web failed; the browser test will fail" >&2
+go test -count=1 -run '^TestChatPageInBrowser$' ./internal/webui -require-browser
+# --- end of the web chat page block ---
 # Short fuzzing runs of the parsers: they must never panic.
 go test -run '^$' -fuzz '^FuzzParseHeader$' -fuzztime 15s ./internal/weights/
 go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 15s ./internal/weights/

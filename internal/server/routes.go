@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mlxcel/mlxcel/internal/webui"
 )
 
 // Request outcomes, the "outcome" label of mlxcel_requests_total. A
@@ -69,7 +71,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusNotFound, typ: typeNotFound, msg: "No endpoint " + r.URL.Path + "."})
 	})
-	return s.logRequests(s.guard(s.cors(s.auth(mux))))
+	return s.logRequests(s.guard(s.cors(webui.Wrap(s.auth(mux)))))
 }
 
 // auth requires the API key on everything but /health and /metrics, which
