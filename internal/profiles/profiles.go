@@ -41,8 +41,9 @@ func Config(name string) ([]byte, error) {
 }
 
 // Dir writes a profile to the user's cache directory (the loaders read
-// folders) and returns that folder. Its name carries a hash of the
-// contents, so an edited profile never meets a stale copy.
+// folders) and returns that folder, named as the profile, inside one
+// named by a hash of the contents, so an edited profile never meets a
+// stale copy.
 func Dir(name string) (string, error) {
 	b, err := Config(name)
 	if err != nil {
@@ -53,7 +54,8 @@ func Dir(name string) (string, error) {
 	if err != nil {
 		base = os.TempDir()
 	}
-	dir := filepath.Join(base, "mlxcel", "profiles", name+"-"+hex.EncodeToString(h[:])[:12])
+	// The folder keeps the profile's name: results are labelled with it.
+	dir := filepath.Join(base, "mlxcel", "profiles", hex.EncodeToString(h[:])[:12], name)
 	p := filepath.Join(dir, "config.json")
 	if cur, err := os.ReadFile(p); err == nil && string(cur) == string(b) {
 		return dir, nil

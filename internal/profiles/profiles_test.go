@@ -19,6 +19,9 @@ func TestEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if filepath.Base(dir) != "llama-3.1-8b-4bit" {
+		t.Errorf("folder %s is not named as the profile", dir)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {
 		t.Fatal(err)
