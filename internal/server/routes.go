@@ -56,6 +56,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/completions", counted(s.handleCompletion))
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /v1/models/{id...}", s.handleModel)
+	mux.HandleFunc("POST /v1/messages", counted(s.handleMessages))
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.handleCountTokens)
 	mux.HandleFunc("GET /health", s.handleHealth)
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
@@ -89,6 +91,9 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			return
 		}
 		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if x := r.Header.Get("X-Api-Key"); !ok && x != "" {
+			key, ok = x, true // Anthropic clients send x-api-key
+		}
 		got := sha256.Sum256([]byte(strings.TrimSpace(key)))
 		if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mlxcel"`)
