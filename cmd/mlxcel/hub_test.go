@@ -2,11 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mlxcel/mlxcel/internal/hub/hubtest"
 )
@@ -74,7 +79,12 @@ func TestPullRunListRm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.Add("mlx-community/stories", files, "model.safetensors")
+	if _, stderr, err := mlxcelEnv(t, env, "pull", "stories"); err != nil {
+		t.Fatalf("pull of a bare name: %v %s", err, stderr)
+	}
 	f.Close() // from here on the cache alone must do
+	serveFromCache(t, append(env, "HF_HUB_OFFLINE=1"), "stories", "mlx-community/stories")
 	for _, e := range [][]string{env, append(env, "HF_HUB_OFFLINE=1")} {
 		got, stderr, err := mlxcelEnv(t, e, "run", "test-org/stories", "--backend", "cpu", "--temp", "0", "--max-tokens", "40")
 		if err != nil || got != want {
@@ -99,7 +109,7 @@ func TestPullRunListRm(t *testing.T) {
 		Repo, Revision, Commit, Path string
 		Size                         int64
 	}
-	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 {
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 2 || list[0].Repo != "mlx-community/stories" {
 		t.Fatalf("list --json: %q, %v", out, err)
 	}
 	var size int64
@@ -108,7 +118,7 @@ func TestPullRunListRm(t *testing.T) {
 			size += int64(len(b))
 		}
 	}
-	if l := list[0]; l.Repo != "test-org/stories" || l.Revision != "main" || l.Commit != repo.SHA || l.Size != size || l.Path != snap {
+	if l := list[1]; l.Repo != "test-org/stories" || l.Revision != "main" || l.Commit != repo.SHA || l.Size != size || l.Path != snap {
 		t.Errorf("list entry %+v, want size %d path %s", l, size, snap)
 	}
 	if out, _, _ := mlxcelEnv(t, env, "list"); !strings.Contains(out, "test-org/stories") || !strings.Contains(out, "main") {
@@ -120,7 +130,7 @@ func TestPullRunListRm(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(home, "hub", "models--test-org--stories")); !os.IsNotExist(err) {
 		t.Errorf("rm left the repository folder (%v)", err)
 	}
-	if out, _, _ := mlxcelEnv(t, env, "list", "--json"); strings.TrimSpace(out) != "[]" {
+	if out, _, _ := mlxcelEnv(t, env, "list", "--json"); strings.Contains(out, "test-org") || !strings.Contains(out, "mlx-community/stories") {
 		t.Errorf("list after rm: %q", out)
 	}
 }
@@ -172,4 +182,53 @@ func TestMemoryPreflight(t *testing.T) {
 	if json.Unmarshal([]byte(out), &r) != nil || r.Estimate.KVTokens != 1<<24 || r.Estimate.KVPerToken != 163840 || r.Estimate.Fits {
 		t.Errorf("inspect --json estimate: %+v\n%s", r.Estimate, out)
 	}
+}
+
+// serveFromCache starts `mlxcel serve -m spec` and checks that it serves
+// the model under its repository name and completes a request.
+func serveFromCache(t *testing.T, env []string, spec, id string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(bin, "serve", "-m", spec, "--backend", "cpu", "--port", strconv.Itoa(port))
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	}()
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	var models struct{ Data []struct{ ID string } }
+	for i := 0; ; i++ {
+		resp, err := http.Get(url + "/v1/models")
+		if err == nil && resp.StatusCode == 200 {
+			json.NewDecoder(resp.Body).Decode(&models)
+			resp.Body.Close()
+			break
+		}
+		if err == nil {
+			resp.Body.Close()
+		}
+		if i == 100 {
+			t.Fatalf("serve -m %s never became ready: %s", spec, stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(models.Data) != 1 || models.Data[0].ID != id {
+		t.Errorf("serving %+v, want %s", models.Data, id)
+	}
+	resp, err := http.Post(url+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt":"Once upon a time","max_tokens":8,"temperature":0}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("completion: %v %v", err, resp)
+	}
+	resp.Body.Close()
 }
