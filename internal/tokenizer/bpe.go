@@ -133,6 +133,12 @@ func (m *bpeModel) charID(sc *bpeScratch, w []byte, i, end int, r rune) (int32, 
 
 func (m *bpeModel) mergeWord(sc *bpeScratch, w []byte, out []int32) []int32 {
 	syms := sc.syms[:0]
+	if cap(syms) < len(w) {
+		// One symbol per character at most: sized once, a long word (a
+		// whole text, for tokenizers without a pre-tokenizer) does not
+		// pay for doubling growth.
+		syms = make([]symbol, 0, len(w))
+	}
 	add := func(id int32, size int) {
 		n := int32(len(syms))
 		syms = append(syms, symbol{id: id, prev: n - 1, next: n + 1, size: int32(size)})
@@ -183,6 +189,9 @@ func (m *bpeModel) mergeWord(sc *bpeScratch, w []byte, out []int32) []int32 {
 	syms[len(syms)-1].next = -1
 
 	h := sc.heap[:0]
+	if cap(h) < len(syms) {
+		h = make([]mergeItem, 0, len(syms))
+	}
 	for i := 0; i+1 < len(syms); i++ {
 		if v, ok := m.merges.get(pairKey(syms[i].id, syms[i+1].id)); ok {
 			h = heapPush(h, mergeItem{rank: uint32(v >> 32), pos: int32(i), newID: int32(uint32(v))})

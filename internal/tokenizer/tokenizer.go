@@ -181,12 +181,21 @@ func (t *Tokenizer) addedOrModelID(tok string) (int32, bool) {
 	return t.model.vocab.getString(tok)
 }
 
+// putState pools st again, without the scratch of a huge text: the pool
+// would keep hundreds of MB alive after one large request.
+func (t *Tokenizer) putState(st *encState) {
+	if cap(st.bpe.syms) > 1<<16 {
+		st.bpe.syms, st.bpe.heap = nil, nil
+	}
+	t.pool.Put(st)
+}
+
 // Encode turns text into ids. With addSpecial the post-processor adds its
 // special tokens (BOS etc.). Special tokens written in the text are always
 // recognised, as HF does.
 func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int32, error) {
 	st := t.pool.Get().(*encState)
-	defer t.pool.Put(st)
+	defer t.putState(st)
 	s := []byte(text)
 	ids := make([]int32, 0, len(s)/4+4)
 	tokenize := func(p []byte, _ bool) { ids = t.model.tokenize(&st.bpe, p, ids) }
