@@ -58,6 +58,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/models/{id...}", s.handleModel)
 	mux.HandleFunc("POST /v1/messages", counted(s.handleMessages))
 	mux.HandleFunc("POST /v1/messages/count_tokens", s.handleCountTokens)
+	mux.HandleFunc("POST /v1/responses", counted(s.handleResponses))
+	mux.HandleFunc("GET /v1/responses/{id}", s.handleGetResponse)
 	mux.HandleFunc("GET /health", s.handleHealth)
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
