@@ -271,24 +271,24 @@ type respUsage struct {
 }
 
 type respObject struct {
-	ID                 string                   `json:"id"`
-	Object             string                   `json:"object"`
-	CreatedAt          int64                    `json:"created_at"`
-	Status             string                   `json:"status"`
-	Model              string                   `json:"model"`
-	Output             []respItem               `json:"output"`
+	ID                 string             `json:"id"`
+	Object             string             `json:"object"`
+	CreatedAt          int64              `json:"created_at"`
+	Status             string             `json:"status"`
+	Model              string             `json:"model"`
+	Output             []respItem         `json:"output"`
 	IncompleteDetails  *incompleteDetails `json:"incomplete_details"`
-	Error              any                      `json:"error"`
-	Instructions       *string                  `json:"instructions"`
-	MaxOutputTokens    *int                     `json:"max_output_tokens"`
-	ParallelToolCalls  bool                     `json:"parallel_tool_calls"`
-	PreviousResponseID *string                  `json:"previous_response_id"`
-	Temperature        *float64                 `json:"temperature"`
-	TopP               *float64                 `json:"top_p"`
-	ToolChoice         json.RawMessage          `json:"tool_choice"`
-	Tools              []responsesTool          `json:"tools"`
-	Metadata           map[string]string        `json:"metadata"`
-	Usage              *respUsage               `json:"usage"`
+	Error              any                `json:"error"`
+	Instructions       *string            `json:"instructions"`
+	MaxOutputTokens    *int               `json:"max_output_tokens"`
+	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
+	PreviousResponseID *string            `json:"previous_response_id"`
+	Temperature        *float64           `json:"temperature"`
+	TopP               *float64           `json:"top_p"`
+	ToolChoice         json.RawMessage    `json:"tool_choice"`
+	Tools              []responsesTool    `json:"tools"`
+	Metadata           map[string]string  `json:"metadata"`
+	Usage              *respUsage         `json:"usage"`
 }
 
 type incompleteDetails struct {
