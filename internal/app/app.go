@@ -166,6 +166,7 @@ type ProfileOptions struct {
 	Tokenizer   string // folder with tokenizer.json; default: the family's
 	Backend     string
 	Threads     int
+	Preflight   *memplan.Request // as Options.Preflight
 }
 
 // LoadProfile builds a synthetic model; Name is "synthetic:<profile>".
@@ -202,6 +203,12 @@ func LoadProfile(o ProfileOptions) (*Loaded, error) {
 	be, err := backend.New(name, backend.Options{Threads: o.Threads})
 	if err != nil {
 		return nil, err
+	}
+	if o.Preflight != nil {
+		if err := profilePreflight(cfg, be, *o.Preflight, "synthetic:"+filepath.Base(dir)); err != nil {
+			be.Close()
+			return nil, err
+		}
 	}
 	m, _, err := synthetic.Build(cfg, be, synthetic.Options{})
 	if err != nil {

@@ -3,12 +3,17 @@ package app
 import (
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/memplan"
+	"github.com/mlxcel/mlxcel/internal/model/synthetic"
 	"github.com/mlxcel/mlxcel/internal/weights"
 )
 
 // Estimate is the memory estimate of the checkpoint in dir on be for the
 // request's prefill chunk, and the model context it is sized against.
 func Estimate(cfg *weights.Config, dir string, be backend.Backend, r memplan.Request) (memplan.Estimate, int) {
+	return estimate(cfg, memplan.CheckpointBytes(dir), be, r)
+}
+
+func estimate(cfg *weights.Config, stored int64, be backend.Backend, r memplan.Request) (memplan.Estimate, int) {
 	chunk := r.PrefillChunk
 	if chunk <= 0 {
 		chunk = 512
@@ -17,7 +22,17 @@ func Estimate(cfg *weights.Config, dir string, be backend.Backend, r memplan.Req
 	if ctx <= 0 {
 		ctx = 4096 // model.Model.MaxContext's default
 	}
-	return memplan.New(cfg, be, memplan.CheckpointBytes(dir), chunk), ctx
+	return memplan.New(cfg, be, stored, chunk), ctx
+}
+
+// profilePreflight is Preflight for synthetic weights, sized by the plan.
+func profilePreflight(cfg *weights.Config, be backend.Backend, r memplan.Request, name string) error {
+	plan, err := synthetic.Plan(cfg)
+	if err != nil {
+		return err
+	}
+	e, ctx := estimate(cfg, synthetic.TotalBytes(plan), be, r)
+	return memplan.Check(e, r, ctx, name+" on "+be.Name())
 }
 
 // Preflight stops a load that the estimate says cannot fit, naming the

@@ -97,3 +97,11 @@ func TestNewOnCheckpoint(t *testing.T) {
 		t.Errorf("1 MiB free: %v", err)
 	}
 }
+
+func TestParseMiB(t *testing.T) {
+	for in, want := range map[string]int64{"143771\n": 143771 << 20, " 512 \n 80 \n": 512 << 20, "[N/A]": -1, "": -1} {
+		if got := parseMiB(in); got != want {
+			t.Errorf("parseMiB(%q) = %d, want %d", in, got, want)
+		}
+	}
+}

@@ -151,7 +151,7 @@ func (f *Flags) serve(ctx context.Context) error {
 		var err error
 		if f.Profile != "" {
 			l, err = app.LoadProfile(app.ProfileOptions{Profile: f.Profile, ProfilesDir: f.ProfilesDir,
-				Tokenizer: f.Tokenizer, Backend: f.Backend, Threads: f.Threads})
+				Tokenizer: f.Tokenizer, Backend: f.Backend, Threads: f.Threads, Preflight: f.preflight()})
 		} else {
 			l, err = app.Load(app.Options{ModelDir: f.Model, Backend: f.Backend, Threads: f.Threads, Quiet: true,
 				Preflight: f.preflight()})
