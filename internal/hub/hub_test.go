@@ -372,3 +372,29 @@ func TestEnv(t *testing.T) {
 func testClient(t *testing.T, f *hubtest.Server) *Client {
 	return &Client{Endpoint: f.URL(), Cache: t.TempDir(), HTTP: &http.Client{}, Attempts: 4, Backoff: time.Millisecond}
 }
+
+// Progress: a bar on a terminal, plain lines otherwise, both ending with
+// the totals.
+func TestProgressOutput(t *testing.T) {
+	f := hubtest.New(t)
+	f.Add("org/tiny", modelFiles(), lfsShards...)
+	for _, tty := range []bool{false, true} {
+		var log strings.Builder
+		c := testClient(t, f)
+		c.Log, c.TTY = &log, tty
+		if _, err := c.Pull(context.Background(), Ref{Repo: "org/tiny", Revision: "main"}); err != nil {
+			t.Fatal(err)
+		}
+		out := log.String()
+		if !strings.Contains(out, "pulled org/tiny: 6 files, 350.1 kB in") {
+			t.Errorf("tty=%v: no summary line:\n%s", tty, out)
+		}
+		if tty && !strings.Contains(out, "[6/6] tokenizer_config.json 100%, total 100%") {
+			t.Errorf("tty: the bar does not name the file:\n%q", out)
+		}
+		if !tty && (!strings.Contains(out, "pulling org/tiny: 6 files, 350.1 kB\n") ||
+			!strings.Contains(out, "  [2/6] model-00001-of-00002.safetensors 200.0 kB in")) {
+			t.Errorf("plain lines:\n%s", out)
+		}
+	}
+}

@@ -99,7 +99,7 @@ func (p *progress) describe() {
 	if p.size > 0 {
 		pct = 100 * float64(p.have) / float64(p.size)
 	}
-	p.bar.Describe(fmt.Sprintf("[%d/%d] %s %3.0f%%", p.idx, p.files, p.name, pct))
+	p.bar.Describe(fmt.Sprintf("[%d/%d] %s %.0f%%, total", p.idx, p.files, p.name, pct))
 }
 
 func (p *progress) endFile() {
