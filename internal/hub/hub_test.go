@@ -184,6 +184,7 @@ func TestPullBadChecksum(t *testing.T) {
 func TestPullErrors(t *testing.T) {
 	f := hubtest.New(t)
 	f.Add("org/gated", modelFiles(), lfsShards...).Gated = true
+	f.Add("org/conditions", modelFiles(), lfsShards...).Forbidden = true
 	f.Token = "good"
 	c := testClient(t, f)
 	for _, tc := range []struct {
@@ -194,6 +195,7 @@ func TestPullErrors(t *testing.T) {
 		{"org/gated", "bad", []string{"401", "HF_TOKEN"}},
 		{"org/missing", "", []string{"org/missing", "not found"}},
 		{"org/gated@v9", "good", []string{`revision "v9" not found`}},
+		{"org/conditions", "good", []string{"gated (403)", "accept the conditions on " + f.URL() + "/org/conditions"}},
 	} {
 		c.Token = tc.token
 		ref, _ := ParseRef(tc.repo)

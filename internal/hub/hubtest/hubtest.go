@@ -44,6 +44,9 @@ type Repo struct {
 	Files map[string][]byte
 	LFS   map[string]bool
 	Gated bool
+	// Forbidden answers 403 even with the token: a gated repository whose
+	// conditions the token's account has not accepted.
+	Forbidden bool
 }
 
 // New starts a Hub and a CDN server, closed when the test ends.
@@ -105,6 +108,9 @@ func (f *Server) repo(w http.ResponseWriter, r *http.Request, name, rev string) 
 	case !f.authorized(r, repo):
 		w.Header().Set("X-Error-Code", "GatedRepo")
 		http.Error(w, "Access to model is restricted", http.StatusUnauthorized)
+	case repo.Forbidden:
+		w.Header().Set("X-Error-Code", "GatedRepo")
+		http.Error(w, "Access to model is restricted: accept the conditions", http.StatusForbidden)
 	case rev != "main" && rev != repo.SHA:
 		w.Header().Set("X-Error-Code", "RevisionNotFound")
 		http.Error(w, "Invalid rev id", http.StatusNotFound)
