@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 )
 
 // The cache layout of huggingface_hub:
@@ -121,12 +122,24 @@ func (c *Client) writeRef(ref Ref, commit string) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	tmp := fmt.Sprintf("%s.tmp%d", p, os.Getpid())
-	if err := os.WriteFile(tmp, []byte(commit), 0o644); err != nil {
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".ref-*")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, p)
+	_, werr := tmp.WriteString(commit)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), p)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+	}
+	return werr
 }
+
+var tmpSeq atomic.Int64
 
 // link points snapshots/<commit>/<file> at its blob with a relative
 // symlink, replacing any older link atomically.
@@ -142,12 +155,16 @@ func (c *Client) link(repo, commit, file, etag string) error {
 	if cur, err := os.Readlink(ptr); err == nil && cur == rel {
 		return nil
 	}
-	tmp := fmt.Sprintf("%s.tmp%d", ptr, os.Getpid())
-	os.Remove(tmp)
+	// A name of its own per writer: concurrent pulls in one process too.
+	tmp := fmt.Sprintf("%s.tmp%d-%d", ptr, os.Getpid(), tmpSeq.Add(1))
 	if err := os.Symlink(rel, tmp); err != nil {
 		return err
 	}
-	return os.Rename(tmp, ptr)
+	if err := os.Rename(tmp, ptr); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // Entry is one cached snapshot.
