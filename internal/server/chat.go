@@ -235,7 +235,7 @@ func (s *Server) completeChat(w http.ResponseWriter, r *http.Request, j *chatJob
 			lps[i].Content = append(lps[i].Content, j.m.chatLogprob(d, j.req.ReturnTokensAsTokenIDs))
 		}
 		return nil
-	})
+	}, nil)
 	if e != nil {
 		return s.reject(w, e)
 	}

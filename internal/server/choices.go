@@ -105,8 +105,10 @@ func (j *chatJob) choiceRequest(i int) generate.Request {
 // first; the others are submitted once its prompt is in the KV cache
 // (its first token), so they share the prompt's blocks through the
 // prefix cache instead of computing it n times. A submission error of
-// any choice is returned, after the others are cancelled.
-func (s *Server) runChoices(ctx context.Context, j *chatJob, emit func(i int, d generate.Delta) error) ([]*generation, *apiError) {
+// any choice is returned, after the others are cancelled. done, when set,
+// is called as each choice ends (from its goroutine).
+func (s *Server) runChoices(ctx context.Context, j *chatJob, emit func(i int, d generate.Delta) error,
+	done func(i int, g *generation)) ([]*generation, *apiError) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	gens := make([]*generation, j.n)
@@ -127,6 +129,8 @@ func (s *Server) runChoices(ctx context.Context, j *chatJob, emit func(i int, d 
 		}
 		if e != nil {
 			cancel()
+		} else if done != nil {
+			done(i, g)
 		}
 		gens[i], errs[i] = g, e
 	}
@@ -164,6 +168,25 @@ type chatStreamer struct {
 	out     *sse
 	j       *chatJob
 	roleOut []bool
+	err     error // a failed write at a choice's end: the client is gone
+}
+
+// finish sends a choice's held-back text and its last chunk, which
+// carries its finish reason and llama-server's timings.
+func (c *chatStreamer) finish(i int, a *answer, g *generation) {
+	var err error
+	if p := a.close(); !p.empty() {
+		err = c.send(piece(i, p, nil))
+	}
+	fr := a.finish(finishReason(&g.res))
+	if err == nil {
+		err = c.send(chatChunkChoice{Index: i, FinishReason: &fr, Timings: &g.timings})
+	}
+	if err != nil {
+		c.mu.Lock()
+		c.err = err
+		c.mu.Unlock()
+	}
 }
 
 func (c *chatStreamer) chunk(ch chatChunkChoice) chatChunk {
@@ -213,6 +236,12 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, j *chatJob) 
 			return nil // nothing final yet (a partial character, a possible stop string or markup)
 		}
 		return c.send(piece(i, p, lp))
+	}, func(i int, g *generation) {
+		// Each choice ends as soon as it is done, not with the slowest.
+		if g.res.FinishReason == engine.FinishCancelled || failed(&g.res) != nil {
+			return
+		}
+		c.finish(i, answers[i], g)
 	})
 	if e != nil {
 		if c.out.started {
@@ -221,8 +250,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, j *chatJob) 
 		}
 		return s.reject(w, e)
 	}
-	reason := ""
-	for i, g := range gens {
+	for _, g := range gens {
 		if g.res.FinishReason == engine.FinishCancelled {
 			return outcomeCancelled
 		}
@@ -233,21 +261,11 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, j *chatJob) 
 			c.out.fail(e)
 			return outcomeError
 		}
-		a := answers[i]
-		if p := a.close(); !p.empty() {
-			if c.send(piece(i, p, nil)) != nil {
-				return outcomeCancelled
-			}
-		}
-		// The last chunk of a choice carries llama-server's timings.
-		fr := a.finish(finishReason(&g.res))
-		if c.send(chatChunkChoice{Index: i, FinishReason: &fr, Timings: &g.timings}) != nil {
-			return outcomeCancelled
-		}
-		if i == 0 {
-			reason = fr
-		}
 	}
+	if c.err != nil {
+		return outcomeCancelled
+	}
+	reason := answers[0].finish(finishReason(&gens[0].res))
 	if j.req.includeUsage() {
 		u := sumUsage(gens)
 		c.out.send(chatChunk{ID: j.id, Object: "chat.completion.chunk", Created: j.created, Model: j.m.name,

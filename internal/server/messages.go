@@ -384,7 +384,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) string {
 		return s.streamMessages(w, r, j)
 	}
 	a := j.newAnswer()
-	gens, e := s.runChoices(r.Context(), j, func(int, generate.Delta) error { return nil })
+	gens, e := s.runChoices(r.Context(), j, func(int, generate.Delta) error { return nil }, nil)
 	if e != nil {
 		return s.rejectAnth(w, e)
 	}

@@ -140,7 +140,7 @@ func (s *Server) streamMessages(w http.ResponseWriter, r *http.Request, j *chatJ
 		mu.Lock()
 		defer mu.Unlock()
 		return b.piece(a.push(d.Text), a)
-	})
+	}, nil)
 	fail := func(e *apiError) string {
 		if !out.started {
 			return s.rejectAnth(w, e)

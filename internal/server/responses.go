@@ -452,7 +452,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) string 
 		return s.streamResponse(w, r, rr, req, j)
 	}
 	a := j.newAnswer()
-	gens, e := s.runChoices(r.Context(), j, func(int, generate.Delta) error { return nil })
+	gens, e := s.runChoices(r.Context(), j, func(int, generate.Delta) error { return nil }, nil)
 	if e != nil {
 		return s.reject(w, e)
 	}

@@ -196,7 +196,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, rr *resp
 		mu.Lock()
 		defer mu.Unlock()
 		return rs.piece(rs.a.push(d.Text))
-	})
+	}, nil)
 	fail := func(e *apiError) string {
 		if !rs.out.started {
 			return s.reject(w, e)
