@@ -171,11 +171,11 @@ func (s *Session) turn(ctx context.Context, user string) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stopped := make(chan struct{})
+	stopped, watched := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(watched)
 		select {
 		case <-s.Interrupts:
-			s.intr++
 			close(stopped)
 			cancel()
 		case <-ctx.Done():
@@ -191,6 +191,7 @@ func (s *Session) turn(ctx context.Context, user string) error {
 		Stop:    s.Stop,
 	}, func(d generate.Delta) error { out.push(d.Text); return nil })
 	cancel()
+	<-watched // the watcher is done with s: an interrupt now counts below
 	if err != nil {
 		fmt.Fprintf(s.Info, "error: %v\n", err)
 		return nil
@@ -198,6 +199,7 @@ func (s *Session) turn(ctx context.Context, user string) error {
 	content := out.close()
 	select {
 	case <-stopped:
+		s.intr++
 		fmt.Fprint(s.Info, " [stopped]")
 		res.FinishReason = engine.FinishCancelled
 	default:

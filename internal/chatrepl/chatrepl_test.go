@@ -127,13 +127,14 @@ func TestInterrupt(t *testing.T) {
 	defer pw.Close()
 	s, rec, out, info := newSession(t, pr)
 	s.MaxTokens = 400 // long enough to be interrupted
-	out.first = make(chan struct{})
+	first := make(chan struct{})
+	out.first = first
 	intr := make(chan struct{})
 	s.Interrupts = intr
 	done := make(chan error, 1)
 	go func() { done <- s.Run(context.Background()) }()
 	pw.Write([]byte("Once upon a time\n"))
-	<-out.first
+	<-first
 	intr <- struct{}{}
 	waitFor(t, func() bool { return strings.Contains(info.String(), "[stopped]") })
 	waitFor(t, func() bool { return strings.Contains(info.String(), "stopped)") })
