@@ -124,6 +124,14 @@ func TestPullRunListRm(t *testing.T) {
 	if out, _, _ := mlxcelEnv(t, env, "list"); !strings.Contains(out, "test-org/stories") || !strings.Contains(out, "main") {
 		t.Errorf("list: %q", out)
 	}
+	no := exec.Command(bin, "rm", "test-org/stories")
+	no.Env, no.Stdin = append(os.Environ(), env...), strings.NewReader("n\n")
+	if out, err := no.CombinedOutput(); err == nil || !strings.Contains(string(out), "[y/N]") {
+		t.Errorf("rm answered n: %v %s", err, out)
+	}
+	if _, err := os.Stat(snap); err != nil {
+		t.Fatalf("rm removed the model without a yes: %v", err)
+	}
 	if _, stderr, err := mlxcelEnv(t, env, "rm", "--yes", "test-org/stories"); err != nil {
 		t.Fatalf("rm: %v %s", err, stderr)
 	}
