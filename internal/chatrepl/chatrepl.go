@@ -186,7 +186,7 @@ func (s *Session) turn(ctx context.Context, user string) error {
 	if s.MaxContext > 0 {
 		maxTokens = min(maxTokens, s.MaxContext-len(ids))
 	}
-	res, err := generate.Run(ctx, s.Engine, s.Tokenizer.NewStreamDecoder(true), generate.Request{
+	res, err := generate.Run(ctx, s.Engine, s.Tokenizer.NewStreamDecoder(!s.markersSpecial()), generate.Request{
 		Request: engine.Request{Prompt: ids, Params: s.Params, MaxTokens: maxTokens, StopIDs: s.StopIDs},
 		Stop:    s.Stop,
 	}, func(d generate.Delta) error { out.push(d.Text); return nil })
@@ -211,6 +211,21 @@ func (s *Session) turn(ctx context.Context, user string) error {
 	s.history = append(s.history, chat.Message{Role: "user", Content: user}, chat.Message{Role: "assistant", Content: content})
 	s.speed(res)
 	return nil
+}
+
+// markersSpecial reports whether the thinking syntax uses special tokens
+// (Gemma 4's <|channel>): those must then reach the text, or the thought
+// could not be told from the answer.
+func (s *Session) markersSpecial() bool {
+	if s.Reasoning == "" {
+		return false
+	}
+	for _, m := range reasoning.Markers(s.Reasoning) {
+		if id, ok := s.Tokenizer.TokenID(m); ok && s.Tokenizer.IsSpecial(id) {
+			return true
+		}
+	}
+	return false
 }
 
 // speed prints the answer's figures, as `mlxcel run` does at the end.

@@ -2,7 +2,10 @@ package chatrepl
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -13,6 +16,7 @@ import (
 	"github.com/mlxcel/mlxcel/internal/chat"
 	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/reasoning"
+	"github.com/mlxcel/mlxcel/internal/tokenizer"
 )
 
 // recorder keeps the prompts the session submits.
@@ -193,6 +197,43 @@ func TestReasoningHidden(t *testing.T) {
 		}
 		if out.String() != "The answer." || !strings.Contains(info.String(), "--show-reasoning") {
 			t.Errorf("hidden: out %q info %q", out.String(), info.String())
+		}
+	}
+}
+
+// Markers that are special tokens must reach the text (they are skipped
+// otherwise): Qwen 3's <think> is a plain added token, so specials stay
+// skipped; a tokenizer that marks it special keeps them.
+func TestMarkersSpecial(t *testing.T) {
+	src := "../../../shared/testdata/tokenizers/qwen3/tokenizer.json"
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, special := range []bool{false, true} {
+		dir := t.TempDir()
+		var tj map[string]any
+		if err := json.Unmarshal(b, &tj); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range tj["added_tokens"].([]any) {
+			if a := a.(map[string]any); a["content"] == "<think>" {
+				a["special"] = special
+			}
+		}
+		out, _ := json.Marshal(tj)
+		os.WriteFile(filepath.Join(dir, "tokenizer.json"), out, 0o644)
+		tok, err := tokenizer.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Session{Tokenizer: tok, Reasoning: "think"}
+		if got := s.markersSpecial(); got != special {
+			t.Errorf("<think> special=%v: markersSpecial %v", special, got)
+		}
+		s.Reasoning = ""
+		if s.markersSpecial() {
+			t.Error("no parser, yet special markers")
 		}
 	}
 }

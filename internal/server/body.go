@@ -42,6 +42,9 @@ func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiEr
 		}
 		return badRequest("", "reading the request body: %v", err)
 	}
+	// Large bodies are decoded a few at a time (limits.go); reading them
+	// is not gated, so a slow sender holds no slot.
+	defer enterDecode(r, int64(len(body)))()
 	// encoding/json silently replaces invalid UTF-8 with U+FFFD; a prompt
 	// that is not text is refused instead of being generated from.
 	if !utf8.Valid(body) {

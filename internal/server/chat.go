@@ -107,6 +107,9 @@ func (req *chatRequest) prompt(m *served) (ids []int32, text string, e *apiError
 		msgs = append(msgs, msg)
 		texts = append(texts, text)
 	}
+	if e := m.textTooLong("messages", texts...); e != nil {
+		return nil, "", e // prompts.go: refused before rendering
+	}
 	if m.templateErr != nil {
 		return nil, "", templateLoadError(m.templateErr)
 	}

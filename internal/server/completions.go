@@ -72,6 +72,9 @@ func (req *completionRequest) prompt(m *served) (ids []int32, echo string, e *ap
 }
 
 func (m *served) encodePrompt(text string) ([]int32, string, *apiError) {
+	if e := m.textTooLong("prompt", text); e != nil {
+		return nil, "", e // prompts.go: refused before tokenizing
+	}
 	ids, err := m.tok.Encode(text, true)
 	if err != nil {
 		return nil, "", badRequest("prompt", "tokenizing the prompt: %v", err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"runtime/debug"
 	"sync/atomic"
@@ -35,6 +36,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		dw.rc.SetWriteDeadline(time.Time{})
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 			n := bodyReservation(r, s.opts.MaxBodyBytes)
+			if r.URL.Path == "/tokenize" {
+				// Tokenizing the whole text is what /tokenize does, at up
+				// to ~45 bytes per byte of text (generation requests are
+				// refused before tokenizing when they cannot fit).
+				n = min(n*tokenizeWeight, s.opts.BodyBudget)
+			}
 			if !s.budget.take(n) {
 				s.refuse(w, busyError())
 				return
@@ -43,6 +50,9 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			dw.rc.SetReadDeadline(time.Now().Add(s.opts.StallTimeout))
 			r2 := *r
 			r2.Body = &progressBody{ReadCloser: r.Body, rc: dw.rc, timeout: s.opts.StallTimeout}
+			if n >= freeAfterBytes {
+				r2 = *r2.WithContext(context.WithValue(r.Context(), decodeGateKey{}, s.decode))
+			}
 			r = &r2
 		}
 		if !probe && r.URL.Path != "/metrics" {
@@ -102,6 +112,7 @@ func (s *Server) InFlight() int64 { return s.inflight.Load() }
 
 // drainState is what guard and Drain share.
 type drainState struct {
+	decode   decodeGate
 	draining atomic.Bool
 	inflight atomic.Int64
 	freeing  atomic.Bool

@@ -421,3 +421,28 @@ func (s *testServer) postRaw(t testing.TB, path, body string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestPromptTooLongEarly: a text that cannot fit the context is refused
+// before it is tokenized or rendered, naming the field.
+func TestPromptTooLongEarly(t *testing.T) {
+	s := startServer(t, loadModel(t, ""), Options{})
+	text := strings.Repeat("Once upon a time. ", 1<<16)
+	m := s.model()
+	if int64(len(text)) <= m.promptBytes {
+		t.Fatalf("test text %d bytes is within the early bound %d", len(text), m.promptBytes)
+	}
+	for path, body := range map[string]string{
+		"/v1/completions":      `{"prompt":"` + text + `"}`,
+		"/v1/chat/completions": `{"messages":[{"role":"user","content":"` + text + `"}]}`,
+	} {
+		code, got := s.post(t, path, body)
+		e := errorOf(t, got)
+		if msg, _ := e["message"].(string); code != 400 || !strings.Contains(msg, "bytes of text") {
+			t.Errorf("%s: %d %v", path, code, e)
+		}
+	}
+	// A prompt near the bound but short in tokens is still served.
+	if code, got := s.post(t, "/v1/completions", `{"prompt":"Once upon a time","max_tokens":2}`); code != 200 {
+		t.Errorf("a short prompt: %d %v", code, got)
+	}
+}

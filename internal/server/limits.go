@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -24,6 +25,10 @@ const (
 	// freeAfterBytes: a request whose body was at least this large hands
 	// its memory back to the OS when no other large body is in flight.
 	freeAfterBytes = 1 << 20
+	// tokenizeWeight: a /tokenize body holds this many times its size of
+	// the budget, as its tokenization takes that much more memory than
+	// decoding a body does; a 15 MiB one takes the default budget alone.
+	tokenizeWeight = 8
 )
 
 // deadlineWriter sets the connection's write deadline before every write
@@ -147,6 +152,30 @@ func bodyReservation(r *http.Request, maxBody int64) int64 {
 		return min(r.ContentLength, maxBody)
 	}
 	return maxBody
+}
+
+// decodeGate limits how many large bodies are decoded at once to half
+// the CPUs: decoding 15 MiB of JSON is a second of CPU, and a few at once
+// on a small machine would starve /health and running streams.
+type decodeGate chan struct{}
+
+type decodeGateKey struct{}
+
+func newDecodeGate() decodeGate { return make(decodeGate, max(1, runtime.GOMAXPROCS(0)/2)) }
+
+// enterDecode waits for a slot when the body is large; the returned
+// function gives it back.
+func enterDecode(r *http.Request, size int64) func() {
+	g, _ := r.Context().Value(decodeGateKey{}).(decodeGate)
+	if g == nil || size < freeAfterBytes {
+		return func() {}
+	}
+	select {
+	case g <- struct{}{}:
+		return func() { <-g }
+	case <-r.Context().Done():
+		return func() {}
+	}
 }
 
 func busyError() *apiError {

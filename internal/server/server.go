@@ -111,6 +111,7 @@ type served struct {
 	// requests get a 400 naming it, completions still work.
 	templateErr error
 	plainChat   bool
+	promptBytes int64 // longer texts cannot fit the context (prompts.go)
 	stopIDs     []int32
 	vocab       int
 	texts       *tokenTexts
@@ -138,6 +139,7 @@ func New(o Options) *Server {
 	}
 	s := &Server{opts: o, log: log, conns: newConnLimiter(o.MaxConns)}
 	s.budget.limit = o.BodyBudget
+	s.decode = newDecodeGate()
 	s.metrics = newMetrics(s.stats)
 	s.handler = s.routes()
 	return s
@@ -186,6 +188,7 @@ func (s *Server) Ready(l *app.Loaded) error {
 		texts:     newTokenTexts(l.Tokenizer),
 		agent:     agent,
 	}
+	m.promptBytes = maxPromptBytes(l.Tokenizer, eng.MaxContext())
 	if tmpl == nil {
 		m.templateErr = l.TemplateErr // --chat-template replaces a broken one
 	}

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"bufio"
+	"encoding/json"
 	"net/http"
+	"strconv"
 )
 
 // /tokenize and /detokenize follow llama-server:
@@ -15,11 +18,6 @@ type tokenizeRequest struct {
 	Content    *string `json:"content"`
 	AddSpecial bool    `json:"add_special"`
 	WithPieces bool    `json:"with_pieces"`
-}
-
-type tokenPiece struct {
-	ID    int32  `json:"id"`
-	Piece string `json:"piece"`
 }
 
 func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
@@ -42,18 +40,36 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("content", "tokenizing: %v", err))
 		return
 	}
-	if !req.WithPieces {
-		if ids == nil {
-			ids = []int32{}
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"tokens": ids})
-		return
-	}
-	pieces := make([]tokenPiece, len(ids))
+	writeTokens(w, m, ids, req.WithPieces)
+}
+
+// writeTokens streams {"tokens": [...]} through a small buffer: the
+// answer for a 15 MiB text is hundreds of MB of JSON with pieces, which
+// json.Marshal would hold (twice, while growing) before sending.
+func writeTokens(w http.ResponseWriter, m *served, ids []int32, pieces bool) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.WriteString(`{"tokens":[`)
+	var num []byte
 	for i, id := range ids {
-		pieces[i] = tokenPiece{ID: id, Piece: m.texts.text(id)}
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		num = strconv.AppendInt(num[:0], int64(id), 10)
+		if !pieces {
+			bw.Write(num)
+			continue
+		}
+		piece, _ := json.Marshal(m.texts.text(id))
+		bw.WriteString(`{"id":`)
+		bw.Write(num)
+		bw.WriteString(`,"piece":`)
+		bw.Write(piece)
+		bw.WriteByte('}')
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": pieces})
+	bw.WriteString("]}\n")
+	bw.Flush()
 }
 
 type detokenizeRequest struct {
