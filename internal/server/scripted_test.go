@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 
@@ -55,7 +56,9 @@ type scriptedModel struct {
 	ids map[string]int32 // piece -> token id
 }
 
-func buildScripted(t testing.TB) *scriptedModel {
+// buildScripted builds the model; the pieces listed in special are
+// marked special tokens (as Mistral's and Gemma 4's markup is).
+func buildScripted(t testing.TB, special ...string) *scriptedModel {
 	t.Helper()
 	dir := t.TempDir()
 	base := filepath.Join(testdata, "models", "stories260k")
@@ -95,7 +98,7 @@ func buildScripted(t testing.TB) *scriptedModel {
 	added := tj["added_tokens"].([]any)
 	for i, p := range pieces {
 		added = append(added, map[string]any{"id": 512 + i, "content": p, "single_word": false, "lstrip": false,
-			"rstrip": false, "normalized": false, "special": false})
+			"rstrip": false, "normalized": false, "special": slices.Contains(special, p)})
 	}
 	tj["added_tokens"] = added
 	writeJSONFile(t, filepath.Join(dir, "tokenizer.json"), tj)

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/mlxcel/mlxcel/internal/chat"
+)
+
+// TestSpecialMarkup: when the tool-call markup is made of special tokens
+// (Mistral's [TOOL_CALLS], Gemma 4's <|tool_call>), the decoder keeps
+// them, so the calls are still found; answers without markup are as
+// before.
+func TestSpecialMarkup(t *testing.T) {
+	sm := buildScripted(t, "<tool_call>", "</tool_call>")
+	s := startServer(t, sm.load(t), Options{ServedModelName: "scripted"})
+	if !s.model().agent.keepSpecial {
+		t.Error("special markup tokens did not switch the decoder to keep them")
+	}
+	c := s.client()
+	resp, err := c.Chat.Completions.New(context.Background(), scriptedParams("<s_tool>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := resp.Choices[0].Message.ToolCalls; len(calls) != 2 || calls[0].Function.Name != "get_weather" || calls[1].Function.Name != "get_time" {
+		t.Errorf("calls %+v, content %q", calls, resp.Choices[0].Message.Content)
+	}
+	// The plain stories model has no special markup: specials stay hidden.
+	if plain := startServer(t, loadModel(t, ""), Options{}); plain.model().agent.keepSpecial {
+		t.Error("keepSpecial on for a model without parsers")
+	}
+}
+
+// TestChatTemplateOverride: --chat-template replaces the model's
+// template; the parsers follow the new one.
+func TestChatTemplateOverride(t *testing.T) {
+	sm := buildScripted(t)
+	l := sm.load(t)
+	path := testdata + "templates/qwen3.jinja"
+	s := startServer(t, l, Options{ServedModelName: "scripted", Agent: AgentOptions{ChatTemplate: path}})
+	m := s.model()
+	src, _ := os.ReadFile(path)
+	if m.template.Source() != string(src) || m.agent.toolParser != "hermes" || m.agent.reasoningParser != "think" {
+		t.Fatalf("template from %s not used: parsers %q %q", path, m.agent.toolParser, m.agent.reasoningParser)
+	}
+	// The request renders through the Qwen 3 template (bos/eos from
+	// tokenizer_config.json): the prompt's token count says so.
+	tmpl, err := chat.Parse(string(src), "<s>", "</s>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := tmpl.Render([]chat.Message{{Role: "user", Content: "Hi there"}}, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := l.Tokenizer.Encode(want, false)
+	p := scriptedParams("Hi there")
+	p.Tools = nil
+	p.MaxTokens = openai.Int(1)
+	c := s.client()
+	resp, err := c.Chat.Completions.New(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Usage.PromptTokens != int64(len(ids)) || !strings.Contains(want, "<|im_start|>assistant\n") {
+		t.Errorf("prompt tokens %d, the Qwen 3 render has %d", resp.Usage.PromptTokens, len(ids))
+	}
+	// A missing file fails Ready.
+	bad := New(Options{Agent: AgentOptions{ChatTemplate: "/nonexistent.jinja"}})
+	if err := bad.Ready(l); err == nil || !strings.Contains(err.Error(), "--chat-template") {
+		t.Errorf("missing template file: %v", err)
+	}
+}
+
+// TestAgentFlags: unknown parser names are refused before anything loads.
+func TestAgentFlags(t *testing.T) {
+	for _, args := range [][]string{{"--tool-call-parser", "nope"}, {"--reasoning-parser", "deepthink"}} {
+		err := Main("mlxcel-server", args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "known parsers") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}
