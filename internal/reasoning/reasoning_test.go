@@ -93,3 +93,37 @@ func TestQwen3RoundTrip(t *testing.T) {
 		t.Error("a prompt ending in <think> opens the thought")
 	}
 }
+
+// TestGemma4Template: the parser is detected from Gemma 4's real
+// template; with thinking off its generation prompt closes an empty
+// thought (nothing opened), with thinking on the model opens it itself.
+func TestGemma4Template(t *testing.T) {
+	src, err := os.ReadFile("../toolcall/testdata/gemma4.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Detect(string(src), ""); got != "gemma4" {
+		t.Fatalf("Detect: %q", got)
+	}
+	tmpl, err := chat.Parse(string(src), "<bos>", "<eos>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := []chat.Message{{Role: "user", Content: "2+2?"}}
+	for _, on := range []bool{false, true} {
+		prompt, err := tmpl.Render(user, true, map[string]any{"enable_thinking": on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if OpenedIn("gemma4", prompt) {
+			t.Errorf("enable_thinking=%v: the prompt leaves a thought open: %q", on, prompt)
+		}
+		if closed := strings.HasSuffix(prompt, "<|channel>thought\n<channel|>"); closed == on {
+			t.Errorf("enable_thinking=%v: prompt ends %q", on, prompt[max(0, len(prompt)-40):])
+		}
+	}
+	r, a, _ := Split("gemma4", "<|channel>thought\nAdd them.\n<channel|>4", false)
+	if r != "Add them." || a != "4" {
+		t.Errorf("split %q %q", r, a)
+	}
+}
