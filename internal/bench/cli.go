@@ -165,11 +165,11 @@ func DecodeMain(args []string, stdout, stderr io.Writer) error {
 	}
 	o := mf.options(stderr)
 	if *modelDir != "" {
-		dir, _, err := app.ResolveModel(context.Background(), *modelDir, stderr)
+		dir, name, err := app.ResolveModel(context.Background(), *modelDir, stderr)
 		if err != nil {
 			return err
 		}
-		*modelDir = dir
+		*modelDir, o.ModelName = dir, name
 	}
 	o.Model, o.Profile, o.PromptTokens = *modelDir, *profile, prompts
 	var csvErr error

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 // DecodeOptions configure a decode benchmark of one model.
 type DecodeOptions struct {
 	Model       string // checkpoint folder (or Profile)
+	ModelName   string // the model column for Model ("": the folder's name); a Hub repository's name
 	Profile     string // profile name or folder: synthetic weights
 	ProfilesDir string // where profile names are looked up ("" = search)
 	Tokenizer   string // tokenizer folder or shared name; "" = the model's own / the profile's pairing
@@ -131,7 +133,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 			}
 		}
 	case o.Model != "":
-		base.Model = filepath.Base(filepath.Clean(o.Model))
+		base.Model = cmp.Or(o.ModelName, filepath.Base(filepath.Clean(o.Model)))
 		if abs, err := filepath.Abs(o.Model); err == nil {
 			base.ModelPath = abs
 		} else {
