@@ -121,10 +121,9 @@ func Detect(template, modelType string) string {
 
 // Stream parses one answer incrementally.
 type Stream struct {
-	syn     syntax
-	buf     string
-	e       emitter
-	started bool
+	syn syntax
+	buf string
+	e   emitter
 }
 
 // NewStream starts parsing with the named parser.
