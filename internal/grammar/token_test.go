@@ -175,3 +175,29 @@ func TestToolCallQwen(t *testing.T) {
 		t.Fatal("an unsupported syntax compiled")
 	}
 }
+
+// TestMaskPartsAnyCut: the parallel walk gives the brute-force mask for
+// any cut of the vocabulary, including cuts inside shared prefixes.
+func TestMaskPartsAnyCut(t *testing.T) {
+	g, err := CompileSchema([]byte(personSchema), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := loadTok(t, "tokenizers/llama3_1")
+	v := NewVocab(tok, tok.VocabSize())
+	classes := v.tokenClasses(g.d)
+	for _, workers := range []int{1, 3, 7, 13} {
+		v.parts = splitParts(len(v.ids), workers, 1)
+		for _, prefix := range []string{``, `{"name": "Ad`, `{"name": "A", "age": 1, "address": {"city": "Lon`, `{"name": "A", "age": 1`} {
+			s := g.walk(g.d.start, []byte(prefix))
+			got := make([]uint64, v.Words())
+			v.mask(g.d, s, classes, got)
+			want := bruteMask(g, v, s)
+			for w := range want {
+				if got[w] != want[w] {
+					t.Fatalf("%d parts, after %q: word %d = %x, brute force %x", workers, prefix, w, got[w], want[w])
+				}
+			}
+		}
+	}
+}

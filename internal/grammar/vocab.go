@@ -33,7 +33,7 @@ type Vocab struct {
 	// dies at byte d skips every token under that node.
 	skipOff []uint32
 	skip    []uint32
-	parts   []int // bounds of the ranges walked in parallel (first-byte boundaries)
+	parts   []int // bounds of the ranges walked in parallel
 	// firstCount[b] is the number of tokens starting with byte b.
 	firstCount [256]int
 	maxLen     int
@@ -70,7 +70,7 @@ func NewVocab(src TokenSource, size int) *Vocab {
 	}
 	v.off = append(v.off, uint32(len(v.data)))
 	v.buildSkips()
-	v.parts = splitParts(v.lcp, min(runtime.GOMAXPROCS(0), maxMaskWorkers), minPartTokens)
+	v.parts = splitParts(len(v.ids), min(runtime.GOMAXPROCS(0), maxMaskWorkers), minPartTokens)
 	return v
 }
 
@@ -82,20 +82,14 @@ const (
 	minPartTokens  = 16384
 )
 
-// splitParts cuts 0..len(lcp) into up to workers ranges of about equal
-// size, each starting where lcp is 0.
-func splitParts(lcp []uint16, workers, minPart int) []int {
-	n := len(lcp)
-	workers = min(workers, n/max(minPart, 1))
-	parts := []int{0}
-	for p := 1; p < workers; p++ {
-		i := max(p*n/workers, parts[len(parts)-1]+1)
-		for i < n && lcp[i] != 0 {
-			i++
-		}
-		if i < n {
-			parts = append(parts, i)
-		}
+// splitParts cuts 0..n into up to workers ranges of equal size. Any cut
+// is correct: a range starts its walk from scratch, and a skip never
+// leaves its range.
+func splitParts(n, workers, minPart int) []int {
+	workers = max(min(workers, n/max(minPart, 1)), 1)
+	parts := make([]int, 0, workers+1)
+	for p := range workers {
+		parts = append(parts, p*n/workers)
 	}
 	return append(parts, n)
 }
@@ -155,8 +149,7 @@ func (v *Vocab) mask(d *dfa, s int32, classes []uint64, out []uint64) {
 		v.maskRange(d, s, classes, out, 0, len(v.ids))
 		return
 	}
-	// Each part starts a new first byte, so the parts walk independently;
-	// they write their own words and are merged.
+	// The parts walk independently, each into its own words, merged after.
 	locals := make([][]uint64, len(parts)-1)
 	var wg sync.WaitGroup
 	for p := range locals {
@@ -183,8 +176,7 @@ func (v *Vocab) liveTokens(d *dfa, s int32) int {
 	return n
 }
 
-// maskRange is mask over the tokens lo..hi of the byte order; lo must
-// start a first byte (lcp 0).
+// maskRange is mask over the tokens lo..hi of the byte order.
 func (v *Vocab) maskRange(d *dfa, s int32, classes []uint64, out []uint64, lo, hi int) {
 	stack := make([]int32, v.maxLen+1)
 	stack[0] = s
@@ -225,7 +217,14 @@ func (v *Vocab) maskRange(d *dfa, s int32, classes []uint64, out []uint64, lo, h
 		// Everything under tok[:k+1] is dead; the next token shares at
 		// most k bytes with this one.
 		shared = k
-		i = min(int(v.skip[int(v.skipOff[i])+k-int(v.lcp[i])]), hi)
+		if l := int(v.lcp[i]); k >= l {
+			i = min(int(v.skip[int(v.skipOff[i])+k-l]), hi)
+			continue
+		}
+		// Died inside the prefix shared with the token before, which only
+		// a range's first token walks: scan to the end of the subtree.
+		for i++; i < hi && int(v.lcp[i]) > k; i++ {
+		}
 	}
 }
 
