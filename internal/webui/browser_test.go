@@ -97,7 +97,7 @@ func TestChatPageInBrowser(t *testing.T) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	var seen struct {
-		OK                                  bool
+		OK                                   bool
 		Error, Model, Answer, Speed, Stopped string
 	}
 	if jerr := json.Unmarshal(out, &seen); jerr != nil || err != nil || !seen.OK {
