@@ -140,9 +140,9 @@ func (v *Vocab) Tokens() int { return len(v.ids) }
 // the bytes after the prefix it shares with the last token walked, and a
 // token dying at byte d skips the whole subtree of tokens under that
 // prefix. classes[i] (nil when the grammar has over 64 byte classes) is
-// the set of byte classes of ids[i]: a token made only of classes on
-// which s loops to itself is accepted without a walk (inside a string,
-// most of the vocabulary).
+// the set of byte classes of ids[i]: a token made only of the classes of
+// s's content run (d.contentRun), and no longer than it, is accepted
+// without a walk (inside a string, most of the vocabulary).
 func (v *Vocab) mask(d *dfa, s int32, classes []uint64, out []uint64) {
 	parts := v.parts
 	if len(parts) <= 2 || v.liveTokens(d, s) < 2*minPartTokens {
@@ -181,19 +181,15 @@ func (v *Vocab) maskRange(d *dfa, s int32, classes []uint64, out []uint64, lo, h
 	stack := make([]int32, v.maxLen+1)
 	stack[0] = s
 	trans, nclass, classOf := d.trans, d.nclass, &d.classOf
-	loops := uint64(0)
+	run, runLen := uint64(0), 0
 	if classes != nil {
-		for c := range nclass {
-			if trans[int(s)*nclass+c] == s {
-				loops |= 1 << c
-			}
-		}
+		run, runLen = d.contentRun(s, v.maxLen)
 	}
 	shared := 0 // prefix length shared with the last token walked
 	for i := lo; i < hi; {
 		shared = min(shared, int(v.lcp[i]))
 		id := v.ids[i]
-		if loops != 0 && classes[i]&^loops == 0 {
+		if run != 0 && classes[i]&^run == 0 && int(v.off[i+1]-v.off[i]) <= runLen {
 			out[id>>6] |= 1 << (id & 63)
 			i++
 			continue
@@ -226,6 +222,39 @@ func (v *Vocab) maskRange(d *dfa, s int32, classes []uint64, out []uint64, lo, h
 		for i++; i < hi && int(v.lcp[i]) > k; i++ {
 		}
 	}
+}
+
+// contentRun finds the run of plain content from s: the classes c (as a
+// set, run) that all lead from s to one state, and from there on to one
+// next state each, for n steps (at most max; a state looping on itself
+// runs to max). Any n bytes of those classes take s to a live state: a
+// string's characters, bounded (a chain of states) or not (a loop). The
+// run is seeded by the class of 'a', the commonest content byte.
+func (d *dfa) contentRun(s int32, limit int) (run uint64, n int) {
+	seed := int(d.classOf['a'])
+	first := d.trans[int(s)*d.nclass+seed]
+	if first < 0 {
+		return 0, 0
+	}
+	for c := range d.nclass {
+		if d.trans[int(s)*d.nclass+c] == first {
+			run |= 1 << c
+		}
+	}
+	for cur := s; n < limit; n++ {
+		row := d.trans[int(cur)*d.nclass : int(cur+1)*d.nclass]
+		next := row[seed]
+		if next < 0 {
+			break
+		}
+		for c := range d.nclass {
+			if run&(1<<c) != 0 && row[c] != next {
+				return run, n
+			}
+		}
+		cur = next
+	}
+	return run, n
 }
 
 // tokenClasses is, per token in byte order, the set of d's byte classes
