@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"sync"
 	"time"
@@ -84,6 +85,11 @@ func (j *chatJob) newAnswer() *answer {
 	}
 	if p := j.m.agent.toolParser; p != "" && len(j.tools) > 0 && j.choice.mode != "none" {
 		a.tc, _ = toolcall.NewStream(p)
+		schemas := make(map[string]json.RawMessage, len(j.tools))
+		for _, t := range j.tools {
+			schemas[t.Name] = t.Parameters
+		}
+		a.tc.Schemas(schemas) // typeless syntaxes read values by the schema
 	}
 	return a
 }

@@ -12,6 +12,7 @@
 package toolcall
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -70,6 +71,7 @@ var registry = map[string]func() syntax{
 	"llama3_json": func() syntax { return &llama3{} },
 	"mistral":     func() syntax { return &mistral{} },
 	"gemma4":      func() syntax { return &gemma4{} },
+	"qwen3_coder": func() syntax { return &qwenXML{} },
 }
 
 // Known reports whether name is a parser.
@@ -88,6 +90,8 @@ func Markers(name string) []string {
 		return []string{mistralCalls, mistralArgs}
 	case "gemma4":
 		return []string{gemmaOpen, gemmaClose, gemmaQuote, gemmaResponse}
+	case "qwen3_coder":
+		return []string{hermesOpen, hermesClose}
 	}
 	return nil
 }
@@ -99,6 +103,8 @@ func Detect(template, modelType string) string {
 	switch {
 	case strings.Contains(template, gemmaOpen):
 		return "gemma4"
+	case strings.Contains(template, hermesOpen) && strings.Contains(template, xmlFunction):
+		return "qwen3_coder"
 	case strings.Contains(template, hermesOpen):
 		return "hermes"
 	case strings.Contains(template, mistralCalls):
@@ -107,7 +113,9 @@ func Detect(template, modelType string) string {
 		return "llama3_json"
 	}
 	switch {
-	case slices.Contains([]string{"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}, modelType):
+	case slices.Contains([]string{"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}, modelType):
+		return "qwen3_coder"
+	case slices.Contains([]string{"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next"}, modelType):
 		return "hermes"
 	case modelType == "llama":
 		return "llama3_json"
@@ -133,6 +141,36 @@ func NewStream(name string) (*Stream, error) {
 		return nil, fmt.Errorf("toolcall: unknown parser %q (known: %s)", name, strings.Join(Parsers(), ", "))
 	}
 	return &Stream{syn: f()}, nil
+}
+
+// Schemas gives the parser the request's tools (name -> JSON Schema of
+// the arguments), for syntaxes whose values carry no type of their own
+// (qwen3_coder's plain-text parameters).
+func (s *Stream) Schemas(tools map[string]json.RawMessage) {
+	t, ok := s.syn.(interface {
+		setTypes(func(fn, param string) string)
+	})
+	if !ok || len(tools) == 0 {
+		return
+	}
+	types := map[string]map[string]string{}
+	for name, schema := range tools {
+		var sch struct {
+			Properties map[string]struct {
+				Type any `json:"type"`
+			} `json:"properties"`
+		}
+		if json.Unmarshal(schema, &sch) != nil {
+			continue
+		}
+		types[name] = map[string]string{}
+		for p, v := range sch.Properties {
+			if s, ok := v.Type.(string); ok {
+				types[name][p] = s
+			}
+		}
+	}
+	t.setTypes(func(fn, param string) string { return types[fn][param] })
 }
 
 // Push adds generated text and returns what became final.

@@ -17,7 +17,7 @@ const shared = "../../../shared/testdata/templates/"
 // renderAnswer renders a conversation ending in an assistant turn with
 // the real template and returns what the template wrote for that turn:
 // the text a model trained on the template generates.
-func renderAnswer(t *testing.T, path, eos string, assistant chat.Message, extra map[string]any) string {
+func renderAnswer(t *testing.T, path, eos string, assistant chat.Message, extra map[string]any) (prompt, answer string) {
 	t.Helper()
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -28,7 +28,7 @@ func renderAnswer(t *testing.T, path, eos string, assistant chat.Message, extra 
 		t.Fatal(err)
 	}
 	user := []chat.Message{{Role: "user", Content: "What is the weather in Paris and in Rome?"}}
-	prompt, err := tmpl.Render(user, true, extra)
+	prompt, err = tmpl.Render(user, true, extra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func renderAnswer(t *testing.T, path, eos string, assistant chat.Message, extra 
 	if !strings.HasPrefix(full, prompt) {
 		t.Fatalf("the conversation does not extend the prompt:\n%q\n%q", prompt, full)
 	}
-	return full[len(prompt):]
+	return prompt, full[len(prompt):]
 }
 
 func toolCall(name string, args string) map[string]any {
@@ -81,6 +81,8 @@ func TestTemplateOutputs(t *testing.T) {
 			{"get_weather", `{"city": "Paris", "days": 3}`}}},
 		{"ministral3", "mistral", "testdata/ministral3.jinja", "</s>", "</s>", two, []Call{
 			{"get_weather", `{"city": "Paris", "days": 3}`}, {"get_weather", `{"city": "Rome", "note": "a \"quoted\" {brace}"}`}}},
+		{"qwen3.5", "qwen3_coder", "testdata/qwen3_5.jinja", "<|im_end|>", "<|im_end|>\n", two, []Call{
+			{"get_weather", `{"city": "Paris", "days": 3}`}, {"get_weather", `{"city": "Rome", "note": "a \"quoted\" {brace}"}`}}},
 		{"gemma4", "gemma4", "testdata/gemma4.jinja", "<eos>", "", two, []Call{
 			{"get_weather", `{"city": "Paris", "days": 3}`}, {"get_weather", `{"city": "Rome", "note": "a \"quoted\" {brace}"}`}}},
 	}
@@ -96,15 +98,15 @@ func TestTemplateOutputs(t *testing.T) {
 				// thought that the rendered turn does not repeat.
 				extra = map[string]any{"tools": weatherTools["tools"], "enable_thinking": true}
 			}
-			text := renderAnswer(t, c.path, c.eos, c.msg, extra)
+			prompt, text := renderAnswer(t, c.path, c.eos, c.msg, extra)
 			text = strings.TrimSuffix(text, c.endTurn)
-			if c.parser == "hermes" {
+			if c.parser == "hermes" || c.parser == "qwen3_coder" {
 				// Qwen 3 writes an empty thought first: the server splits
 				// reasoning off before it looks for calls.
-				_, text, _ = reasoning.Split("think", text, false)
+				_, text, _ = reasoning.Split("think", text, reasoning.OpenedIn("think", prompt))
 			}
 			t.Logf("model text: %q", text)
-			content, calls, err := Parse(c.parser, text)
+			content, calls, err := parseTyped(c.parser, text)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,5 +235,39 @@ func TestDetectModelType(t *testing.T) {
 		if got := Detect("", mt); got != want {
 			t.Errorf("%s: %q, want %q", mt, got, want)
 		}
+	}
+}
+
+// parseTyped parses with the weather tool's schema given (qwen3_coder
+// reads parameter types from it).
+func parseTyped(parser, text string) (string, []Call, error) {
+	s, err := NewStream(parser)
+	if err != nil {
+		return "", nil, err
+	}
+	s.Schemas(map[string]json.RawMessage{"get_weather": json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}}}`)})
+	content, calls := Collect(append(s.Push(text), s.Close()...))
+	return content, calls, nil
+}
+
+// TestQwenXMLValues: without a schema a value is read by its look; with
+// one, by the parameter's type.
+func TestQwenXMLValues(t *testing.T) {
+	text := "<tool_call>\n<function=f>\n<parameter=zip>\n01234\n</parameter>\n<parameter=n>\n3\n</parameter>\n" +
+		"<parameter=ok>\nTrue\n</parameter>\n<parameter=list>\n[1, \"a\"]\n</parameter>\n<parameter=text>\ntwo\nlines\n</parameter>\n</function>\n</tool_call>"
+	_, calls, _ := Parse("qwen3_coder", text)
+	if len(calls) != 1 || calls[0].Arguments != `{"zip": "01234", "n": 3, "ok": true, "list": [1, "a"], "text": "two\nlines"}` {
+		t.Errorf("untyped: %+v", calls)
+	}
+	s, _ := NewStream("qwen3_coder")
+	s.Schemas(map[string]json.RawMessage{"f": json.RawMessage(`{"properties":{"n":{"type":"string"},"zip":{"type":"string"}}}`)})
+	_, calls = Collect(append(s.Push(text), s.Close()...))
+	if len(calls) != 1 || calls[0].Arguments != `{"zip": "01234", "n": "3", "ok": true, "list": [1, "a"], "text": "two\nlines"}` {
+		t.Errorf("typed: %+v", calls)
+	}
+	checkSplits(t, "qwen3_coder", text)
+	checkSplits(t, "qwen3_coder", "Sure.\n\n"+text+"\n<tool_call>\n<function=g>\n</function>\n</tool_call>")
+	if c, calls, _ := Parse("qwen3_coder", "<tool_call>oops</tool_call>"); c != "<tool_call>oops</tool_call>" || len(calls) != 0 {
+		t.Errorf("not a call: %q %+v", c, calls)
 	}
 }
