@@ -38,7 +38,8 @@ func (c *compiler) object(s *jval, path string, depth int) frag {
 		extra = &jval{kind: 'b', b: false}
 	}
 	// A required name without a property schema takes the
-	// additionalProperties schema (false: the object is unsatisfiable).
+	// additionalProperties schema: any value when it is absent (JSON
+	// Schema allows it), none when it is false (unsatisfiable).
 	var missing []string
 	for k := range required {
 		if props.get(k) == nil {
@@ -46,8 +47,12 @@ func (c *compiler) object(s *jval, path string, depth int) frag {
 		}
 	}
 	sort.Strings(missing)
+	missingSchema := s.get("additionalProperties")
+	if missingSchema == nil {
+		missingSchema = &jval{kind: 'b', b: true}
+	}
 	for _, k := range missing {
-		keys, schemas = append(keys[:len(keys):len(keys)], k), append(schemas[:len(schemas):len(schemas)], extra)
+		keys, schemas = append(keys[:len(keys):len(keys)], k), append(schemas[:len(schemas):len(schemas)], missingSchema)
 	}
 
 	open, close := n.lit("{"), n.lit("}")

@@ -85,7 +85,9 @@ func (pc *patComp) re(r *syntax.Regexp) frag {
 		}
 		return n.alt(alts...)
 	case syntax.OpAnyCharNotNL:
-		return n.alt(pc.runes(0, '\n'-1), pc.runes('\n'+1, utf8.MaxRune))
+		// ECMA-262's '.' also excludes \r, U+2028 and U+2029: leave them
+		// out so the text matches under either engine.
+		return n.alt(pc.runes(0, '\n'-1), pc.runes('\n'+1, '\r'-1), pc.runes('\r'+1, 0x2027), pc.runes(0x202A, utf8.MaxRune))
 	case syntax.OpAnyChar:
 		return pc.runes(0, utf8.MaxRune)
 	case syntax.OpCapture:

@@ -85,10 +85,16 @@ func (c *compiler) schema(s *jval, path string, depth int) frag {
 		}
 		return c.schema(a.vals[0], path+"/allOf/0", depth)
 	}
-	for _, k := range []string{"anyOf", "oneOf"} {
-		if a := s.get(k); a != nil {
-			return c.anyOf(s, a, path+"/"+k, depth)
+	if a := s.get("anyOf"); a != nil {
+		return c.anyOf(s, a, path+"/anyOf", depth)
+	}
+	if a := s.get("oneOf"); a != nil {
+		// Exactly one alternative must validate: safe as anyOf only when
+		// the alternatives exclude each other.
+		if a.kind == 'a' && len(a.vals) > 1 && !discriminated(a.vals) {
+			return c.fail(path+"/oneOf", "oneOf is supported only for one alternative or objects told apart by a required const property (a discriminated union); use anyOf")
 		}
+		return c.anyOf(s, a, path+"/oneOf", depth)
 	}
 	if v := s.get("const"); v != nil {
 		return c.n.lit(v.text())
@@ -122,6 +128,49 @@ func (c *compiler) anyOf(s, a *jval, path string, depth int) frag {
 		alts[i] = c.schema(v, path+"/"+strconv.Itoa(i), depth)
 	}
 	return c.n.alt(alts...)
+}
+
+// discriminated reports whether alts are objects that share a required
+// property whose const (or one-value enum) differs in each: at most one
+// of them can validate.
+func discriminated(alts []*jval) bool {
+	first := alts[0].get("properties")
+	if first == nil {
+		return false
+	}
+	for _, key := range first.keys {
+		seen := map[string]bool{}
+		ok := true
+		for _, a := range alts {
+			v, req := discriminator(a, key)
+			if !req || seen[v] {
+				ok = false
+				break
+			}
+			seen[v] = true
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// discriminator is the single value a required property key of object
+// schema a may take.
+func discriminator(a *jval, key string) (string, bool) {
+	p := a.get("properties").get(key)
+	r := a.get("required")
+	if p == nil || r == nil || r.kind != 'a' || !slices.ContainsFunc(r.vals, func(x *jval) bool { return x.kind == 's' && x.str == key }) {
+		return "", false
+	}
+	if c := p.get("const"); c != nil {
+		return c.text(), true
+	}
+	if e := p.get("enum"); e != nil && e.kind == 'a' && len(e.vals) == 1 {
+		return e.vals[0].text(), true
+	}
+	return "", false
 }
 
 // ref follows a local reference ("#", "#/$defs/x", "#/definitions/x",

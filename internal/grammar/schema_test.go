@@ -52,6 +52,11 @@ var schemaCases = []schemaCase{
 		good: []string{`{"a":{"x":1,"y":2}}`, `{"a":{"x":1,"y":2},"b":{"x":3,"y":4}}`}, bad: []string{`{"a":{"x":1}}`}},
 	{name: "recursive-ref", schema: `{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#/$defs/node"}},"required":["v"]}},"$ref":"#/$defs/node"}`,
 		good: []string{`{"v":1}`, `{"v":1,"next":{"v":2,"next":{"v":3}}}`}, bad: []string{`{"next":{"v":1}}`}},
+	{name: "oneOf-discriminated", schema: `{"oneOf":[{"type":"object","properties":{"kind":{"const":"cat"},"lives":{"type":"integer","minimum":0,"maximum":9}},"required":["kind","lives"]},{"type":"object","properties":{"kind":{"enum":["dog"]},"good":{"type":"boolean"}},"required":["kind"]}]}`,
+		good: []string{`{"kind":"cat","lives":9}`, `{"kind":"dog"}`, `{"kind":"dog","good":true}`}, bad: []string{`{"kind":"cat"}`, `{"kind":"cow"}`}},
+	{name: "required-undeclared", schema: `{"type":"object","properties":{"a":{"type":"null"}},"required":["b"]}`,
+		good: []string{`{"b":1}`, `{"a":null,"b":[true]}`}, bad: []string{`{"a":null}`}},
+	{name: "dot", schema: `{"type":"string","pattern":"^a.b$"}`, good: []string{`"axb"`, `"a\tb"`}, bad: []string{`"a\nb"`, `"a\rb"`, `"ab"`}},
 	{name: "any", schema: `{}`, good: []string{`1`, `"s"`, `[1,[2,[3]]]`, `{"a":{"b":{"c":{"d":1}}}}`}, bad: []string{`[1,]`, `{"a"}`, `tru`}},
 }
 
@@ -205,6 +210,8 @@ func TestSchemaErrors(t *testing.T) {
 		{`{"$defs":{"n":{"type":"object","properties":{"n":{"$ref":"#/$defs/n"}},"required":["n"]}},"$ref":"#/$defs/n"}`, `admits no value`},
 		{`{"type":"string","maxLength":2,"minLength":3}`, `admits no value`},
 		{`not json`, `not valid JSON`},
+		{`{"oneOf":[{"type":"integer"},{"type":"number"}]}`, `/oneOf: oneOf is supported only`},
+		{`{"type":"object","properties":{"a":{}},"required":["b"],"additionalProperties":false}`, `admits no value`},
 		{`{"type":"array","items":{"type":"string","maxLength":100},"minItems":3000}`, `too large`},
 	} {
 		_, err := CompileSchema([]byte(c.schema), Options{})
