@@ -54,4 +54,6 @@ go test -count=1 -run '^TestChatPageInBrowser$' ./internal/webui -require-browse
 # Short fuzzing runs of the parsers: they must never panic.
 go test -run '^$' -fuzz '^FuzzParseHeader$' -fuzztime 15s ./internal/weights/
 go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 15s ./internal/weights/
+go test -run '^$' -fuzz '^FuzzTokenizerJSON$' -fuzztime 15s ./internal/tokenizer/
+go test -run '^$' -fuzz '^FuzzChatTemplate$' -fuzztime 15s ./internal/chat/
 echo "test.sh: all tests passed"
