@@ -5,7 +5,7 @@ package cuda
 import (
 	"embed"
 	"fmt"
-	"os"
+
 	"regexp"
 	"runtime"
 	"strings"
@@ -22,7 +22,7 @@ var kernelFS embed.FS
 
 // kernelFiles is the order the sources are concatenated in: NVRTC has no
 // include path, so common.cu is prepended rather than #included.
-var kernelFiles = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu", "gemv_tc.cu", "flash.cu", "gemv_stream.cu", "moe.cu", "moe_decode.cu"}
+var kernelFiles = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu", "flash.cu", "moe.cu", "moe_decode.cu"}
 
 func kernelSource() string {
 	var sb strings.Builder
@@ -55,8 +55,6 @@ type Backend struct {
 	strm uintptr
 	mod  uintptr
 	fns  map[string]uintptr
-	// downSumFns: the moe_down_sum kernels (isMoEDownSum)
-	downSumFns map[uintptr]bool
 
 	Device      string // "NVIDIA H200"
 	Arch        string // "sm_90"
@@ -82,48 +80,12 @@ type Backend struct {
 	multiByFn     map[uintptr]multiInfo
 	multiDefaults [2][2][3]multiInfo
 	moeDecNames   map[moeDecKey]moeDecVal // ops_moe_decode.go: moeDecKernel
-	fuse          bool                    // merge q/k/v and gate/up GEMVs, fuse add+norm (MLXCEL_CUDA_FUSE=0: off)
+	mmaOff        bool                    // the MoE routers' GEMVs stay off the tensor cores (f32 logits for the top-k)
 
-	multiVariant string // benchmarks: "" or a qgemvm4_bf_v<NR><PF> suffix
-	// The persistent one-row product (ops_gemv_stream.go): pipeline stages
-	// (0: off), the least weight bytes that take it, the grid's blocks.
-	streamStages, streamMin, streamBlocks int
-	gemvTC                                bool   // one-row 4-bit products on the tensor cores (qgemvt4, MLXCEL_CUDA_GEMVT=1: on)
-	tcVariant                             string // "" or "w4" (MLXCEL_CUDA_GEMVT=w4)
-	gemvHalf                              string // "" or the f16x2 one-row kernel: "1" (qgemvh4) or "16" (qgemvh4_bf_r16)
-	mmaVariant                            string // "" or a qmma4_bf_{1,2} variant: d2/d8 (slabs in flight), o2, r4, xp, xc (mma.cu)
-
-	// Kernel paths, each on by default and switchable for comparison:
-	// MLXCEL_CUDA_MMA=0 (tensor-core GEMV for 2-32 rows), MLXCEL_CUDA_FLASH=0
-	// (tensor-core prefill attention), MLXCEL_CUDA_DECATTN=0 (decode
-	// attention that stores K/V and merges its splits itself),
-	// MLXCEL_CUDA_GEMM=tf32 (cuBLAS on f32 operands instead of bf16).
-	// MLXCEL_CUDA_MOEGROUP=0: MoE slot by slot instead of grouped.
-	useMMA, useFlash, useDecAttn, gemmBF16, moeGroup bool
-	pdl                                              bool      // programmatic dependent launch (runEx)
-	decSplitKeys                                     int       // attn_decode keys per split block
-	decWaves                                         int       // attn_decode blocks an SM at most, splits included (MLXCEL_CUDA_DECWAVES; 0: decodeWaves)
-	decPF                                            bool      // attn_decode's next K/V round loaded before this one's math (MLXCEL_CUDA_DECPF=1, the _p kernels)
-	decHeads                                         int       // attn_decode query heads per block (0: the whole GQA group)
-	decH1                                            bool      // one-head blocks take the _h1 kernels (MLXCEL_CUDA_DECH1=0: the AD_G ones)
-	decClusterMax                                    int       // the most splits merged in a cluster by the _c kernels (MLXCEL_CUDA_DECCLUSTER=0: off)
-	decHG                                            bool      // blocks of 2 or 4 heads take the _h2/_h4 kernels (MLXCEL_CUDA_DECHG=0: the AD_G ones)
-	decHeadsMaxCtx                                   int       // longest (rounded) context that takes head groups (decHeadsMaxCtx)
-	decLongHeads                                     int       // query heads a block past decHeadsMaxCtx when fewer than the group (longHeads; -1: by context, 0: the group)
-	fuseRoPE                                         bool      // decode: rope2 folded into attn_decode (takeRoPE)
-	folds                                            normFolds // one-row norms (and residual adds) folded into their neighbours
-	moeDec                                           bool      // MLXCEL_CUDA_MOEDEC=0: few-token MoE in seven launches, not three (ops_moe_decode.go)
-	argmaxSplit                                      bool      // long rows' argmax over several blocks (MLXCEL_CUDA_ARGMAX=rows: one block a row)
-	routeBlock                                       bool      // MoE decode: the router's last block routes with all its threads (default; MLXCEL_CUDA_ROUTE=warp: one warp)
-	moePre                                           bool      // MoE decode: down_sum loads its weights before its wait (default; MLXCEL_CUDA_MOEPRE=0: after)
-	moeDownAcc                                       bool      // MoE decode: moe_down_acc for down_sum at topk >= 8 (default; MLXCEL_CUDA_MOEDOWN=sum: off)
-	moeGULanes                                       int       // MoE decode gate/up row-group width (MLXCEL_CUDA_MOEGU=32/64/128; 0: rowGroupLanes)
-	moeGUO6                                          bool      // MoE decode gate/up at six blocks an SM (the _o6 kernels; default unless MLXCEL_CUDA_MOEGU picks a width)
-
-	// Prefill flash kernel: flashV 2 (flash2_attn_*, the default) or 1
-	// (flash_attn_*, MLXCEL_CUDA_FLASHV=1); flash2 holds the head dims
-	// whose flash2 kernel got its dynamic shared memory (optInFlash2).
-	flashV int
+	pdl bool // programmatic dependent launch (runEx): Hopper and cuLaunchKernelEx
+	tuning
+	// flash2 holds the head dims whose prefill kernel (flash2_attn_*) got
+	// its dynamic shared memory (optInFlash2).
 	flash2 map[int]bool
 
 	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
@@ -225,52 +187,18 @@ func New(dev int) (*Backend, error) {
 		}
 		b.fns[name] = f
 	}
-	b.readKnobs()
+	b.setDefaults()
 	b.flash2 = b.optInFlash2()
-	b.streamConfig()
-	// PDL needs Hopper (griddepcontrol) and cuLaunchKernelEx.
-	b.pdl = os.Getenv("MLXCEL_CUDA_PDL") != "0" && b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9
-	// Decode attention's splits merged through a thread block cluster
-	// (the _c kernels, readKnobs' decClusterMax) need Hopper and
-	// cuLaunchKernelEx; 16 blocks a cluster need the non-portable opt-in.
-	if b.decClusterMax > 0 {
-		b.decClusterMax = 0
-		if b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9 {
-			b.decClusterMax = b.optInClusters()
-		}
+	// PDL (griddepcontrol) and decode attention's cluster merge (the _c
+	// kernels) need Hopper and cuLaunchKernelEx; 16 blocks a cluster need
+	// the non-portable opt-in.
+	hopper := b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9
+	b.pdl = hopper
+	b.decClusterMax = 0
+	if hopper {
+		b.decClusterMax = b.optInClusters()
 	}
 	return b, nil
-}
-
-// normFolds are the decode-time norm folds, each switchable (the sixth
-// session measured only all on against all off: the next A/B is each
-// alone): gemv, a one-row RMSNorm (and the residual add before it) into
-// the qgemvm_f kernel that reads it (takeNorm, foldAdd); router, the same
-// into the MoE router and the expert sum (ops_moe_decode.go); heads,
-// Qwen3's per-head q/k norms into attn_decode (takeHeadNorms).
-type normFolds struct{ gemv, router, heads bool }
-
-// defaultNormFolds: the heads fold only (readKnobs says why).
-var defaultNormFolds = normFolds{heads: true}
-
-// parseNormFolds reads MLXCEL_CUDA_NORMFUSE: "1" all, or a comma list of
-// gemv, router, heads; anything else none.
-func parseNormFolds(v string) normFolds {
-	if v == "1" {
-		return normFolds{true, true, true}
-	}
-	var f normFolds
-	for _, k := range strings.Split(v, ",") {
-		switch strings.TrimSpace(k) {
-		case "gemv":
-			f.gemv = true
-		case "router":
-			f.router = true
-		case "heads":
-			f.heads = true
-		}
-	}
-	return f
 }
 
 // bind pins the calling goroutine to its OS thread and makes the context
@@ -310,27 +238,20 @@ func kernelNames() []string {
 			}
 		}
 		for _, dt := range []string{"f32", "bf16", "f16"} {
-			if mr == 1 && dt == "f32" {
-				names = append(names, multiKernels...)
-				for _, m := range multiKernels {
-					if !strings.HasSuffix(m, "_v85") && !strings.HasSuffix(m, "_v86") && !strings.HasSuffix(m, "_v8n") &&
-						!strings.HasPrefix(m, "qgemvt") && !strings.HasPrefix(m, "qgemvh") {
-						names = append(names, m+"_f") // QMULTI_G's fold variants
-					}
-				}
-			}
 			names = append(names, fmt.Sprintf("dgemv_%s_%d", dt, mr))
 		}
 	}
+	names = append(names, multiKernels...)
 	for _, nt := range []int{1, 2, 4} {
 		names = append(names, fmt.Sprintf("qmma4_bf_%d", nt), fmt.Sprintf("qmma4_f32_%d", nt))
 	}
-	names = append(names, "qmma4_bf_1_d2", "qmma4_bf_1_d8", "qmma4_bf_2_d2", "qmma4_bf_2_d8",
-		"qmma4_bf_1_o2", "qmma4_bf_2_o2", "qmma4_bf_1_r4", "qmma4_bf_2_r4", "qmma4_bf_1_xp", "qmma4_bf_2_xp", "qmma4_bf_1_xc", "qmma4_bf_2_xc")
-	return append(names, "flash_attn_64", "flash_attn_128", "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_decode_64", "attn_decode_128",
-		"attn_decode_64_p", "attn_decode_128_p", "attn_decode_64_h1", "attn_decode_128_h1",
-		"attn_decode_64_h2", "attn_decode_128_h2", "attn_decode_64_h4", "attn_decode_128_h4",
-		"attn_decode_64_h1c", "attn_decode_128_h1c", "attn_decode_64_h2c", "attn_decode_128_h2c", "attn_decode_64_h4c", "attn_decode_128_h4c",
+	names = append(names, "qmma4_bf_1_xc", "qmma4_bf_2_xc")
+	for _, hd := range []int{64, 128} {
+		for _, k := range []string{"", "_h1", "_h2", "_h4", "_h1c", "_h2c", "_h4c"} {
+			names = append(names, fmt.Sprintf("attn_decode_%d%s", hd, k))
+		}
+	}
+	return append(names, "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512",
 		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6") // (two-argument __launch_bounds__: not matched by kernelName)
 }
 

@@ -191,59 +191,18 @@ func TestBench(t *testing.T) {
 	for _, s := range shapes {
 		lin("q4g64", 1, s, "q4g64")
 	}
-	// The tensor-core one-row kernel (qgemvt4, off by default: slower)
-	// against the default (qgemvm).
-	for _, v := range []string{"", "w4"} {
-		b.gemvTC, b.tcVariant = true, v
-		for _, s := range shapes {
-			lin("q4g64", 1, s, "q4g64-tc"+v)
-		}
-	}
-	b.gemvTC, b.tcVariant = false, ""
-	for _, v := range []string{"1", "16"} {
-		b.gemvHalf = v
-		for _, s := range shapes {
-			lin("q4g64", 1, s, "q4g64-half"+v)
-		}
-	}
-	b.gemvHalf = ""
 	// Short rows (MoE experts, 2048-wide models): row-group kernels.
 	for _, s := range [][2]int{{768, 2048}, {2048, 768}, {6144, 2048}} {
 		lin("q4g64", 1, s, "q4g64")
 	}
-	quick := os.Getenv("MLXCEL_BENCH_QUICK") == "1" // the defaults only
-	// One-row variants: 2 or 4 chunks a lane at K=4096 (g64, g64p, g32p),
-	// 12 and 16 rows a block (v120, v160), register caps
-	// (v85, v86), weights loaded without L1 allocation (v8n), against the
-	// default.
-	for _, v := range []string{"g64", "g64p", "g32p", "120", "160", "85", "86", "8n"} {
-		if quick {
-			break
-		}
-		b.multiVariant = v
-		for _, s := range shapes {
-			lin("q4g64", 1, s, "q4g64-v"+v)
-		}
-	}
-	b.multiVariant = ""
 	lin("q8g64", 1, shapes[1], "q8g64")
 	lin("bf16", 1, shapes[1], "bf16")
-	// Several activation rows: the tensor-core kernel (default: 4 slabs in
-	// flight per warp; variants d2, d8) against the f32 kernels it replaces
-	// (MLXCEL_CUDA_MMA=0, measured in run 1: 83 us at 8 rows on 14336x4096).
-	defaultMMA := b.mmaVariant
-	for _, v := range []string{"", "xp", "xc"} {
-		b.mmaVariant = v
-		for _, rows := range []int{2, 8, 16, 32} {
-			if v != "" && rows == 32 {
-				continue
-			}
-			for _, s := range shapes[:3] {
-				lin("q4g64", rows, s, "q4g64-mma"+v)
-			}
+	// Several activation rows: the tensor-core kernels (qmma4).
+	for _, rows := range []int{2, 8, 16, 32} {
+		for _, s := range shapes[:3] {
+			lin("q4g64", rows, s, "q4g64-mma")
 		}
 	}
-	b.mmaVariant = defaultMMA
 	if err := b.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -370,38 +329,27 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		b.Linear(logits, hl, head, nil)
 		return b.Argmax(logits)
 	}
+	// The default, then what each measured choice is worth: graphs, PDL,
+	// decode attention's keys per split and heads per block.
 	type cfg struct {
-		nseq                   int
-		graphs, fuse, dec, pdl bool
-		splitKeys              int    // attn_decode keys per split (0: default)
-		mmav                   string // qmma4 variant (MLXCEL_CUDA_MMAV)
-		nofold                 bool   // norms and residual adds as their own launches (MLXCEL_CUDA_NORMFUSE=0)
-		heads                  int    // attn_decode query heads per block (MLXCEL_CUDA_DECHEADS; 0: default)
+		nseq        int
+		graphs, pdl bool
+		splitKeys   int // attn_decode keys per split (0: default)
+		heads       int // attn_decode query heads per block (0: default)
 	}
-	pdl, splitKeys, mmav, decHeads, folds := b.pdl, b.decSplitKeys, b.mmaVariant, b.decHeads, b.folds
-	for _, c := range []cfg{{1, true, true, true, true, 0, "", false, 0}, {1, true, true, true, true, 0, "", true, 0}, {1, true, true, true, true, 0, "", false, 2}, {1, true, true, true, true, 0, "", false, 1}, {1, true, true, true, false, 0, "", false, 0},
-		{1, true, true, false, true, 0, "", false, 0}, {1, false, true, true, true, 0, "", false, 0}, {1, true, true, true, true, 8, "", false, 0}, {1, true, true, true, true, 32, "", false, 0},
-		{8, true, true, true, true, 0, "", false, 0}, {8, true, true, true, true, 0, "none", false, 0},
-		{16, true, true, true, true, 0, "", false, 0}, {16, true, true, true, true, 0, "none", false, 0},
-		{32, true, true, true, true, 0, "", false, 0}} {
+	pdl, splitKeys, decHeads := b.pdl, b.decSplitKeys, b.decHeads
+	for _, c := range []cfg{{1, true, true, 0, 0}, {1, true, true, 0, 2}, {1, true, true, 0, 4}, {1, true, false, 0, 0},
+		{1, false, true, 0, 0}, {1, true, true, 8, 0}, {1, true, true, 32, 0},
+		{8, true, true, 0, 0}, {16, true, true, 0, 0}, {32, true, true, 0, 0}} {
 		b.decSplitKeys = splitKeys
 		if c.splitKeys > 0 {
 			b.decSplitKeys = c.splitKeys
-		}
-		b.mmaVariant = mmav
-		if c.mmav == "none" { // the plain qmma4 kernels
-			b.mmaVariant = ""
-		} else if c.mmav != "" {
-			b.mmaVariant = c.mmav
 		}
 		nseq, graphs := c.nseq, c.graphs
 		{
 			b.SetGraphs(graphs)
 			b.mu.Lock()
-			b.fuse, b.useDecAttn, b.pdl, b.folds = c.fuse, c.dec, c.pdl && pdl, folds
-			if c.nofold {
-				b.folds = normFolds{}
-			}
+			b.pdl = c.pdl && pdl
 			b.decHeads = decHeads
 			if c.heads > 0 {
 				b.decHeads = c.heads
@@ -467,23 +415,11 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			if graphs {
 				cfg = "graphs-on"
 			}
-			if !c.fuse {
-				cfg += "-nofuse"
-			}
-			if !c.dec {
-				cfg += "-nodecattn"
-			}
 			if !c.pdl || !pdl {
 				cfg += "-nopdl"
 			}
 			if c.splitKeys > 0 {
 				cfg += fmt.Sprintf("-splitkeys%d", c.splitKeys)
-			}
-			if c.mmav != "" {
-				cfg += "-mma" + c.mmav
-			}
-			if c.nofold {
-				cfg += "-nonormfold"
 			}
 			if c.heads > 0 {
 				cfg += fmt.Sprintf("-decheads%d", c.heads)
@@ -494,7 +430,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			if nseq == 1 && graphs && c.fuse && c.dec && c.pdl && c.splitKeys == 0 && !c.nofold && c.heads == 0 {
+			if nseq == 1 && graphs && c.pdl && c.splitKeys == 0 && c.heads == 0 {
 				// One profiled step: where the device time of a decode step goes.
 				b.SetProfile(true)
 				batch := &backend.Batch{Tokens: toks[:1], Positions: []int32{int32(prompt + steps)}, LogitRows: []int{0},
@@ -515,7 +451,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	}
 	b.SetGraphs(true)
 	b.mu.Lock()
-	b.fuse, b.useDecAttn, b.pdl, b.decSplitKeys, b.mmaVariant, b.folds, b.decHeads = true, true, pdl, splitKeys, mmav, folds, decHeads
+	b.pdl, b.decSplitKeys, b.decHeads = pdl, splitKeys, decHeads
 	unbind := b.bind()
 	b.graphs.clear(b)
 	unbind()
@@ -523,17 +459,9 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	if os.Getenv("MLXCEL_BENCH_PREFILL") == "0" {
 		return
 	}
-	// Prefill of one long prompt in chunks of 2048 tokens: the flash
-	// kernel and bf16 cuBLAS (defaults) against the generic attention
-	// kernel and TF32 at 2048.
-	type pcfg struct {
-		n            int
-		flash, bf16g bool
-	}
-	for _, c := range []pcfg{{512, true, true}, {2048, true, true}, {8192, true, true}, {2048, false, true}, {2048, true, false}} {
-		b.mu.Lock()
-		b.useFlash, b.gemmBF16 = c.flash, c.bf16g
-		b.mu.Unlock()
+	// Prefill of one long prompt in chunks of 2048 tokens.
+	for _, n := range []int{512, 2048, 8192} {
+		c := struct{ n int }{n}
 		spec := backend.KVSpec{NumBlocks: (c.n + bs) / bs, BlockSize: bs}
 		for range m.layers {
 			spec.Layers = append(spec.Layers, backend.KVLayer{KVHeads: m.kvh, HeadDim: m.hd})
@@ -568,19 +496,9 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		// Matrix work 2*params*tokens plus causal attention 2*2*n^2/2*hd*heads per layer.
 		params := float64(m.layers*(m.hidden*(m.heads+2*m.kvh)*m.hd+m.heads*m.hd*m.hidden+3*m.hidden*m.inter)) + float64(m.vocab*m.hidden)/float64(c.n)
 		flops := 2*params*float64(c.n) + float64(m.layers)*2*float64(c.n)*float64(c.n)*float64(m.hd*m.heads)
-		name := "flash+bf16"
-		if !c.flash {
-			name = "generic-attn+bf16"
-		}
-		if !c.bf16g {
-			name = "flash+tf32"
-		}
-		o.add("prefill-llama8b-q4", name, c.n, fmt.Sprintf("P%d", c.n), float64(best.Microseconds()), float64(c.n)/best.Seconds(),
+		o.add("prefill-llama8b-q4", "flash+bf16", c.n, fmt.Sprintf("P%d", c.n), float64(best.Microseconds()), float64(c.n)/best.Seconds(),
 			flops/best.Seconds()/1e12, "tok/s in GB_per_s column, TFLOP/s in ratio column")
 	}
-	b.mu.Lock()
-	b.useFlash, b.gemmBF16 = true, true
-	b.mu.Unlock()
 	c, r, d, f, lastErr := b.GraphStats()
 	t.Logf("graphs: %d captured, %d replays, %d direct launches, %d failed (%v)", c, r, d, f, lastErr)
 }
@@ -588,28 +506,27 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 // TestBenchFlash times the prefill attention kernel alone, on one
 // sequence of T tokens in one chunk (block size 16), counting 4*hd flops
 // per (query head, query, key seen): on Llama-3.1-8B's shapes (32 query
-// heads, 8 kv heads, head dim 128, causal) flash_attn
-// (MLXCEL_CUDA_FLASHV=1) against flash2_attn (the default), checking that
-// the two agree; on Gemma 4's (32 query heads, 16 kv heads, head dim 256
-// with its 1024-key window or causal, and 512) flash2_attn alone, checked
-// against the generic attention kernel (run once, untimed).
+// heads, 8 kv heads, head dim 128, causal) and Gemma 4's (32 query heads,
+// 16 kv heads, head dim 256 with its 1024-key window or causal, and 512),
+// each checked against the generic attention kernel (run once, untimed).
 // MLXCEL_CUDA_BENCH=1 enables it (-test.run TestBenchFlash alone).
 func TestBenchFlash(t *testing.T) {
 	o := benchEnabled(t)
 	b := newOrSkip(t)
 	defer b.Close()
 	defer o.print()
-	defer func(v int, f bool) { b.flashV, b.useFlash = v, f }(b.flashV, b.useFlash)
+	flash2 := b.flash2
+	defer func() { b.flash2 = flash2 }()
 	rng := rand.New(rand.NewSource(7))
 	m := llama8b
-	// vers: 0 the generic kernel (reference only), 1 flash_attn, 2 flash2_attn.
+	// vers: 0 the generic kernel (reference only), 2 flash2_attn.
 	for _, c := range []struct {
 		bench                     string
 		heads, kvh, hd, window, T int
 		vers                      []int
 	}{
-		{"flash-llama8b", m.heads, m.kvh, m.hd, 0, 2048, []int{1, 2}},
-		{"flash-llama8b", m.heads, m.kvh, m.hd, 0, 8192, []int{1, 2}},
+		{"flash-llama8b", m.heads, m.kvh, m.hd, 0, 2048, []int{0, 2}},
+		{"flash-llama8b", m.heads, m.kvh, m.hd, 0, 8192, []int{0, 2}},
 		{"flash-gemma4", 32, 16, 256, 1024, 2048, []int{0, 2}},
 		{"flash-gemma4", 32, 16, 256, 0, 2048, []int{0, 2}},
 		{"flash-gemma4", 32, 16, 512, 0, 2048, []int{0, 2}},
@@ -663,13 +580,16 @@ func TestBenchFlash(t *testing.T) {
 		outs := make([][]float32, len(c.vers))
 		var base time.Duration
 		for vi, ver := range c.vers {
-			b.useFlash, b.flashV = ver != 0, max(ver, 1)
+			b.flash2 = flash2
+			if ver == 0 { // the device "refused" flash2: the generic kernel
+				b.flash2 = map[int]bool{}
+			}
 			// One call stores K/V and runs the kernel; its attention
 			// launch is then replayed alone.
 			b.Attention(out, q, k, v, kv, 0, p)
 			b.mu.Lock()
 			fl := b.rec.ls[len(b.rec.ls)-1]
-			name := map[int]string{0: "attention", 1: fmt.Sprintf("flash_attn_%d", c.hd), 2: fmt.Sprintf("flash2_attn_%d", c.hd)}[ver]
+			name := map[int]string{0: "attention", 2: fmt.Sprintf("flash2_attn_%d", c.hd)}[ver]
 			if fl.fn != b.fn(name) {
 				b.mu.Unlock()
 				t.Fatalf("T=%d %s: the last launch is not %s", T, shape, name)

@@ -101,44 +101,28 @@ func (b *Backend) recorded() []string {
 	return out
 }
 
+// moeSeven records the MoE op on the seven-launch path, whatever the shape
+// (the reference the three-launch path is checked against).
+func (b *Backend) moeSeven(dst, x backend.Tensor, router backend.Weight, e backend.Experts, p backend.MoEParams) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.moeGrouped(b.tt(dst), b.tt(x), b.wt(router), b.wt(e.Gate), b.wt(e.Up), b.wt(e.Down), p)
+}
+
 // TestMoEDecode checks the three-launch MoE path on Qwen3-30B-A3B's layer
-// shape, with the norm folds on and off (MLXCEL_CUDA_NORMFUSE): at T=1
-// with folds a norm and the MoE record exactly the three moe_decode
-// kernels (the norm folded into the router); the output and the normed
-// input agree with the seven-launch path; and repeated steps (direct run,
-// graph capture, replays, each running the layer thrice: the ticket
-// counters must be left zero) give bit-identical results.
+// shape: a norm and the MoE record exactly the norm and the three
+// moe_decode kernels; the output agrees with the seven-launch path; and
+// repeated steps (direct run, graph capture, replays, each running the
+// layer thrice: the ticket counters must be left zero) give bit-identical
+// results.
 func TestMoEDecode(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
-	defer func(on bool, folds normFolds, rb bool, gu int, o6, pre, acc bool) {
-		b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moeGUO6, b.moePre, b.moeDownAcc = on, folds, rb, gu, o6, pre, acc
-	}(b.moeDec, b.folds, b.routeBlock, b.moeGULanes, b.moeGUO6, b.moePre, b.moeDownAcc)
 	gate, up, down := mdHosts()
 	ly := mdUpload(t, b, gate, up, down, 11)
 	p := backend.MoEParams{TopK: mdTopK, Renorm: true, Act: backend.SiLU}
 	rng := rand.New(rand.NewSource(3))
-	// The defaults are route, o6, pre and acc (with or without the router's
-	// norm fold); each other case turns one or more of them off or on.
-	type mdCase struct {
-		T     int
-		fold  bool // the norm folded into the router (MLXCEL_CUDA_NORMFUSE)
-		route bool // the router's whole block routes (MLXCEL_CUDA_ROUTE)
-		gu    int  // gate/up row-group width (MLXCEL_CUDA_MOEGU)
-		o6    bool // gate/up at six blocks an SM (MLXCEL_CUDA_MOEGU)
-		pre   bool // down loads before its wait (MLXCEL_CUDA_MOEPRE)
-		acc   bool // moe_down_acc (MLXCEL_CUDA_MOEDOWN)
-	}
-	for _, c := range []mdCase{
-		{T: 1, fold: true, route: true, o6: true, pre: true, acc: true}, {T: 4, fold: true, route: true, o6: true, pre: true, acc: true},
-		{T: 1, route: true, o6: true, pre: true, acc: true}, {T: 1, fold: true, route: true, o6: true, pre: true},
-		{T: 4, route: true, o6: true, pre: true}, {T: 1, fold: true, route: true, o6: true, acc: true},
-		{T: 1, fold: true}, {T: 1, route: true, gu: 32},
-		{T: 4, fold: true, route: true, gu: 128}, {T: 1, fold: true, route: true, o6: true},
-		{T: 4, route: true, o6: true},
-	} {
-		T := c.T
-		b.folds.router, b.routeBlock, b.moeGULanes, b.moeGUO6, b.moePre, b.moeDownAcc = c.fold, c.route, c.gu, c.o6, c.pre, c.acc
+	for _, T := range []int{1, 4} {
 		h, xn, out := mdInput(t, b, rng, T)
 		// Run 0: the seven-launch path; runs 1-4: the three-launch path.
 		// Run 1 may grow the counters (a fill between its first norm and
@@ -147,7 +131,6 @@ func TestMoEDecode(t *testing.T) {
 		// 3 and 4 must repeat run 2 bit for bit.
 		var ref, refN, first []float32
 		for run := range 5 {
-			b.moeDec = run > 0
 			mdStep(t, b, T)
 			b.mu.Lock()
 			b.fill(b.tt(out).ptr, float32(math.NaN()), T*mdHidden)
@@ -158,7 +141,11 @@ func TestMoEDecode(t *testing.T) {
 			}
 			for range 3 { // the same layer thrice: enough launches for a graph (minGraphLaunches)
 				b.RMSNorm(xn, h, ly.norm, 1e-6)
-				b.MoE(out, xn, ly.router, ly.ex, p)
+				if run == 0 {
+					b.moeSeven(out, xn, ly.router, ly.ex, p)
+				} else {
+					b.MoE(out, xn, ly.router, ly.ex, p)
+				}
 			}
 			names := b.recorded()
 			got, gotN := make([]float32, T*mdHidden), make([]float32, T*mdHidden)
@@ -167,7 +154,7 @@ func TestMoEDecode(t *testing.T) {
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("T=%d fold=%v route=%v gu=%d pre=%v acc=%v run %d (moeDec %v): %d launches %v", T, c.fold, c.route, c.gu, c.pre, c.acc, run, b.moeDec, len(names), names)
+			t.Logf("T=%d run %d: %d launches %v", T, run, len(names), names)
 			for i, v := range got {
 				if math.IsNaN(float64(v)) || math.IsNaN(float64(gotN[i])) {
 					t.Fatalf("T=%d run %d: element %d not written (out %v, normed x %v)", T, run, i, v, gotN[i])
@@ -187,21 +174,10 @@ func TestMoEDecode(t *testing.T) {
 			}
 			var want []string
 			for range 3 {
-				if T > 1 || !c.fold { // only a one-row norm is folded
-					want = append(want, "rmsnorm")
-				}
-				gateup := map[int]string{0: "moe_gateup4_bf_g64", 32: "moe_gateup4_bf_g32", 128: "moe_gateup4_bf"}[c.gu]
-				if c.o6 {
-					gateup += "_o6"
-				}
-				down := "moe_down_sum4_bf_g32"
-				if c.acc {
-					down = "moe_down_acc4_bf"
-				}
-				want = append(want, "moe_router8_bf", gateup, down)
+				want = append(want, "rmsnorm", "moe_router8_bf", "moe_gateup4_bf_g64_o6", "moe_down_acc4_bf")
 			}
 			if strings.Join(names, " ") != strings.Join(want, " ") {
-				t.Errorf("T=%d fold=%v run %d: launches %v, want %v", T, c.fold, run, names, want)
+				t.Errorf("T=%d run %d: launches %v, want %v", T, run, names, want)
 			}
 			if run == 2 {
 				first = got
@@ -222,7 +198,7 @@ func TestMoEDecode(t *testing.T) {
 
 // TestBenchMoEDecode times MoE layers of Qwen3-30B-A3B's shape at T=1 and
 // T=4 (each layer: the RMSNorm that feeds it, then the MoE op), on the
-// three-launch path and the seven-launch one (moeDec off), as one
+// three-launch path and the seven-launch one, as one
 // replayed graph of 48 layers cycling through 4 uploaded copies (distinct
 // routers, so the 4 copies' experts do not stay in L2 from one layer to
 // the next). MLXCEL_CUDA_BENCH=1 enables it; it prints microseconds per
@@ -232,7 +208,6 @@ func TestBenchMoEDecode(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
 	defer o.print()
-	defer func(on bool) { b.moeDec = on }(b.moeDec)
 	const copies, layers = 4, 48
 	gate, up, down := mdHosts()
 	var ls []mdLayer
@@ -248,7 +223,6 @@ func TestBenchMoEDecode(t *testing.T) {
 		h, xn, out := mdInput(t, b, rng, T)
 		var outs [2][]float32
 		for k, dec := range []bool{true, false} {
-			b.moeDec = dec
 			var ds []time.Duration
 			perLayer := 0
 			for it := 0; it < 8; it++ {
@@ -257,7 +231,11 @@ func TestBenchMoEDecode(t *testing.T) {
 				for l := range layers {
 					w := ls[l%copies]
 					b.RMSNorm(xn, h, w.norm, 1e-6)
-					b.MoE(out, xn, w.router, w.ex, p)
+					if dec {
+						b.MoE(out, xn, w.router, w.ex, p)
+					} else {
+						b.moeSeven(out, xn, w.router, w.ex, p)
+					}
 					if l == 0 && it == 1 { // (run 0 may grow the counters: one fill more)
 						perLayer = len(b.recorded())
 					}

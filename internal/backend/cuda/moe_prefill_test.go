@@ -96,8 +96,8 @@ func TestMoEPrefill(t *testing.T) {
 						took = took || l.fn == b.fn("moe_align")
 					}
 					b.mu.Unlock()
-					if took != (c.grouped && moeGEMMOn) {
-						t.Fatalf("grouped path taken: %v, want %v", took, c.grouped && moeGEMMOn)
+					if took != c.grouped {
+						t.Fatalf("grouped path taken: %v, want %v", took, c.grouped)
 					}
 				}
 				outs[k] = make([]float32, c.T*c.hidden)
@@ -148,7 +148,6 @@ func TestBenchMoEPrefill(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
 	defer o.print()
-	defer func(on bool) { moeGEMMOn = on }(moeGEMMOn)
 	const E, topk, hidden, inter = 128, 8, 2048, 768
 	upload := func(h *tensor.Host) backend.Weight {
 		w, err := b.UploadWeight(h)
@@ -187,7 +186,10 @@ func TestBenchMoEPrefill(t *testing.T) {
 		}
 		var outs [2][]float32
 		for k, grouped := range []bool{true, false} {
-			moeGEMMOn = grouped
+			moe := b.MoE
+			if !grouped {
+				moe = b.moeSeven // the per-token path
+			}
 			reps := 5
 			if !grouped {
 				reps = 2
@@ -197,13 +199,13 @@ func TestBenchMoEPrefill(t *testing.T) {
 			}
 			x, out := b.NewTensor(T, hidden), b.NewTensor(T, hidden)
 			b.Embed(x, xt)
-			b.MoE(out, x, router, ex, p) // warm-up
+			moe(out, x, router, ex, p) // warm-up
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
 			t0 := time.Now()
 			for range reps {
-				b.MoE(out, x, router, ex, p)
+				moe(out, x, router, ex, p)
 			}
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)

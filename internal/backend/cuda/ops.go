@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"unsafe"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
@@ -102,7 +103,7 @@ func (b *Backend) RMSNorm(dst, x backend.Tensor, w backend.Weight, eps float32) 
 	}
 	threads := min(1024, max(32, roundUp(s.cols/4, 32)))
 	// An Add that wrote x just before: do both in one pass over the row.
-	if n := len(b.rec.ls); b.fuse && n > 0 {
+	if n := len(b.rec.ls); n > 0 {
 		l := &b.rec.ls[n-1]
 		if l.fn == b.fn("add_f32") && uintptr(l.args[0]) == s.ptr && int(l.args[3]) == s.rows*s.cols {
 			a, c := uintptr(l.args[1]), uintptr(l.args[2])
@@ -132,7 +133,7 @@ func (b *Backend) ApplyRoPE(x backend.Tensor, heads, headDim int, r backend.RoPE
 	}
 	tab := b.ropeTable(r.InvFreq[:half])
 	// q then k with the same table: one launch rotates both.
-	if n := len(b.rec.ls); b.fuse && n > 0 {
+	if n := len(b.rec.ls); n > 0 {
 		l := &b.rec.ls[n-1]
 		if l.fn == b.fn("rope") && uintptr(l.args[2]) == tab && int(l.gx) == t.rows && int(int32(l.args[4])) == headDim &&
 			int(int32(l.args[5])) == half && uint32(l.args[6]) == math.Float32bits(scale) && uintptr(l.args[0]) != t.ptr {
@@ -191,7 +192,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	dense := qt.cols == p.Heads*p.HeadDim && o.cols == p.Heads*p.HeadDim
 	// Decode steps of head dims 64/128: attn_decode serves a kv head's
 	// whole query group and stores this step's K/V itself.
-	dec := b.useDecAttn && b.step.decode && kt.cols == vt.cols && kt.cols == kvw && dense &&
+	dec := b.step.decode && kt.cols == vt.cols && kt.cols == kvw && dense &&
 		(p.HeadDim == 64 || p.HeadDim == 128) && p.Heads/p.KVHeads <= 8
 	if dec {
 		// About decSplitKeys keys per split block, by the longest context
@@ -213,7 +214,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		}
 		hb := T * p.KVHeads * (G / gl) // blocks per split
 		// small: the _h1/_h2/_h4 kernels
-		small := !b.decPF && (gl == 1 && b.decH1 || (gl == 2 || gl == 4) && b.decHG)
+		small := gl == 1 || gl == 2 || gl == 4
 		waves := b.decWaves
 		if waves == 0 {
 			waves = decodeWaves(small)
@@ -251,15 +252,8 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		if p.HeadDim == 64 {
 			name = "attn_decode_64"
 		}
-		switch {
-		case b.decPF:
-			name += "_p"
-		case gl == 1 && b.decH1:
-			name += "_h1"
-		case gl == 2 && b.decHG:
-			name += "_h2"
-		case gl == 4 && b.decHG:
-			name += "_h4"
+		if small {
+			name += "_h" + strconv.Itoa(gl)
 		}
 		wb := 1 // q and k as the unfused rope/norm kernels leave them
 		if p.ScratchQK {
@@ -277,19 +271,13 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	}
 	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
 		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.KVHeads).i(p.HeadDim)
-	// Prefill chunks: tensor-core flash attention over query tiles;
-	// flash2 (dynamic shared memory) unless MLXCEL_CUDA_FLASHV=1 or the
-	// device refused its shared memory. Head dims 256 and 512 have only
-	// flash2 (the generic kernel when refused); at 512 two blocks of 64
-	// rows serve each query tile.
-	wide := p.HeadDim == 256 || p.HeadDim == 512
-	if b.useFlash && !b.step.decode && b.step.maxLen >= 16 && b.step.consecutive && (p.HeadDim == 64 || p.HeadDim == 128 || wide && b.flash2[p.HeadDim]) && dense {
-		name, threads, smem, grid := fmt.Sprintf("flash_attn_%d", p.HeadDim), 256, 0, b.step.ntiles
-		if (b.flashV != 1 || wide) && b.flash2[p.HeadDim] {
-			var rows int
-			threads, rows, _, _ = flash2Geom(p.HeadDim)
-			name, smem, grid = fmt.Sprintf("flash2_attn_%d", p.HeadDim), flash2Smem(p.HeadDim), b.step.ntiles*(flashTile/rows)
-		}
+	// Prefill chunks: tensor-core flash attention over query tiles
+	// (flash2_attn_*, dynamic shared memory; the generic kernel where the
+	// device refused it). At head dim 512 two blocks of 64 rows serve each
+	// query tile.
+	if !b.step.decode && b.step.maxLen >= 16 && b.step.consecutive && b.flash2[p.HeadDim] && dense {
+		threads, rows, _, _ := flash2Geom(p.HeadDim)
+		name, smem, grid := fmt.Sprintf("flash2_attn_%d", p.HeadDim), flash2Smem(p.HeadDim), b.step.ntiles*(flashTile/rows)
 		l := b.newLaunch(name, grid, p.Heads, 1, threads).p(o.ptr).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
 			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(b.step.tiles).i(qt.cols).i(o.cols)
@@ -317,7 +305,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 // dim and the cos/sin scale, or a zero table when nothing was folded.
 func (b *Backend) takeRoPE(qt, kt *Tensor, p backend.AttnParams) (uintptr, int, float32) {
 	n := len(b.rec.ls)
-	if !b.fuse || !b.fuseRoPE || n == 0 {
+	if n == 0 {
 		return 0, 0, 0
 	}
 	l := &b.rec.ls[n-1]
@@ -343,9 +331,6 @@ func (b *Backend) takeRoPE(qt, kt *Tensor, p backend.AttnParams) (uintptr, int, 
 // weights (0: not folded) and their eps; folding needs the same eps and
 // in-place norms of exactly the q and k rows.
 func (b *Backend) takeHeadNorms(qt, kt *Tensor, T int, p backend.AttnParams) (qn, kn uintptr, eps float32) {
-	if !b.fuse || !b.folds.heads {
-		return 0, 0, 0
-	}
 	epsSet := false
 	for range 2 {
 		n := len(b.rec.ls)
@@ -594,6 +579,15 @@ func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Ex
 	if b.moeDecode(d, s, rw, gw, uw, dw, p, 0) { // few tokens: three launches (ops_moe_decode.go)
 		return
 	}
+	b.moeGrouped(d, s, rw, gw, uw, dw, p)
+}
+
+// moeGrouped records the MoE op in seven launches (router GEMV,
+// moe_route_w, gate, up, gated activation, down, moe_sum), every slot of
+// a step's tokens in each: for the shapes the three-launch path does not
+// take.
+func (b *Backend) moeGrouped(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams) {
+	T, hidden, E, inter := s.rows, s.cols, rw.out, gw.out
 	alloc := func(n int) uintptr {
 		ptr, err := b.arenaAllocAny(n)
 		if err != nil {
@@ -601,11 +595,7 @@ func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Ex
 		}
 		return ptr
 	}
-	group := b.moeGroup
-	slots := 1
-	if group {
-		slots = p.TopK
-	}
+	slots := p.TopK
 	logits, idx, wts := alloc(T*E*4), alloc(T*p.TopK*4), alloc(T*p.TopK*4)
 	g, u, y := alloc(slots*T*inter*4), alloc(slots*T*inter*4), alloc(slots*T*hidden*4)
 	if b.err != nil {
@@ -613,18 +603,17 @@ func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Ex
 	}
 	// The router is a plain GEMV, kept off cuBLAS and off the f16
 	// tensor-core path: the top-k choice should see f32 logits.
-	mma := b.useMMA
-	b.useMMA = false
+	b.mmaOff = true
 	for r := 0; r < T; r += 8 {
 		m := min(8, T-r)
 		b.gemv(logits+uintptr(r*E*4), s.ptr+uintptr(r*hidden*4), rw, 0, m, E, hidden, 0, 0, 0)
 	}
-	b.useMMA = mma
+	b.mmaOff = false
 	renorm := 0
 	if p.Renorm {
 		renorm = 1
 	}
-	if group && E <= 1024 {
+	if E <= 1024 {
 		b.newLaunch("moe_route_w", T, 1, 1, 32).p(logits).i(T).i(E).i(p.TopK).i(renorm).p(idx).p(wts)
 	} else {
 		b.newLaunch("moe_route", (T+127)/128, 1, 1, 128).p(logits).i(T).i(E).i(p.TopK).i(renorm).p(idx).p(wts)
@@ -633,26 +622,12 @@ func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Ex
 	if p.Act == backend.GELUTanh {
 		act = "gated_gelu"
 	}
-	if group {
-		b.gemv(g, s.ptr, gw, 0, T, inter, hidden, idx, p.TopK, -1)
-		b.gemv(u, s.ptr, uw, 0, T, inter, hidden, idx, p.TopK, -1)
-		n := slots * T * inter
-		b.elementwise(act, n).p(g).p(g).p(u).i64(n).p(0)
-		b.gemv(y, g, dw, 0, T, hidden, inter, idx, p.TopK, -2)
-		b.newLaunch("moe_sum", T, 1, 1, min(256, roundUp(hidden, 32))).p(d.ptr).p(y).p(wts).i(T).i(p.TopK).i(hidden)
-		return
-	}
-	for k := 0; k < p.TopK; k++ {
-		b.gemv(g, s.ptr, gw, 0, T, inter, hidden, idx, p.TopK, k)
-		b.gemv(u, s.ptr, uw, 0, T, inter, hidden, idx, p.TopK, k)
-		b.elementwise(act, T*inter).p(g).p(g).p(u).i64(T * inter).p(0)
-		b.gemv(y, g, dw, 0, T, hidden, inter, idx, p.TopK, k)
-		first := 0
-		if k == 0 {
-			first = 1
-		}
-		b.newLaunch("moe_accum", T, 1, 1, min(256, roundUp(hidden, 32))).p(d.ptr).p(y).p(wts).i(p.TopK).i(k).i(hidden).i(first)
-	}
+	b.gemv(g, s.ptr, gw, 0, T, inter, hidden, idx, p.TopK, -1)
+	b.gemv(u, s.ptr, uw, 0, T, inter, hidden, idx, p.TopK, -1)
+	n := slots * T * inter
+	b.elementwise(act, n).p(g).p(g).p(u).i64(n).p(0)
+	b.gemv(y, g, dw, 0, T, hidden, inter, idx, p.TopK, -2)
+	b.newLaunch("moe_sum", T, 1, 1, min(256, roundUp(hidden, 32))).p(d.ptr).p(y).p(wts).i(T).i(p.TopK).i(hidden)
 }
 
 // arenaAllocAny takes op scratch from the step arena. Outside a step the
@@ -692,13 +667,13 @@ const argmaxSpan = 2048
 
 // argmaxInto records the argmax of each row of t into the feed buffer,
 // where FeedTokens read it and ArgmaxAsync copies it from. Rows longer
-// than argmaxSpan are split over several blocks (argmax_split; off with
-// MLXCEL_CUDA_ARGMAX=rows, one block a row). Call with the context bound.
+// than argmaxSpan are split over several blocks (argmax_split), shorter
+// ones take one block a row. Call with the context bound.
 func (b *Backend) argmaxInto(t *Tensor) error {
 	if err := b.grow(&b.feed, 4*t.rows); err != nil {
 		return err
 	}
-	if S := (t.cols + argmaxSpan - 1) / argmaxSpan; S > 1 && b.argmaxSplit {
+	if S := (t.cols + argmaxSpan - 1) / argmaxSpan; S > 1 {
 		S = min(S, 128)
 		part, err := b.arenaAllocAny(8 * S * t.rows)
 		if err != nil {

@@ -13,11 +13,11 @@ import (
 // Many-row products through cuBLAS (prefill): weights dequantized into a
 // scratch buffer, activations rounded to bf16 (or TF32 on f32).
 
-// gemm records a many-row product through cuBLAS: the weight is widened
-// (or dequantized) to f32 into a scratch buffer, then a TF32 GEMM runs on
-// the f32 activations.
+// gemm records a many-row product through cuBLAS: quantized and bf16
+// weights on bf16 operands (gemmBF); f32 and f16 weights widened to f32
+// into a scratch buffer, then a TF32 GEMM on the f32 activations.
 func (b *Backend) gemm(d, s *Tensor, w *weight, bias uintptr) {
-	if b.gemmBF16 && (w.quant || w.dtype == tensor.BF16) {
+	if w.quant || w.dtype == tensor.BF16 {
 		b.gemmBF(d, s, w, bias)
 		return
 	}

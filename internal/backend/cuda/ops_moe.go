@@ -3,8 +3,6 @@
 package cuda
 
 import (
-	"os"
-
 	"github.com/mlxcel/mlxcel/internal/backend"
 )
 
@@ -28,17 +26,13 @@ const (
 	moeMaxE = 1024 // MOE_MAXE: experts moe_align can count
 )
 
-// moeGEMMOn: MLXCEL_CUDA_MOEGEMM=0 keeps every step on the per-token path
-// (for comparison).
-var moeGEMMOn = os.Getenv("MLXCEL_CUDA_MOEGEMM") != "0"
-
 // moeGEMMApplies reports whether the grouped path can run this MoE call:
 // enough tokens, 4-bit experts with groups of 64 or more (the qmma4
 // layout), gate and up quantized alike (one launch runs both), widths that
 // are multiples of 64, and sizes within the kernels' grids.
 func (b *Backend) moeGEMMApplies(s *Tensor, gw, uw, dw *weight, E, topk int) bool {
 	T, hidden, inter := s.rows, s.cols, gw.out
-	if !moeGEMMOn || T < moeGEMMRows || E > moeMaxE || hidden%64 != 0 || inter%64 != 0 || s.ptr%16 != 0 {
+	if T < moeGEMMRows || E > moeMaxE || hidden%64 != 0 || inter%64 != 0 || s.ptr%16 != 0 {
 		return false
 	}
 	for _, w := range []*weight{gw, uw, dw} {
@@ -85,10 +79,9 @@ func (b *Backend) moeGEMM(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEPar
 	// Router and routing as in MoE: f32 logits off the tensor cores, so
 	// the top-k choice agrees with the reference. One GEMV launch covers
 	// all rows (grid.y).
-	mma := b.useMMA
-	b.useMMA = false
+	b.mmaOff = true
 	b.gemv(logits, s.ptr, rw, 0, T, E, hidden, 0, 0, 0)
-	b.useMMA = mma
+	b.mmaOff = false
 	renorm := 0
 	if p.Renorm {
 		renorm = 1

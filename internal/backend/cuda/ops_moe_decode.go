@@ -14,19 +14,19 @@ import (
 // GEMV, moe_route_w, gate, up, gated activation, down, moe_sum):
 //
 //	moe_router*   grid (E row blocks, T): logits, then the last block of
-//	              each token routes it (softmax top-k as moe_route_w); a
-//	              one-row RMSNorm just before is folded in (takeNorm)
+//	              each token routes it with all its threads (softmax
+//	              top-k as moe_route_w)
 //	moe_gateup*   grid (inter row blocks, T, topk): act(gate)*up per slot
 //	moe_down_sum* grid (hidden row blocks, T, topk): down per slot, the
 //	              last slot block of each (token, row block) sums the slots
-//	moe_down_acc* (topk 8-16, for down_sum; MLXCEL_CUDA_MOEDOWN=sum: off): grid
+//	moe_down_acc* (topk 8-16, for down_sum): grid
 //	              (hidden blocks of 8 rows, T), each block every slot of its
 //	              rows, its 8 warps a slot each at a time, summed in shared memory
 //
 // A batch-1 decode step of Qwen3-30B-A3B runs 48 MoE layers of a few
 // microseconds of weight reads each, so every launch removed (a ramp and a
-// tail) is a visible share of the layer.
-// MLXCEL_CUDA_MOEDEC=0 keeps the seven-launch path (Backend.moeDec).
+// tail) is a visible share of the layer. Which of these won, and by how
+// much, is in docs/cuda.md.
 
 // moeDecodeMaxE is the most experts the routing in moe_router handles
 // (MD_MAXE, as moe_route_w).
@@ -45,21 +45,12 @@ func moeDecQuant(w *weight) bool {
 // moeDecName names the kernel of a stage for weight w with K-long rows,
 // and returns its row-group width (rowGroupLanes). Dense bf16 weights (the
 // router only) count 16 bits per element.
-//
-// lanes, when not 0, picks the row-group width instead (32, 64 or 128:
-// MLXCEL_CUDA_MOEGU for the gate/up kernel).
-func moeDecName(stage string, w *weight, lanes int) (string, int) {
+func moeDecName(stage string, w *weight) (string, int) {
 	bits := w.bits
 	name := fmt.Sprintf("moe_%s%d_%s", stage, bits, w.sbName())
 	if !w.quant {
 		bits = 16
 		name = "moe_" + stage + "_bf16"
-	}
-	switch lanes {
-	case 32, 64:
-		return fmt.Sprintf("%s_g%d", name, lanes), lanes
-	case 128:
-		return name, lanes
 	}
 	return name + rowGroupSuffix(w.in, bits), rowGroupLanes(w.in, bits)
 }
@@ -69,19 +60,15 @@ func moeDecName(stage string, w *weight, lanes int) (string, int) {
 // layer in every decode step's recording, where formatting the names cost
 // ~1 us a layer.
 func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
-	lanes, o6 := 0, false
-	if stage == "gateup" {
-		lanes, o6 = b.moeGULanes, b.moeGUO6
-	}
-	key := moeDecKey{stage, w.w, lanes, o6}
+	key := moeDecKey{stage, w.w}
 	if k, ok := b.moeDecNames[key]; ok {
 		return k
 	}
-	name, lanes := moeDecName(stage, w, lanes)
+	name, lanes := moeDecName(stage, w)
 	if stage == "down_acc" { // one form: a warp a slot
 		name, lanes = fmt.Sprintf("moe_down_acc%d_%s", w.bits, w.sbName()), 32
 	}
-	if o6 && (name == "moe_gateup4_bf" || name == "moe_gateup4_bf_g64") {
+	if name == "moe_gateup4_bf" || name == "moe_gateup4_bf_g64" {
 		name += "_o6" // six blocks an SM (kernels/moe_decode.cu)
 	}
 	if b.moeDecNames == nil {
@@ -95,8 +82,6 @@ func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
 type moeDecKey struct {
 	stage string
 	w     uintptr
-	lanes int  // the width asked for (0: rowGroupLanes)
-	o6    bool // the six-blocks-an-SM gate/up kernel where there is one
 }
 
 type moeDecVal struct {
@@ -112,7 +97,7 @@ type moeDecVal struct {
 // Add; callers pass 0 for now).
 func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams, res uintptr) bool {
 	T, hidden, E, inter, topk := s.rows, s.cols, rw.out, gw.out, p.TopK
-	if !b.moeDec || !b.moeGroup || T >= moeGEMMRows || E > moeDecodeMaxE || s.ptr%16 != 0 || d.ptr == res {
+	if T >= moeGEMMRows || E > moeDecodeMaxE || s.ptr%16 != 0 || d.ptr == res {
 		return false
 	}
 	// Router: quantized 4/8 bits or dense bf16 (what the GEMVs run fast);
@@ -135,7 +120,7 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	logits, idx, wts := alloc(T*E*4), alloc(T*topk*4), alloc(T*topk*4)
 	a := alloc(topk * T * inter * 4)
 
-	downAcc := b.moeDownAcc && topk >= 8 && topk <= 16
+	downAcc := topk >= 8 && topk <= 16
 	down, y := "down_acc", uintptr(0) // moe_down_acc needs no per-slot scratch
 	if !downAcc {
 		down, y = "down_sum", alloc(topk*T*hidden*4)
@@ -159,34 +144,19 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	if p.Renorm {
 		renorm = 1
 	}
-	// A one-row RMSNorm that wrote x just before runs in the router
-	// (takeNorm, as for qgemvm): one launch fewer per decode layer.
-	rb := 0 // the last router block routes by one warp, or by the whole block
-	if b.routeBlock {
-		rb = 1
-	}
-	var nsrc, nw uintptr
-	var eps float32
-	if T == 1 && b.folds.router {
-		nsrc, nw, eps = b.takeNorm(s.ptr, hidden, rw.bytes)
-	}
 	b.newLaunchFn(rk.fn, rk.name, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
-		i(topk).i(renorm).p(idx).p(wts).p(nsrc).p(nw).f(eps).i(rb)
+		i(topk).i(renorm).p(idx).p(wts)
 
 	act := actSiLU
 	if p.Act == backend.GELUTanh {
 		act = actGELU
 	}
 	wstride, sbstride := expertStrides(gw)
-	// pre: gate/up lets the down kernel launch only after the router is
-	// done, and the down kernel loads its expert's first weight chunk
-	// before its wait.
-	pre := 0
-	if b.moePre {
-		pre = 1
-	}
+	// Gate/up lets the down kernel launch only after the router is done,
+	// and the down kernel loads its expert's first weight chunk before
+	// its wait.
 	b.newLaunchFn(gk.fn, gk.name, ggx, T, topk, 128).p(s.ptr).p(gw.w).p(gw.sb).p(uw.w).p(uw.sb).i(inter).i(hidden).i(gw.gshft).
-		i64(wstride).i64(sbstride).p(idx).i(topk).i(act).p(a).i(pre)
+		i64(wstride).i64(sbstride).p(idx).i(topk).i(act).p(a)
 
 	dthreads := 128
 	if downAcc {
@@ -194,7 +164,7 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	}
 	dws, dsbs := expertStrides(dw)
 	b.newLaunchFn(dk.fn, dk.name, dgx, T, dgz, dthreads).p(d.ptr).p(res).p(y).p(a).p(dw.w).p(dw.sb).i(hidden).i(inter).i(dw.gshft).
-		i64(dws).i64(dsbs).p(idx).p(wts).i(topk).p(cnt).i(pre)
+		i64(dws).i64(dsbs).p(idx).p(wts).i(topk).p(cnt)
 	return true
 }
 

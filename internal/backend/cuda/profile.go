@@ -7,9 +7,10 @@ import (
 	"os"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/mlxcel/mlxcel/internal/settings"
 )
 
 // Kernel profiling: with profiling on, flush runs every launch on its own
@@ -23,9 +24,6 @@ type profiler struct {
 	byName map[uintptr]*profEntry
 	at     int // MLXCEL_CUDA_PROFILE: the step (1-based) to profile; 0: none
 	steps  int // steps begun
-	// skip (MLXCEL_CUDA_SKIP=name,name): kernels never launched, so a
-	// timing run shows what they cost inside a graph. Results are wrong.
-	skip map[string]bool
 }
 
 type profEntry struct {
@@ -135,20 +133,7 @@ func (b *Backend) profileStep() {
 	}
 }
 
-func skipKernels() map[string]bool {
-	v := os.Getenv("MLXCEL_CUDA_SKIP")
-	if v == "" {
-		return nil
-	}
-	m := map[string]bool{}
-	for _, n := range strings.Split(v, ",") {
-		m[strings.TrimSpace(n)] = true
-	}
-	fmt.Fprintf(os.Stderr, "cuda: MLXCEL_CUDA_SKIP drops %v: results are wrong, timings only\n", v)
-	return m
-}
-
 func profileAt() int {
-	n, _ := strconv.Atoi(os.Getenv("MLXCEL_CUDA_PROFILE"))
+	n, _ := strconv.Atoi(settings.Get("MLXCEL_CUDA_PROFILE"))
 	return max(n, 0)
 }

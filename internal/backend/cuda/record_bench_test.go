@@ -15,7 +15,7 @@ import (
 // anywhere (BenchmarkRecordDecodeStep).
 func hostOnlyBackend() *Backend {
 	b := &Backend{fns: map[string]uintptr{}, SMs: 132}
-	b.readKnobs() // the defaults, as New sets them (and any MLXCEL_CUDA_* set)
+	b.setDefaults() // the defaults, as New sets them
 	for i, n := range kernelNames() {
 		b.fns[n] = uintptr(0x1000 + i)
 	}

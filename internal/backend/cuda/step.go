@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"slices"
 	"time"
 	"unsafe"
@@ -140,19 +141,40 @@ type launch struct {
 	n                       uint32 // arguments used
 	cz                      uint32 // cluster depth (blocks along z), 0 or 1: none
 	_                       uint32 // (zero: launches are hashed as bytes; args starts 8-byte aligned)
+	kinds                   uint64 // 2 bits an argument, argKind: checked against the kernels' signatures by tests
 	args                    [32]uint64
+}
+
+// argKind is how a launch argument was passed: what its kernel parameter
+// must be (TestLaunchSignatures reads the preprocessed kernel source).
+type argKind uint64
+
+const (
+	argPtr argKind = iota // a device address: any pointer parameter
+	argI32                // int
+	argI64                // long long
+	argF32                // float
+)
+
+// kind is argument i's argKind.
+func (l *launch) kind(i int) argKind { return argKind(l.kinds>>(2*i)) & 3 }
+
+func (l *launch) push(v uint64, k argKind) *launch {
+	l.args[l.n] = v
+	l.kinds |= uint64(k) << (2 * l.n)
+	l.n++
+	return l
 }
 
 const fnGemm = 1
 
 // recorder collects a step's launches until something needs results.
 type recorder struct {
-	ls      []launch
-	dropped launch // MLXCEL_CUDA_SKIP's launches land here
-	params  [32]unsafe.Pointer
-	gemm    bool
-	cfg     launchConfig  // runEx's arguments: not on the goroutine stack,
-	attrs   [2]launchAttr // which may move while C reads them
+	ls     []launch
+	params [32]unsafe.Pointer
+	gemm   bool
+	cfg    launchConfig  // runEx's arguments: not on the goroutine stack,
+	attrs  [2]launchAttr // which may move while C reads them
 }
 
 func (b *Backend) newLaunch(name string, gx, gy, gz, block int) *launch {
@@ -166,22 +188,14 @@ func (b *Backend) newLaunchFn(fn uintptr, name string, gx, gy, gz, block int) *l
 	if gx <= 0 || gy <= 0 || gz <= 0 {
 		panic(fmt.Sprintf("cuda: %s launched with grid %dx%dx%d", name, gx, gy, gz))
 	}
-	if b.prof.skip[name] { // timing experiment: the launch is built and dropped
-		b.rec.dropped = launch{}
-		return &b.rec.dropped
-	}
 	b.rec.ls = append(b.rec.ls, launch{fn: fn, gx: uint32(gx), gy: uint32(gy), gz: uint32(gz), block: uint32(block)})
 	return &b.rec.ls[len(b.rec.ls)-1]
 }
 
-func (l *launch) p(v uintptr) *launch { l.args[l.n] = uint64(v); l.n++; return l }
-func (l *launch) i(v int) *launch     { l.args[l.n] = uint64(uint32(int32(v))); l.n++; return l }
-func (l *launch) i64(v int) *launch   { l.args[l.n] = uint64(v); l.n++; return l }
-func (l *launch) f(v float32) *launch {
-	l.args[l.n] = uint64(*(*uint32)(unsafe.Pointer(&v)))
-	l.n++
-	return l
-}
+func (l *launch) p(v uintptr) *launch { return l.push(uint64(v), argPtr) }
+func (l *launch) i(v int) *launch     { return l.push(uint64(uint32(int32(v))), argI32) }
+func (l *launch) i64(v int) *launch   { return l.push(uint64(v), argI64) }
+func (l *launch) f(v float32) *launch { return l.push(uint64(math.Float32bits(v)), argF32) }
 
 // gridFor is a grid-stride launch size: enough blocks to fill the device.
 func (b *Backend) gridFor(n int) int {

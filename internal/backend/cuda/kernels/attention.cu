@@ -299,23 +299,19 @@ DEV void merge_head_splits(float* out, int G, int S, int e0, int e1, ML ml, PO p
     }
 }
 
-// PF: each warp's next round of K/V rows is loaded before this round's
-// math (two rounds in flight; 32 more registers at HD 128), the first two
-// before the wait, for splits of more than one round (MLXCEL_CUDA_DECPF=1,
-// the _p kernels).
 // GM: the most query heads a block serves (AD_G, or 1 for the one-head
 // blocks of short contexts: a quarter of the registers for q, the sums and
 // the softmax state). wb: write the rotated/normalised q and k back (the
 // unfused kernels' result); 0 when the caller reads neither afterwards
 // (AttnParams.ScratchQK), which also drops the k write-back's ticket.
-// CL (the _c kernels, the default on sm_90, MLXCEL_CUDA_DECCLUSTER=0: off; wb 0): the S split blocks
+// CL (the _c kernels, used on sm_90 when wb is 0): the S split blocks
 // of a head group are one thread block cluster (the Go side launches them
 // with cluster dims (1, 1, S)); each keeps its partial (max, sum, o) in
 // shared memory, and after a cluster barrier every block merges a slice of
 // the outputs, reading the others' partials through distributed shared
 // memory: no partials through L2, no fence and ticket, no last block. The
 // sums are the ticket path's, term for term (rank = split).
-template <int HD, bool PF = false, int GM = AD_G, bool CL = false>
+template <int HD, int GM = AD_G, bool CL = false>
 DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,
                           const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
                           float softcap, float* kin, const float* vin, int ldk, int* cnt, const float* invf, int half,
@@ -368,12 +364,6 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     };
     auto load_keys = [&](int c0) { load_into(c0, kr, vr); };
     load_keys(c);
-    // PF: the second round too, so a split of up to two rounds (Qwen3 at a
-    // few hundred keys: ~30 keys a split) has every K/V load in flight
-    // before the wait.
-    float kn2[PF ? AD_DU : 1][VPL], vn2[PF ? AD_DU : 1][VPL]; // PF: the next round
-    if constexpr (PF)
-        if (c + 4 * AD_DU < j1) load_into(c + 4 * AD_DU, kn2, vn2);
     // With invf (RoPE fused, the rope2 launch dropped), q and this step's
     // k are rotated here, and with qn/kn normalised first (the q_norm and
     // k_norm launches dropped); the last block writes both back, as those
@@ -410,17 +400,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
         for (int i = 0; i < VPL; i++) acc[g][i] = 0.f;
     }
     for (; c < j1; c += 4 * AD_DU) {
-        if constexpr (PF) {
-            if (c > j0 + warp * AD_DU) {
-#pragma unroll
-                for (int u = 0; u < AD_DU; u++)
-#pragma unroll
-                    for (int i = 0; i < VPL; i++) kr[u][i] = kn2[u][i], vr[u][i] = vn2[u][i];
-                if (c + 4 * AD_DU < j1) load_into(c + 4 * AD_DU, kn2, vn2);
-            }
-        } else if (c > j0 + warp * AD_DU) {
-            load_keys(c);
-        }
+        if (c > j0 + warp * AD_DU) load_keys(c);
 #pragma unroll
         for (int u = 0; u < AD_DU; u++)
             if (c + u == p)
@@ -539,8 +519,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
 #define AD_ARGS                                                                                                     \
     out, part, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, softcap, kin, vin, ldk, cnt, \
         invf, half, rscale, qn, kn, neps, gl, wb
-// attn_decode_<hd>: up to AD_G heads a block; _p: with the next round's
-// loads ahead (PF); _h1: one query head a block (head groups of 1); _h2,
+// attn_decode_<hd>: up to AD_G heads a block; _h1: one query head a block (head groups of 1); _h2,
 // _h4: blocks of 2 or 4 heads (Llama's whole GQA group at long contexts
 // and in batched steps, on fewer registers); _h1c, _h2c, _h4c: those with
 // the splits merged through a thread block cluster (CL).
@@ -549,32 +528,28 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
         grid_dep_launch();                                                                                             \
         attn_decode_impl<HD>(AD_ARGS);                                                                                 \
     }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_p(AD_PARAMS) {                                \
-        grid_dep_launch();                                                                                             \
-        attn_decode_impl<HD, true>(AD_ARGS);                                                                           \
-    }                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h1(AD_PARAMS) {                               \
         grid_dep_launch();                                                                                             \
-        attn_decode_impl<HD, false, 1>(AD_ARGS);                                                                       \
+        attn_decode_impl<HD, 1>(AD_ARGS);                                                                              \
     }                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h2(AD_PARAMS) {                               \
         grid_dep_launch();                                                                                             \
-        attn_decode_impl<HD, false, 2>(AD_ARGS);                                                                       \
+        attn_decode_impl<HD, 2>(AD_ARGS);                                                                              \
     }                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h4(AD_PARAMS) {                               \
         grid_dep_launch();                                                                                             \
-        attn_decode_impl<HD, false, 4>(AD_ARGS);                                                                       \
+        attn_decode_impl<HD, 4>(AD_ARGS);                                                                              \
     }                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h1c(AD_PARAMS) {                              \
         grid_dep_launch();                                                                                             \
-        attn_decode_impl<HD, false, 1, true>(AD_ARGS);                                                                 \
+        attn_decode_impl<HD, 1, true>(AD_ARGS);                                                                        \
     }                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h2c(AD_PARAMS) {                              \
         grid_dep_launch();                                                                                             \
-        attn_decode_impl<HD, false, 2, true>(AD_ARGS);                                                                 \
+        attn_decode_impl<HD, 2, true>(AD_ARGS);                                                                        \
     }                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h4c(AD_PARAMS) {                              \
         grid_dep_launch();                                                                                             \
-        attn_decode_impl<HD, false, 4, true>(AD_ARGS);                                                                 \
+        attn_decode_impl<HD, 4, true>(AD_ARGS);                                                                        \
     }
 ATTN_DECODE(64) ATTN_DECODE(128)

@@ -1,13 +1,13 @@
 // Flash attention for prefill on the tensor cores (mma.m16n8k16, f16
 // operands, f32 accumulation), after kv_store has written the step's keys
-// and values into the paged f16 cache. FlashAttention-2 structure. Two
-// kernels over the same query tiles (FA_ROWS = 128 consecutive rows of one
-// sequence and one head per block; flashTile in step.go), walking the
+// and values into the paged f16 cache. FlashAttention-2 structure, over
+// query tiles (FA_ROWS = 128 consecutive rows of one sequence and one
+// head; flashTile in step.go), walking the
 // keys in tiles of FA_KT = 64 that all warps share through shared memory
 // (each K or V tile is read from L2 once per 128 queries). S = QK^T, the
 // online softmax and O = PV stay in registers.
 //
-// flash2_attn_* (the default): 4 warps of 32 query rows (two m16 tiles),
+// flash2_attn_*: 4 warps of 32 query rows (two m16 tiles),
 // so each K/V fragment from ldmatrix feeds 4 mma instead of 2 and shared
 // memory is not the limit. Q (f16, pre-scaled) sits in shared memory and
 // its fragments are reloaded per tile, which leaves registers for two
@@ -19,11 +19,6 @@
 // and 512 (Gemma 4) run the same body in another shape (f2cfg below): 8
 // warps of 16 rows; at 512 a pair of warps shares 16 rows, each holding
 // half of O's dims, and a query tile takes two blocks of 64 rows.
-//
-// flash_attn_* (MLXCEL_CUDA_FLASHV=1): 8 warps of 16 rows, Q fragments in
-// registers, one K and one V buffer in 34.8 KB of static shared memory,
-// staggered: V(j) loads while S(j) runs, K(j+1) while the softmax and
-// P V(j) run; three barriers per tile.
 //
 // Tiles arrive by 16-byte cp.async straight from the paged cache (a key's
 // row is HD f16 contiguous), so no thread waits on a load. B fragments
@@ -45,18 +40,15 @@
 // fastest and over query tiles from the last, so the causal tail is short
 // and the query heads of one KV head read the same tiles at the same time.
 //
-// Limits: head dims 64 and 128 (flash_attn), 64, 128, 256 and 512
-// (flash2_attn); others use the generic kernel. Q must fit f16 (|x| <
+// Limits: head dims 64, 128, 256 and 512; others use the generic kernel. Q must fit f16 (|x| <
 // 65504), true of post-norm activations.
 
 #define FA_KT 64             // keys per tile
-#define FA_W 8               // flash_attn: warps per block, 16 query rows each
-#define FA_T (FA_W * 32)     // threads per block (the launch in ops.go)
-#define FA_ROWS (FA_W * 16)  // query rows per block (flashTile in step.go)
-#define F2_W 4               // flash2_attn: warps per block, 32 query rows each
-#define F2_T (F2_W * 32)     // threads per block (the launch in ops.go)
+#define FA_ROWS 128          // query rows per tile (flashTile in step.go)
+#define F2_W 4               // warps per block at HD 64/128, 32 query rows each
+#define F2_T (F2_W * 32)     // threads per block (flash2Geom in Go)
 #define LOG2E 1.4426950408889634f
-static_assert(F2_W * 32 == FA_ROWS, "both kernels take the same query tiles");
+static_assert(F2_W * 32 == FA_ROWS, "a block of 4 warps takes a query tile");
 
 DEV float2 f2(float a, float b) {
     float2 r;
@@ -99,7 +91,6 @@ DEV float fa_exp2(float x) {
 // banks once), and a thread's keys are consecutive, so its block-table
 // walk needs one division per tile.
 #define FA_NK(HD, NT, KT) ((KT) * (HD) / 8 / (NT))
-#define FA_N(HD, NT) FA_NK(HD, NT, FA_KT)
 
 // fa_rows finds, for the thread's FA_N keys of the tile at j0, the cache
 // row ((block * kvh + kh) * bs + slot) or -1 past plast. K and V tiles of
@@ -272,108 +263,6 @@ DEV void fa_store(float* out, const float (&o)[DO / 8][4], float la, float lb, i
     }
 }
 
-template <int HD>
-DEV void flash_impl(float* out, const float* q, const u16* Kc, const u16* Vc, const int* pos, const int* tok2seq,
-                    const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window, float softcap,
-                    const int* tiles, int ldq, int ldo) {
-    constexpr int KS = HD + 8; // padded row, in halves
-    __shared__ __align__(16) u16 kvs[2 * FA_KT * KS]; // K tile, then V tile
-    const fa_blk B = fa_block(pos, tok2seq, btab, btStride, heads, kvh, window, tiles);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3;
-    const int cnt = B.cnt, pfirst = B.pfirst, plast = B.plast, h = B.h;
-    const int ra = warp * 16 + (lane >> 2), rb = ra + 8; // this thread's two query rows in the tile
-    const bool rows = warp * 16 < cnt; // warp-uniform, as mma.sync needs
-    const float qs = softcap > 0.f ? scale : scale * LOG2E;
-    const u32 ks = fa_smem(kvs), vs = ks + FA_KT * KS * 2;
-    const u32 kl = ks + fa_klane<HD>(lane), vl = vs + fa_vlane<HD>(lane);
-
-    int row[FA_N(HD, FA_T)]; // cache rows of the next tile to copy
-    fa_rows<HD, FA_T>(row, B.bt, B.kstart, plast, bs, kvh, B.kh);
-    fa_copy<HD, FA_T>(ks, Kc, row);
-    fa_commit();
-
-    u32 qf[HD / 16][4];
-    {
-        const float* qa = q + (long long)(B.r0 + min(ra, cnt - 1)) * ldq + h * HD + 2 * t;
-        const float* qb = q + (long long)(B.r0 + min(rb, cnt - 1)) * ldq + h * HD + 2 * t;
-#pragma unroll
-        for (int kc = 0; kc < HD / 16; kc++) {
-            float2 a0 = ra < cnt ? *reinterpret_cast<const float2*>(qa + kc * 16) : f2(0.f, 0.f);
-            float2 b0 = rb < cnt ? *reinterpret_cast<const float2*>(qb + kc * 16) : f2(0.f, 0.f);
-            float2 a1 = ra < cnt ? *reinterpret_cast<const float2*>(qa + kc * 16 + 8) : f2(0.f, 0.f);
-            float2 b1 = rb < cnt ? *reinterpret_cast<const float2*>(qb + kc * 16 + 8) : f2(0.f, 0.f);
-            qf[kc][0] = f16x2(a0.x * qs, a0.y * qs);
-            qf[kc][1] = f16x2(b0.x * qs, b0.y * qs);
-            qf[kc][2] = f16x2(a1.x * qs, a1.y * qs);
-            qf[kc][3] = f16x2(b1.x * qs, b1.y * qs);
-        }
-    }
-    float o[HD / 8][4];
-#pragma unroll
-    for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-    float ma = NEG_INF, mb = NEG_INF, la = 0.f, lb = 0.f; // l: this thread's share of the row sum
-
-    for (int j0 = B.kstart; j0 <= plast; j0 += FA_KT) {
-        __syncthreads(); // every warp is done with the previous V tile
-        fa_copy<HD, FA_T>(vs, Vc, row);
-        fa_commit();
-        // The next tile's rows: the lookups' latency hides behind the wait.
-        if (j0 + FA_KT <= plast) fa_rows<HD, FA_T>(row, B.bt, j0 + FA_KT, plast, bs, kvh, B.kh);
-        fa_wait1(); // this thread's K(j0) copies have landed...
-        __syncthreads(); // ...and everyone's
-
-        float sf[FA_KT / 8][4];
-#pragma unroll
-        for (int nt = 0; nt < FA_KT / 8; nt++) sf[nt][0] = sf[nt][1] = sf[nt][2] = sf[nt][3] = 0.f;
-        if (rows) {
-            // ldmatrix runs two steps ahead of the mma that uses it (its
-            // latency is ~30 cycles and a warp has nothing else to do):
-            // step s = (dim chunk kc, key pair np).
-            constexpr int NS = HD / 16 * (FA_KT / 16);
-            u32 b[3][4];
-            fa_ldsm(b[0], kl + fa_koff<HD>(0));
-            fa_ldsm(b[1], kl + fa_koff<HD>(1));
-#pragma unroll
-            for (int s = 0; s < NS; s++) {
-                if (s + 2 < NS) fa_ldsm(b[(s + 2) % 3], kl + fa_koff<HD>(s + 2));
-                const int kc = s / (FA_KT / 16), np = s % (FA_KT / 16);
-                mma_f16(sf[2 * np], qf[kc][0], qf[kc][1], qf[kc][2], qf[kc][3], b[s % 3][0], b[s % 3][1]);
-                mma_f16(sf[2 * np + 1], qf[kc][0], qf[kc][1], qf[kc][2], qf[kc][3], b[s % 3][2], b[s % 3][3]);
-            }
-        }
-        __syncthreads(); // every warp is done with K(j0)
-        if (j0 + FA_KT <= plast) fa_copy<HD, FA_T>(ks, Kc, row);
-        fa_commit(); // possibly empty: keeps one group per stage
-
-        if (rows) {
-            // Masks only where some key of the tile is past the first
-            // row's position or before the last row's window.
-            fa_mods<FA_KT>(sf, softcap, j0 + FA_KT - 1 > pfirst || (window > 0 && j0 <= plast - window), j0, pfirst, ra, cnt,
-                    window);
-            fa_softmax<HD, FA_KT>(sf, o, ma, mb, la, lb);
-        }
-        fa_wait1(); // V(j0) has landed (only K(j0+FA_KT) may be pending)
-        __syncthreads();
-        if (rows) {
-            // O += P V; step s = (key chunk kc, dim pair dp), ldmatrix two
-            // steps ahead as above.
-            u32 pf[FA_KT / 16][4];
-            fa_pack<FA_KT>(pf, sf);
-            constexpr int NS = FA_KT / 16 * (HD / 16);
-            u32 b[3][4];
-            fa_ldsm_t(b[0], vl + fa_voff<HD>(0));
-            fa_ldsm_t(b[1], vl + fa_voff<HD>(1));
-#pragma unroll
-            for (int s = 0; s < NS; s++) {
-                if (s + 2 < NS) fa_ldsm_t(b[(s + 2) % 3], vl + fa_voff<HD>(s + 2));
-                const int kc = s / (HD / 16), dp = s % (HD / 16);
-                mma_f16(o[2 * dp], pf[kc][0], pf[kc][1], pf[kc][2], pf[kc][3], b[s % 3][0], b[s % 3][1]);
-                mma_f16(o[2 * dp + 1], pf[kc][0], pf[kc][1], pf[kc][2], pf[kc][3], b[s % 3][2], b[s % 3][3]);
-            }
-        }
-    }
-    fa_store<HD>(out, o, la, lb, B.r0, ra, cnt, ldo, h);
-}
 
 // flash2's shape per head dim (f2cfg): W warps; a warp group of NS warps
 // owns 16*M query rows; keys come in tiles of KT (two stages in shared
@@ -586,9 +475,9 @@ DEV void flash2_impl(float* out, const float* q, const u16* Kc, const u16* Vc, c
 }
 
 // Kc, Vc: the layer's paged f16 cache, [block][kvHead][slot][HD]. Grid
-// (query tiles, heads); FA_T threads (flash_attn), F2_T threads and
-// flash2Smem bytes of dynamic shared memory (flash2_attn; HD 256 and 512:
-// 256 threads, and for HD 512 grid x = 2 * query tiles).
+// (query tiles, heads); F2_T threads and flash2Smem bytes of dynamic
+// shared memory (HD 256 and 512: 256 threads, and for HD 512 grid x = 2 *
+// query tiles).
 #define FLASH(NAME, IMPL, NT, HD, MINB)                                                                               \
     extern "C" __global__ void __launch_bounds__(NT, MINB) NAME##_##HD(                                             \
         float* out, const float* q, const u16* Kc, const u16* Vc, const int* pos, const int* tok2seq,                \
@@ -598,6 +487,5 @@ DEV void flash2_impl(float* out, const float* q, const u16* Kc, const u16* Vc, c
         IMPL<HD>(out, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, softcap, tiles, ldq,    \
                  ldo);                                                                                                \
     }
-FLASH(flash_attn, flash_impl, FA_T, 64, 2) FLASH(flash_attn, flash_impl, FA_T, 128, 1)
 FLASH(flash2_attn, flash2_impl, F2_T, 64, 2) FLASH(flash2_attn, flash2_impl, F2_T, 128, 2)
 FLASH(flash2_attn, flash2_impl, 256, 256, 1) FLASH(flash2_attn, flash2_impl, 256, 512, 1)

@@ -124,26 +124,13 @@ DEV void finish(float (&acc)[NR][MR], float* y, const float* bias, int row0, int
     }
 }
 
-// ldw loads 16 bytes of weights; NA: without allocating them in L1 (they
-// are read once), which leaves L1 to x (the v8n variant, for measuring).
-template <bool NA>
-DEV uint4 ldw(const uint4* p) {
-    if constexpr (NA) {
-        uint4 v;
-        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-        return v;
-    } else {
-        return *p;
-    }
-}
-
 // load_chunk loads chunk c (16 bytes) of NR weight rows and the scale and
 // bias of the group it lies in.
-template <int BITS, class SB, int NR, bool NA = false>
+template <int BITS, class SB, int NR>
 DEV void load_chunk(uint4 (&wv)[NR], typename SB::raw (&sv)[NR], const uint4* const (&wr)[NR], const u32* const (&sr)[NR],
                     int c, int gshift) {
 #pragma unroll
-    for (int r = 0; r < NR; r++) wv[r] = ldw<NA>(wr[r] + c);
+    for (int r = 0; r < NR; r++) wv[r] = wr[r][c];
 #pragma unroll
     for (int r = 0; r < NR; r++) sv[r] = SB::load(sr[r], (c * (128 / BITS)) >> gshift);
 }
@@ -186,95 +173,6 @@ DEV void chunk_fma(float* acc, const uint4 (&wv)[NR], const typename SB::raw (&s
         float d = dotchunk<BITS>(wv[r], xv, sx), s, b;
         SB::get(sv[r], s, b);
         acc[r * S] = fmaf(s, d, fmaf(b, sx, acc[r * S]));
-    }
-}
-
-// The f16x2 form (HALF kernels, qgemvh4_*; the tensor-core kernel uses
-// the nibble helpers too). Marlin's trick: a nibble pair ORed into
-// 0x6400 is the f16 pair 1024+q (low nibbles) or 1024+16q (high), and
-// one f16x2 op leaves q-8 exactly, two weights at a time: a word of 8
-// weights costs one shift, four LOP3 and four f16 ops where the f32 form
-// spends 4 shifts/masks and 8 byte permutes on the half-rate integer pipe.
-// nib_lo/nib_hi: nibbles (0, 4) or (1, 5) of v as the f16 pair (q-8, q'-8).
-// (v & mask) | 0x6400 pair in one LOP3: written as PTX lop3, since the
-// compiler otherwise emits an AND and an OR (a SASS LOP3 takes one
-// immediate; the magic goes in a register once).
-template <u32 MASK> DEV u32 nib_or(u32 v) {
-    u32 h;
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(h) : "r"(v), "n"(MASK), "r"(0x64006400u));
-    return h;
-}
-DEV u32 nib_lo(u32 v) {
-    u32 r;
-    asm("sub.f16x2 %0, %1, %2;" : "=r"(r) : "r"(nib_or<0x000F000Fu>(v)), "r"(0x64086408u));
-    return r;
-}
-DEV u32 nib_hi(u32 v) { // 1024 + 16q: times 1/16, less 72
-    u32 r;
-    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(nib_or<0x00F000F0u>(v)), "r"(0x2C002C00u), "r"(0xD480D480u));
-    return r;
-}
-DEV u32 hfma2(u32 a, u32 b, u32 c) {
-    u32 r;
-    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
-// h2sum is the sum of an f16 pair's halves, in f32.
-DEV float h2sum(u32 a) {
-    float lo, hi;
-    asm("{ .reg .f16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }" : "=f"(lo), "=f"(hi) : "r"(a));
-    return lo + hi;
-}
-DEV u32 h2pack(float lo, float hi) {
-    u32 r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-// x_half turns a chunk's 32 activations into 16 f16 pairs in the order
-// the nibble pairs come out of a word (pair 4i+p: elements 8i+p and
-// 8i+p+4), after a power-of-two scale that puts the largest in [256, 512):
-// a row's 8 products a half then stay under 8*8*512 = 32768, inside f16,
-// whatever the activations' range. inv undoes the scale; sx is sum(x).
-DEV void x_half(const float* xv, u32 (&xh)[16], float& inv, float& sx) {
-    float m = 0.f, s0 = 0.f, s1 = 0.f;
-#pragma unroll
-    for (int e = 0; e < 32; e += 2) {
-        m = fmaxf(m, fmaxf(fabsf(xv[e]), fabsf(xv[e + 1])));
-        s0 += xv[e], s1 += xv[e + 1];
-    }
-    sx = s0 + s1;
-    const int e = (int)((__float_as_uint(m) >> 23) & 0xffu);
-    const int F = min(max(262 - e, 1), 253); // scale 2^(8-E) for m in [2^E, 2^(E+1))
-    const float sc = __uint_as_float((u32)F << 23);
-    inv = __uint_as_float((u32)(254 - F) << 23);
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int p = 0; p < 4; p++) xh[4 * i + p] = h2pack(xv[8 * i + p] * sc, xv[8 * i + p + 4] * sc);
-}
-
-// chunk_fma_h is chunk_fma in f16x2: each row's 32 products sum in two f16
-// pairs (8 products a half, q-8 centred), then in f32:
-// s*inv*sum(x~*(q-8)) + (b+8s)*sum(x).
-template <class SB, int NR>
-DEV void chunk_fma_h(float* acc, const uint4 (&wv)[NR], const typename SB::raw (&sv)[NR], const u32 (&xh)[16], float inv,
-                     float sx) {
-#pragma unroll
-    for (int r = 0; r < NR; r++) {
-        const u32 wd[4] = {wv[r].x, wv[r].y, wv[r].z, wv[r].w};
-        u32 a0 = 0u, a1 = 0u;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const u32 v = wd[i], v8 = v >> 8;
-            a0 = hfma2(nib_lo(v), xh[4 * i], a0);
-            a1 = hfma2(nib_hi(v), xh[4 * i + 1], a1);
-            a0 = hfma2(nib_lo(v8), xh[4 * i + 2], a0);
-            a1 = hfma2(nib_hi(v8), xh[4 * i + 3], a1);
-        }
-        float s, b;
-        SB::get(sv[r], s, b);
-        acc[r] = fmaf(s * inv, h2sum(a0) + h2sum(a1), fmaf(fmaf(8.f, s, b), sx, acc[r]));
     }
 }
 
@@ -339,27 +237,11 @@ DEV void qgemv_impl(GEMV_PARAMS) {
 // calls (and a GatedAct) allow it; every output the separate ops would
 // write is still written.
 //
-// The FOLD kernels (qgemvm*_f, Go: takeNorm, foldAdd) take two more ops
-// of a decode step, each saving a launch:
-// - nsrc set: the RMSNorm that wrote x runs here instead. The products run
-//   on nsrc*nwt (nwt may be null), and the 1/rms factor, a scalar,
-//   multiplies the sums at the end; each row group's lanes read every
-//   chunk of the row once, so the sum of squares comes from the same
-//   loads. Block 0 also writes x, as the rmsnorm kernel would have. The
-//   norm weights are a second activation-sized read per block from L2:
-//   measured on the H200 it slows a large GEMV more than a launch costs,
-//   so the Go side folds only small ones (foldNormMaxBytes).
-// - resDst set (one matrix, no glu): the residual Add that read y0 runs
-//   here too: resDst[row] = resA[row] + y0[row].
-// The plain kernels are the same code without them (FOLD false): the
-// extra operands in the loop cost the plain GEMV ~15% on the H200.
 #define QMULTI_PARAMS                                                                                             \
     const float *x, int K, int gshift, float *y0, const u32 *w0, const u32 *sb0, const float *bias0, int N0,    \
         float *y1, const u32 *w1, const u32 *sb1, const float *bias1, int N1, float *y2, const u32 *w2,            \
         const u32 *sb2, const float *bias2, int N2, int nb0, int nb1, int glu, float *d
 #define QMULTI_ARGS x, K, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2, sb2, bias2, N2, nb0, nb1, glu, d
-#define QMULTI_FOLD_PARAMS QMULTI_PARAMS, const float *nsrc, const float *nwt, float eps, const float *resA, float *resDst
-#define QMULTI_FOLD_ARGS QMULTI_ARGS, nsrc, nwt, eps, resA, resDst
 // multi_rows points wr/sr at the NR weight rows (and their scale rows) of
 // row group grp of block bx (RG groups a block) in a qgemvm launch, and
 // gives the first output row and the rows of its matrix: with glu, rows
@@ -397,8 +279,8 @@ DEV float glu_act(int glu, float g) {
     return glu == 1 ? g / (1.f + expf(-g)) : 0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
 }
 
-template <int BITS, class SB, int NR, bool PF, int L = 32 * QW, bool FOLD = false, bool NA = false, bool HALF = false>
-DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
+template <int BITS, class SB, int NR, int L = 32 * QW>
+DEV void qgemv_multi_impl(QMULTI_PARAMS) {
     constexpr int EPW = 32 / BITS, EPC = 4 * EPW;
     const int nc = K / EPC;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -413,100 +295,47 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
     float acc[NR];
 #pragma unroll
     for (int r = 0; r < NR; r++) acc[r] = 0.f;
-    // PF: the next chunk's weights are loaded before this chunk's math,
-    // so a warp has loads in flight while it computes (long K only: at
-    // K=4096 each warp has a single chunk per row).
     uint4 wv[NR];
     typename SB::raw sv[NR];
     int c = li;
     if (c < nc) {
-        load_chunk<BITS, SB, NR, NA>(wv, sv, wr, sr, c, gshift);
+        load_chunk<BITS, SB, NR>(wv, sv, wr, sr, c, gshift);
     }
     // The first chunk's weights are in flight; x comes from the previous
     // kernel (PDL: this block may have started before it finished).
     grid_dep_wait();
-    const float* xin = FOLD && nsrc ? nsrc : x; // block 0 writes x: the others must not read it
-    float ssl = 0.f;                            // a folded norm's sum of squares
-
     for (; c < nc; c += L) {
         const int cn = c + L;
-        uint4 pw[NR];
-        typename SB::raw psv[NR];
-        if (PF && cn < nc) load_chunk<BITS, SB, NR, NA>(pw, psv, wr, sr, cn, gshift);
         float xv[EPC];
-        const float4* xp = reinterpret_cast<const float4*>(xin + c * EPC);
-        if constexpr (FOLD) {
-            float4 f[EPC / 4];
+        const float4* xp = reinterpret_cast<const float4*>(x + c * EPC);
 #pragma unroll
-            for (int i = 0; i < EPC / 4; i++) f[i] = xp[i]; // all loads before any use
-            if (nsrc) {
-                float4 nv[EPC / 4];
-                const float4* np = reinterpret_cast<const float4*>(nwt + c * EPC);
-#pragma unroll
-                for (int i = 0; i < EPC / 4; i++) nv[i] = nwt ? np[i] : f4(1.f, 1.f, 1.f, 1.f);
-#pragma unroll
-                for (int i = 0; i < EPC / 4; i++) {
-                    ssl += f4dot(f[i]);
-                    f[i] = f4mul4(f[i], nv[i]);
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < EPC / 4; i++) {
-                xv[4 * i] = f[i].x; xv[4 * i + 1] = f[i].y; xv[4 * i + 2] = f[i].z; xv[4 * i + 3] = f[i].w;
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < EPC / 4; i++) {
-                float4 f = xp[i];
-                xv[4 * i] = f.x; xv[4 * i + 1] = f.y; xv[4 * i + 2] = f.z; xv[4 * i + 3] = f.w;
-            }
+        for (int i = 0; i < EPC / 4; i++) {
+            float4 f = xp[i];
+            xv[4 * i] = f.x; xv[4 * i + 1] = f.y; xv[4 * i + 2] = f.z; xv[4 * i + 3] = f.w;
         }
-        if constexpr (HALF) {
-            static_assert(BITS == 4, "the f16x2 form is 4-bit");
-            u32 xh[16];
-            float inv, sx;
-            x_half(xv, xh, inv, sx);
-            chunk_fma_h<SB, NR>(acc, wv, sv, xh, inv, sx);
-        } else {
-            chunk_fma<BITS, SB, NR>(acc, wv, sv, xv);
-        }
+        chunk_fma<BITS, SB, NR>(acc, wv, sv, xv);
         if (cn < nc) {
 #pragma unroll
             for (int r = 0; r < NR; r++) {
-                wv[r] = PF ? pw[r] : ldw<NA>(wr[r] + cn);
-                sv[r] = PF ? psv[r] : SB::load(sr[r], (cn * EPC) >> gshift);
+                wv[r] = wr[r][cn];
+                sv[r] = SB::load(sr[r], (cn * EPC) >> gshift);
             }
         }
     }
-    __shared__ float red[QW][NR], rss[QW];
+    __shared__ float red[QW][NR];
 #pragma unroll
     for (int r = 0; r < NR; r++) {
         float v = warp_sum(acc[r]);
         if (lane == 0) red[warp][r] = v;
     }
-    if (FOLD && nsrc) {
-        ssl = warp_sum(ssl);
-        if (lane == 0) rss[warp] = ssl;
-    }
     __syncthreads();
     constexpr int wpg = L / 32;
     const int wg0 = grp * wpg; // this row group's warps
-    float ninv = 1.f;
-    if (FOLD && nsrc) {
-        float ss = 0.f;
-        for (int k = wg0; k < wg0 + wpg; k++) ss += rss[k];
-        ninv = 1.f / sqrtf(ss / (float)K + eps);
-        if (blockIdx.x == 0) // x as the rmsnorm kernel would have left it: (v*inv)*w
-            for (int i = threadIdx.x; i < K / 4; i += blockDim.x)
-                reinterpret_cast<float4*>(const_cast<float*>(x))[i] = f4mul4(f4mul(reinterpret_cast<const float4*>(nsrc)[i], ninv),
-                                                         nwt ? reinterpret_cast<const float4*>(nwt)[i] : f4(1.f, 1.f, 1.f, 1.f));
-    }
     if (glu) {
         if (li < NR / 2) {
             int r = li, row = row0 + r;
             float g = 0.f, u = 0.f;
             for (int k = wg0; k < wg0 + wpg; k++) { g += red[k][r]; u += red[k][r + NR / 2]; }
-            if (FOLD) g *= ninv, u *= ninv;
             if (row < N0) {
                 g += bias0 ? bias0[row] : 0.f;
                 u += bias1 ? bias1[row] : 0.f;
@@ -523,69 +352,26 @@ DEV void qgemv_multi_impl(QMULTI_FOLD_PARAMS) {
         int r = li, row = row0 + r;
         float v = 0.f;
         for (int k = wg0; k < wg0 + wpg; k++) v += red[k][r];
-        if (FOLD) v *= ninv;
         if (row < Na) {
             v += bias ? bias[row] : 0.f;
             y[row] = v;
-            if (FOLD && resDst && bx < nb0) resDst[row] = resA[row] + v;
         }
     }
 }
-#define QMULTI(NAME, BITS, SBT, NR, PF) QMULTI_G(NAME, BITS, SBT, NR, PF, 32 * QW)
-#define QMULTI_G(NAME, BITS, SBT, NR, PF, L)                                                            \
-    extern "C" __global__ void __launch_bounds__(32 * QW) NAME(QMULTI_PARAMS) {                         \
-        qgemv_multi_impl<BITS, SBT, NR, PF, L>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr);   \
-    }                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(32 * QW) NAME##_f(QMULTI_FOLD_PARAMS) {                \
-        qgemv_multi_impl<BITS, SBT, NR, PF, L, true>(QMULTI_FOLD_ARGS);                                 \
+// The kernels by bits and scale type, with the row-group forms for short
+// rows (Go: rowGroupLanes): NR = 8 rows a row group, no prefetch, which
+// measured fastest on every decode shape (notes/cuda-kernels.md, v4).
+#define QMULTI(NAME, BITS, SBT) QMULTI_G(NAME, BITS, SBT, 32 * QW)
+#define QMULTI_G(NAME, BITS, SBT, L)                                                    \
+    extern "C" __global__ void __launch_bounds__(32 * QW) NAME(QMULTI_PARAMS) {         \
+        qgemv_multi_impl<BITS, SBT, 8, L>(QMULTI_ARGS);                                 \
     }
-// The default (Go: multiRows, multiPrefetch) and the variants the
-// benchmark compares (qgemvm4_bf_v<NR><PF>).
-// Measured on the H200 (notes/cuda-kernels.md, v4): NR=8 without prefetch
-// is the fastest on every decode shape; prefetch cost 0.2 of the copy rate
-// at K=14336 (register pressure: fewer resident warps).
-// v85/v86: the default with a register cap from __launch_bounds__ (5 or 6
-// blocks of 128 threads per SM, so <= 102 or <= 85 registers): more warps
-// resident to overlap one block's loads with another's math.
-#define QMULTI_LB(NAME, NR, MINB)                                                           \
-    extern "C" __global__ void __launch_bounds__(32 * QW, MINB) NAME(QMULTI_PARAMS) {       \
-        qgemv_multi_impl<4, SBbf, NR, false>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr); \
-    }
-QMULTI_LB(qgemvm4_bf_v85, 8, 5) QMULTI_LB(qgemvm4_bf_v86, 8, 6)
-QMULTI(qgemvm4_bf, 4, SBbf, 8, false) QMULTI(qgemvm4_f32, 4, SBf32, 8, false)
-QMULTI(qgemvm8_bf, 8, SBbf, 8, false) QMULTI(qgemvm8_f32, 8, SBf32, 8, false)
-QMULTI_G(qgemvm4_bf_g64, 4, SBbf, 8, false, 64) QMULTI_G(qgemvm4_f32_g64, 4, SBf32, 8, false, 64)
-QMULTI_G(qgemvm8_bf_g64, 8, SBbf, 8, false, 64) QMULTI_G(qgemvm8_f32_g64, 8, SBf32, 8, false, 64)
-QMULTI_G(qgemvm4_bf_g32, 4, SBbf, 8, false, 32) QMULTI_G(qgemvm4_f32_g32, 4, SBf32, 8, false, 32)
-QMULTI_G(qgemvm8_bf_g32, 8, SBbf, 8, false, 32) QMULTI_G(qgemvm8_f32_g32, 8, SBf32, 8, false, 32)
-QMULTI(qgemvm4_bf_v80, 4, SBbf, 8, false) QMULTI(qgemvm4_bf_v40, 4, SBbf, 4, false)
-QMULTI(qgemvm4_bf_v41, 4, SBbf, 4, true) QMULTI(qgemvm4_bf_v81, 4, SBbf, 8, true)
-// v120/v160: 12 or 16 rows a block share each lane's x chunk (v40 -> v80
-// halved the x reads per weight and took 14336x4096 from 22.6 to 15.9 us).
-QMULTI(qgemvm4_bf_v120, 4, SBbf, 12, false) QMULTI(qgemvm4_bf_v160, 4, SBbf, 16, false)
-// g64p/g32p: row groups of 64 or 32 lanes at any K (2 or 4 chunks a lane
-// at K=4096), each lane's next chunk loaded before this one's math: a
-// block carries 2-4x the bytes of the default for its fixed costs.
-QMULTI_G(qgemvm4_bf_g64p, 4, SBbf, 8, true, 64) QMULTI_G(qgemvm4_bf_g32p, 4, SBbf, 8, true, 32)
-// qgemvh4: the default kernel's structure with the f16x2 arithmetic
-// (chunk_fma_h), off by default (Go: MLXCEL_CUDA_GEMVH=1, or 16 for _r16)
-// until measured. nvcc 11.8 for sm_90: 1359 instructions a lane against
-// qgemvm4_bf's 1440, 410 of them integer against 624; 95 registers
-// against 127 (five blocks an SM instead of four).
-extern "C" __global__ void __launch_bounds__(32 * QW) qgemvh4_bf(QMULTI_PARAMS) {
-    qgemv_multi_impl<4, SBbf, 8, false, 32 * QW, false, false, true>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr);
-}
-extern "C" __global__ void __launch_bounds__(32 * QW) qgemvh4_f32(QMULTI_PARAMS) {
-    qgemv_multi_impl<4, SBf32, 8, false, 32 * QW, false, false, true>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr);
-}
-// _r16: 16 rows a block share each lane's converted x (x_half's cost
-// halved a weight).
-extern "C" __global__ void __launch_bounds__(32 * QW) qgemvh4_bf_r16(QMULTI_PARAMS) {
-    qgemv_multi_impl<4, SBbf, 16, false, 32 * QW, false, false, true>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr);
-}
-extern "C" __global__ void __launch_bounds__(32 * QW) qgemvm4_bf_v8n(QMULTI_PARAMS) {
-    qgemv_multi_impl<4, SBbf, 8, false, 32 * QW, false, true>(QMULTI_ARGS, nullptr, nullptr, 0.f, nullptr, nullptr);
-}
+QMULTI(qgemvm4_bf, 4, SBbf) QMULTI(qgemvm4_f32, 4, SBf32)
+QMULTI(qgemvm8_bf, 8, SBbf) QMULTI(qgemvm8_f32, 8, SBf32)
+QMULTI_G(qgemvm4_bf_g64, 4, SBbf, 64) QMULTI_G(qgemvm4_f32_g64, 4, SBf32, 64)
+QMULTI_G(qgemvm8_bf_g64, 8, SBbf, 64) QMULTI_G(qgemvm8_f32_g64, 8, SBf32, 64)
+QMULTI_G(qgemvm4_bf_g32, 4, SBbf, 32) QMULTI_G(qgemvm4_f32_g32, 4, SBf32, 32)
+QMULTI_G(qgemvm8_bf_g32, 8, SBbf, 32) QMULTI_G(qgemvm8_f32_g32, 8, SBf32, 32)
 
 // qgemv_rows (2..8 activation rows): one warp streams NR weight rows down
 // the whole of K, 4 bytes per lane per row, and applies each word to all MR

@@ -283,35 +283,20 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
         if (row < N && col < M) y[(long long)col * ldy + row] = v + (bias ? bias[row] : 0.f);
     }
 }
-#define QMMA(NAME, SBT, NT, D) QMMA_R(NAME, SBT, NT, D, QMMA_RT, 1)
-#define QMMA_R(NAME, SBT, NT, D, RT, MINB) QMMA_X(NAME, SBT, NT, D, RT, MINB, false)
-#define QMMA_X(NAME, SBT, NT, D, RT, MINB, XP) QMMA_C(NAME, SBT, NT, D, RT, MINB, XP, false)
-#define QMMA_C(NAME, SBT, NT, D, RT, MINB, XP, CV)                                                                 \
-    extern "C" __global__ void __launch_bounds__(32 * QMMA_W, MINB) NAME(GEMV_PARAMS) {                            \
+#define QMMA(NAME, SBT, NT, D) QMMA_C(NAME, SBT, NT, D, false, false)
+#define QMMA_C(NAME, SBT, NT, D, XP, CV)                                                                            \
+    extern "C" __global__ void __launch_bounds__(32 * QMMA_W, 1) NAME(GEMV_PARAMS) {                              \
         grid_dep_start();                                                                                          \
-        qmma4_impl<SBT, NT, D, RT, XP, CV>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);                          \
+        qmma4_impl<SBT, NT, D, QMMA_RT, XP, CV>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);                     \
     }
-// Defaults: 4 slabs in flight (2 with 32 rows, for registers); _d2/_d8
-// are the benchmark's variants.
+// 4 slabs in flight (2 with 32 rows, for registers). bf16 scales up to 16
+// rows take the _xc kernels: x loaded with the weights for all D slabs
+// before any math, without branches around the shuffles (5-15% faster
+// than loading each slab's x after its weights on 8 of 9 shapes;
+// docs/cuda.md). f32 scales and 17-32 rows keep the plain form.
 QMMA(qmma4_bf_1, SBbf, 1, 4) QMMA(qmma4_bf_2, SBbf, 2, 4) QMMA(qmma4_bf_4, SBbf, 4, 2)
 QMMA(qmma4_f32_1, SBf32, 1, 4) QMMA(qmma4_f32_2, SBf32, 2, 4) QMMA(qmma4_f32_4, SBf32, 4, 2)
-QMMA(qmma4_bf_1_d2, SBbf, 1, 2) QMMA(qmma4_bf_1_d8, SBbf, 1, 8) QMMA(qmma4_bf_2_d2, SBbf, 2, 2)
-QMMA(qmma4_bf_2_d8, SBbf, 2, 8)
-// Variants for 2-16 rows (MLXCEL_CUDA_MMAV): _o2 caps registers at 128 so
-// two blocks fit an SM (the defaults take 132 at 16 rows: one block, 8
-// warps, per SM); _r4 takes 64 weight rows per block (RT = 4, D = 2),
-// halving every block's share of the x reads from L2 (32 rows would take
-// the reduction buffer past 48 KB of shared memory).
-QMMA_R(qmma4_bf_1_o2, SBbf, 1, 4, 2, 2) QMMA_R(qmma4_bf_2_o2, SBbf, 2, 4, 2, 2)
-QMMA_R(qmma4_bf_1_r4, SBbf, 1, 2, 4, 1) QMMA_R(qmma4_bf_2_r4, SBbf, 2, 2, 4, 1)
-// _xp: x loaded with the weights for all D slabs before any math (the
-// defaults load each slab's x after its weights arrive: a dependent L2
-// round trip per slab; o2 and r4 measured no faster, so not occupancy or
-// L2 bytes).
-QMMA_X(qmma4_bf_1_xp, SBbf, 1, 4, 2, 1, true) QMMA_X(qmma4_bf_2_xp, SBbf, 2, 2, 2, 1, true)
-// _xc: _xp without branches around the shuffles (not yet run on a GPU;
-// MLXCEL_CUDA_MMAV=xc).
-QMMA_C(qmma4_bf_1_xc, SBbf, 1, 4, 2, 1, true, true) QMMA_C(qmma4_bf_2_xc, SBbf, 2, 2, 2, 1, true, true)
+QMMA_C(qmma4_bf_1_xc, SBbf, 1, 4, true, true) QMMA_C(qmma4_bf_2_xc, SBbf, 2, 2, true, true)
 
 // Operand conversion for the cuBLAS bf16 path (prefill): weights are
 // dequantized (or narrowed) to bf16 and activations rounded to bf16, then

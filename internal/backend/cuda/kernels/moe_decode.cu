@@ -11,8 +11,7 @@
 //
 // A batch-1 step reads 8 experts' 21 MB per layer, a few microseconds at
 // HBM rate, so each launch's ramp and tail is a large share of the layer:
-// this saves four per layer (the router also takes the RMSNorm before it,
-// as qgemvm does on the seven-launch path).
+// this saves four per layer.
 //
 // Device code reused from the earlier files (concatenated in kernelFiles
 // order): dotchunk/unpack, dunpack, SBbf/SBf32 and QW (gemv.cu), ldcg and
@@ -48,34 +47,13 @@ DEV void md_prefetch(const u32* w, int N, int K) {
     }
 }
 
-// Folded RMSNorm (router only, Go: takeNorm), as qgemv_multi_impl folds
-// it: the products run on src*w and the scalar 1/rms multiplies the sums
-// at the end. Each row group's lanes read every chunk of the row once, so
-// the sum of squares (ss) comes from the same loads, with no pass over
-// the row first. off() is the plain case (the expert kernels): the norm
-// code then compiles away.
-struct MDNorm {
-    bool on;
-    const float* w; // norm weights, may be null
-    static DEV MDNorm off() { return MDNorm{false, nullptr}; }
-};
-
-// md_x loads the N floats of x from element e0 into xv; with the norm
-// folded, times the norm weights, and adds their squares (before the
-// weights) to ss.
+// md_x loads the N floats of x from element e0 into xv.
 template <int N>
-DEV void md_x(float (&xv)[N], const float* x, int e0, MDNorm nm, float& ss) {
+DEV void md_x(float (&xv)[N], const float* x, int e0) {
     float4 f[N / 4];
     const float4* xp = reinterpret_cast<const float4*>(x + e0);
 #pragma unroll
     for (int i = 0; i < N / 4; i++) f[i] = xp[i]; // all loads before any use
-    if (nm.on) {
-#pragma unroll
-        for (int i = 0; i < N / 4; i++) {
-            ss += f4dot(f[i]);
-            f[i] = f4mul4(f[i], nm.w ? reinterpret_cast<const float4*>(nm.w + e0)[i] : f4(1.f, 1.f, 1.f, 1.f));
-        }
-    }
 #pragma unroll
     for (int i = 0; i < N / 4; i++) {
         xv[4 * i] = f[i].x; xv[4 * i + 1] = f[i].y; xv[4 * i + 2] = f[i].z; xv[4 * i + 3] = f[i].w;
@@ -86,28 +64,27 @@ DEV void md_x(float (&xv)[N], const float* x, int e0, MDNorm nm, float& ss) {
 // dot products with x (K floats) to acc: the one-row qgemv arithmetic
 // (dotchunk), one x chunk load shared by the NR rows.
 template <int BITS, class SB, int NR, int L>
-DEV void qdots(float (&acc)[NR], const float* x, const uint4* (&wr)[NR], const u32* (&sr)[NR], int nc, int gshift, int li,
-               MDNorm nm, float& ss) {
+DEV void qdots(float (&acc)[NR], const float* x, const uint4* (&wr)[NR], const u32* (&sr)[NR], int nc, int gshift, int li) {
     constexpr int EPC = 128 / BITS; // elements per 16-byte chunk
     for (int c = li; c < nc; c += L) {
         uint4 wv[NR];
         typename SB::raw sv[NR];
         load_chunk<BITS, SB, NR>(wv, sv, wr, sr, c, gshift);
         float xv[EPC];
-        md_x<EPC>(xv, x, c * EPC, nm, ss);
+        md_x<EPC>(xv, x, c * EPC);
         chunk_fma<BITS, SB, NR>(acc, wv, sv, xv);
     }
 }
 
 // bfdots is qdots for dense bf16 rows (8 elements per 16-byte chunk).
 template <int NR, int L>
-DEV void bfdots(float (&acc)[NR], const float* x, const uint4* (&wr)[NR], int nc, int li, MDNorm nm, float& ss) {
+DEV void bfdots(float (&acc)[NR], const float* x, const uint4* (&wr)[NR], int nc, int li) {
     for (int c = li; c < nc; c += L) {
         uint4 wv[NR];
 #pragma unroll
         for (int r = 0; r < NR; r++) wv[r] = wr[r][c];
         float xv[8];
-        md_x<8>(xv, x, c * 8, nm, ss);
+        md_x<8>(xv, x, c * 8);
 #pragma unroll
         for (int r = 0; r < NR; r++) {
             float f[8];
@@ -141,18 +118,8 @@ DEV float md_group(const float (*red)[NR], int r) {
     return v;
 }
 
-// md_route routes one token by one warp on logits other blocks wrote:
-// read once with ld.cg into shared memory, then route_warp (misc.cu), the
-// routine of moe_route_w, so both paths choose the same experts.
-DEV void md_route(const float* lg, int E, int topk, int renorm, int* idx, float* wts) {
-    __shared__ float l[MD_MAXE];
-    for (int e = threadIdx.x; e < E; e += 32) l[e] = ldcg(lg + e);
-    __syncwarp();
-    route_warp(l, E, topk, renorm, idx, wts);
-}
-
 // md_route_block routes one token with the whole block (all threads call
-// it; MLXCEL_CUDA_ROUTE=block). route_warp picks the k experts in k
+// it). route_warp (misc.cu, moe_route_w's routine) picks the k experts in k
 // rounds of warp argmax, each with a double exp; here every thread ranks
 // its experts against all E at once (rank = experts ahead of it: larger,
 // or equal and lower index, the order route_warp picks in; NaN counts as
@@ -192,16 +159,13 @@ DEV void md_route_block(const float* lg, int E, int topk, int renorm, int* idx, 
 // moe_router: grid (row blocks of E, T), MD_THREADS threads. BITS 4 or 8:
 // quantized router (scale pairs SB); BITS 16: dense bf16 (sb unused).
 // logits[t][e] = x[t] . w[e]; the last block of token t to finish (ticket
-// cnt[t], reset for the next launch) routes it into idx/wts[t*topk..]:
-// by one warp (md_route), or by the block when rb (md_route_block).
-// The kernels prefetch their weight rows and wait (grid_dep_wait) first.
-// nsrc set: the RMSNorm that wrote x is folded in (MDNorm): x[t] =
-// nsrc[t] / rms(nsrc[t]) * nwt (nwt may be null); the blocks read the
-// source, and block (0, t) writes x[t] for the expert kernels.
+// cnt[t], reset for the next launch) routes it into idx/wts[t*topk..]
+// with the whole block (md_route_block). The kernels prefetch their
+// weight rows and wait (grid_dep_wait) first.
 #define MR_PARAMS                                                                                                 \
-    float *x, const u32 *w, const u32 *sb, int E, int K, int gshift, float *logits, int *cnt, int topk, int renorm, \
-        int *idx, float *wts, const float *nsrc, const float *nwt, float eps, int rb
-#define MR_ARGS x, w, sb, E, K, gshift, logits, cnt, topk, renorm, idx, wts, nsrc, nwt, eps, rb
+    const float *x, const u32 *w, const u32 *sb, int E, int K, int gshift, float *logits, int *cnt, int topk, int renorm, \
+        int *idx, float *wts
+#define MR_ARGS x, w, sb, E, K, gshift, logits, cnt, topk, renorm, idx, wts
 template <int BITS, class SB, int L>
 DEV void moe_router_impl(MR_PARAMS) {
     const int t = blockIdx.y, li = threadIdx.x % L, row0 = md_row0<L, MD_NR>();
@@ -214,45 +178,20 @@ DEV void moe_router_impl(MR_PARAMS) {
         wr[r] = reinterpret_cast<const uint4*>(w + (long long)rr * nw);
         sr[r] = sb + (long long)rr * ng * (sizeof(typename SB::raw) / 4);
     }
-    // Folded norm: read the source, never x (block (0, t) writes it).
-    const float* xin = (nsrc ? nsrc : x) + (long long)t * K;
-    const MDNorm nm = {nsrc != nullptr, nwt};
-    float acc[MD_NR], ss = 0.f;
+    const float* xin = x + (long long)t * K;
+    float acc[MD_NR];
 #pragma unroll
     for (int r = 0; r < MD_NR; r++) acc[r] = 0.f;
     if constexpr (BITS == 16)
-        bfdots<MD_NR, L>(acc, xin, wr, K / 8, li, nm, ss);
+        bfdots<MD_NR, L>(acc, xin, wr, K / 8, li);
     else
-        qdots<BITS, SB, MD_NR, L>(acc, xin, wr, sr, K * BITS / 128, gshift, li, nm, ss);
-    __shared__ float red[QW][MD_NR], rss[QW];
-    if (nsrc) {
-        ss = warp_sum(ss);
-        if ((threadIdx.x & 31) == 0) rss[threadIdx.x >> 5] = ss;
-    }
-    md_warps<MD_NR>(acc, red); // (syncs: rss is complete after it)
-    float ninv = 1.f;
-    if (nsrc) {
-        // Every row group summed the same chunks in the same order: the
-        // same ninv in each.
-        constexpr int wpg = L / 32;
-        const int w0 = L == MD_THREADS ? 0 : ((int)threadIdx.x / L) * wpg;
-        float s2 = 0.f;
-#pragma unroll
-        for (int g = 0; g < wpg; g++) s2 += rss[w0 + g];
-        ninv = 1.f / sqrtf(s2 / (float)K + eps);
-        if (blockIdx.x == 0) // x as the rmsnorm kernel would have left it: (v*inv)*w
-            for (int i = threadIdx.x; i < K / 4; i += MD_THREADS)
-                reinterpret_cast<float4*>(x + (long long)t * K)[i] =
-                    f4mul4(f4mul(reinterpret_cast<const float4*>(xin)[i], ninv),
-                           nwt ? reinterpret_cast<const float4*>(nwt)[i] : f4(1.f, 1.f, 1.f, 1.f));
-    }
-    if (li < MD_NR && row0 + li < E) logits[(long long)t * E + row0 + li] = md_group<MD_NR, L>(red, li) * ninv;
+        qdots<BITS, SB, MD_NR, L>(acc, xin, wr, sr, K * BITS / 128, gshift, li);
+    __shared__ float red[QW][MD_NR];
+    md_warps<MD_NR>(acc, red);
+    if (li < MD_NR && row0 + li < E) logits[(long long)t * E + row0 + li] = md_group<MD_NR, L>(red, li);
     // last_block fences each thread's logits before the ticket.
     if (!last_block(cnt + t, gridDim.x)) return;
-    if (rb)
-        md_route_block(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
-    else if (threadIdx.x < 32)
-        md_route(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
+    md_route_block(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
 }
 
 // moe_gateup: grid (row blocks of N = inter, T, topk). The block's row
@@ -261,19 +200,18 @@ DEV void moe_router_impl(MR_PARAMS) {
 // qgemv_multi_impl) and write a[slot][t][row] = act(gate) * up (act 1:
 // SiLU, 2: GELU-tanh, the formulas of gated_silu/gated_gelu).
 //
-// late set: the next kernel (moe_down_sum with pre) may launch only once
-// every block has passed its wait, i.e. once the router is done, so that
-// it can read idx and load its expert's weights before its own wait.
+// The next kernel (moe_down_*) may launch only once every block has
+// passed its wait, i.e. once the router is done, so that it can read idx
+// and load its expert's weights before its own wait.
 #define GU_PARAMS                                                                                                \
     const float *x, const u32 *wg, const u32 *sbg, const u32 *wu, const u32 *sbu, int N, int K, int gshift,        \
-        long long wstride, long long sbstride, const int *idx, int topk, int act, float *a, int late
-#define GU_ARGS x, wg, sbg, wu, sbu, N, K, gshift, wstride, sbstride, idx, topk, act, a, late
+        long long wstride, long long sbstride, const int *idx, int topk, int act, float *a
+#define GU_ARGS x, wg, sbg, wu, sbu, N, K, gshift, wstride, sbstride, idx, topk, act, a
 
 template <int BITS, class SB, int L>
 DEV void moe_gateup_impl(GU_PARAMS) {
-    if (!late) grid_dep_launch();
     grid_dep_wait();
-    if (late) grid_dep_launch();
+    grid_dep_launch();
     constexpr int H = MD_NR / 2;
     const int t = blockIdx.y, slot = blockIdx.z, li = threadIdx.x % L, row0 = md_row0<L, H>();
     const long long e = idx[t * topk + slot]; // from the router: read after grid_dep_wait
@@ -290,8 +228,7 @@ DEV void moe_gateup_impl(GU_PARAMS) {
     float acc[MD_NR];
 #pragma unroll
     for (int r = 0; r < MD_NR; r++) acc[r] = 0.f;
-    float ss = 0.f; // (no norm)
-    qdots<BITS, SB, MD_NR, L>(acc, x + (long long)t * K, wr, sr, K * BITS / 128, gshift, li, MDNorm::off(), ss);
+    qdots<BITS, SB, MD_NR, L>(acc, x + (long long)t * K, wr, sr, K * BITS / 128, gshift, li);
     __shared__ float red[QW][MD_NR];
     md_warps<MD_NR>(acc, red);
     if (li < H && row0 + li < N) {
@@ -324,40 +261,36 @@ DEV void md_expert_rows(const uint4* (&wr)[MD_NR], const u32* (&sr)[MD_NR], cons
 // set) and adds it to res[t][row] (when res is set: the residual, so the
 // model's Add can be folded in; dst and res must not alias).
 //
-// pre set (the gate/up kernel ran with late): the router has finished
-// when this kernel launches, so the block reads its expert from idx (past
-// L1: ld.cg) and loads its lanes' first weight chunk before the wait,
-// while gate/up still runs; only a (gate/up's output) is read after it.
+// The router has finished when this kernel launches (gate/up triggers
+// its launch after its own wait), so the block reads its expert from idx
+// (past L1: ld.cg) and loads its lanes' first weight chunk before the
+// wait, while gate/up still runs; only a (gate/up's output) is read after.
 #define DS_PARAMS                                                                                               \
     float *dst, float *res, float *y, const float *a, const u32 *w, const u32 *sb, int N, int K, int gshift,      \
-        long long wstride, long long sbstride, const int *idx, const float *wts, int topk, int *cnt, int pre
-#define DS_ARGS dst, res, y, a, w, sb, N, K, gshift, wstride, sbstride, idx, wts, topk, cnt, pre
+        long long wstride, long long sbstride, const int *idx, const float *wts, int topk, int *cnt
+#define DS_ARGS dst, res, y, a, w, sb, N, K, gshift, wstride, sbstride, idx, wts, topk, cnt
 template <int BITS, class SB, int L>
 DEV void moe_down_sum_impl(DS_PARAMS) {
     const int t = blockIdx.y, slot = blockIdx.z, T = gridDim.y, li = threadIdx.x % L, row0 = md_row0<L, MD_NR>();
     const int nw = K * BITS / 32, ng = K >> gshift, nc = K * BITS / 128;
     grid_dep_launch();
-    if (!pre) grid_dep_wait();
-    const long long e = pre ? __ldcg(idx + t * topk + slot) : idx[t * topk + slot];
+    const long long e = __ldcg(idx + t * topk + slot);
     const uint4* wr[MD_NR];
     const u32* sr[MD_NR];
     md_expert_rows<SB>(wr, sr, w, sb, e, wstride, sbstride, row0, N, nw, ng);
     uint4 wv[MD_NR];
     typename SB::raw sv[MD_NR];
-    if (pre) {
-        if (li < nc) load_chunk<BITS, SB, MD_NR>(wv, sv, wr, sr, li, gshift);
-        grid_dep_wait();
-    }
+    if (li < nc) load_chunk<BITS, SB, MD_NR>(wv, sv, wr, sr, li, gshift);
+    grid_dep_wait();
     float acc[MD_NR];
 #pragma unroll
     for (int r = 0; r < MD_NR; r++) acc[r] = 0.f;
     const float* x = a + ((long long)slot * T + t) * K;
     constexpr int EPC = 128 / BITS;
     for (int c = li; c < nc; c += L) {
-        if (!pre || c != li) load_chunk<BITS, SB, MD_NR>(wv, sv, wr, sr, c, gshift);
+        if (c != li) load_chunk<BITS, SB, MD_NR>(wv, sv, wr, sr, c, gshift);
         float xv[EPC];
-        float ss = 0.f; // (no norm)
-        md_x<EPC>(xv, x, c * EPC, MDNorm::off(), ss);
+        md_x<EPC>(xv, x, c * EPC);
         chunk_fma<BITS, SB, MD_NR>(acc, wv, sv, xv);
     }
     __shared__ float red[QW][MD_NR];
@@ -391,9 +324,8 @@ DEV void moe_down_sum_impl(DS_PARAMS) {
 // bit for bit, without its scratch y, ticket and second pass through L2.
 // With 4 warps (two slots a warp for Qwen3-30B-A3B's 8) it lost: 423 against
 // 439.6 tok/s (s9r4); the kernels now take 8 warps, a slot each. For topk
-// >= 8; the Go side picks it (moeDownAcc).
-// pre: each warp's first slot is read from idx and its first chunk loaded
-// before the wait, the next slot's rows asked of L2.
+// >= 8; the Go side picks it. Each warp's first slot is read from idx and
+// its first chunk loaded before the wait, the next slot's rows asked of L2.
 template <int BITS, class SB, int NW>
 DEV void moe_down_acc_impl(DS_PARAMS) {
     const int t = blockIdx.y, T = gridDim.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, row0 = blockIdx.x * MD_NR;
@@ -401,15 +333,14 @@ DEV void moe_down_acc_impl(DS_PARAMS) {
     constexpr int EPC = 128 / BITS;
     __shared__ float red[16][MD_NR];
     grid_dep_launch();
-    if (!pre) grid_dep_wait();
     for (int k = warp; k < topk; k += NW) {
-        const long long e = __ldcg(idx + t * topk + k); // (past L1: before the wait with pre)
+        const long long e = __ldcg(idx + t * topk + k); // (past L1: before the wait)
         const uint4* wr[MD_NR];
         const u32* sr[MD_NR];
         md_expert_rows<SB>(wr, sr, w, sb, e, wstride, sbstride, row0, N, nw, ng);
         uint4 wv[MD_NR];
         typename SB::raw sv[MD_NR];
-        const bool pl = pre && k == warp; // first chunk loaded before the wait
+        const bool pl = k == warp; // first chunk loaded before the wait
         if (pl) {
             if (lane < nc) load_chunk<BITS, SB, MD_NR>(wv, sv, wr, sr, lane, gshift);
             if (k + NW < topk) { // the next slot's rows, into L2
@@ -428,8 +359,7 @@ DEV void moe_down_acc_impl(DS_PARAMS) {
         for (int c = lane; c < nc; c += 32) {
             if (!pl || c != lane) load_chunk<BITS, SB, MD_NR>(wv, sv, wr, sr, c, gshift);
             float xv[EPC];
-            float ss = 0.f; // (no norm)
-            md_x<EPC>(xv, x, c * EPC, MDNorm::off(), ss);
+            md_x<EPC>(xv, x, c * EPC);
             chunk_fma<BITS, SB, MD_NR>(acc, wv, sv, xv);
         }
 #pragma unroll
@@ -438,7 +368,7 @@ DEV void moe_down_acc_impl(DS_PARAMS) {
             if (lane == 0) red[k][r] = 0.f + v; // (as md_group's sum over one warp)
         }
     }
-    if (pre && warp >= topk) grid_dep_wait(); // (a warp without a slot)
+    if (warp >= topk) grid_dep_wait(); // (a warp without a slot)
     __syncthreads();
     const int r = threadIdx.x;
     if (r < MD_NR && row0 + r < N) {
@@ -453,7 +383,7 @@ DEV void moe_down_acc_impl(DS_PARAMS) {
 // The kernels, one per weight kind (bits, scale pair type) and row-group
 // width: L = 128 (no suffix), 64 (_g64) or 32 (_g32), as rowGroupLanes.
 // Written out rather than macro-generated so that kernelNames finds them
-// and each body shows its wait (gate/up and down_sum: in the impl, where late/pre place it).
+// and each body shows its wait (gate/up and down: in the impl).
 extern "C" __global__ void __launch_bounds__(128) moe_router4_bf(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 128>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 128>(MR_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_router4_bf_g64(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 64>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 64>(MR_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_router4_bf_g32(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 32>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 32>(MR_ARGS); }
