@@ -15,6 +15,7 @@ import (
 
 	"github.com/ebitengine/purego"
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
 )
 
 //go:embed kernels/*.cu
@@ -82,8 +83,8 @@ type Backend struct {
 	moeDecNames   map[moeDecKey]moeDecVal // ops_moe_decode.go: moeDecKernel
 	mmaOff        bool                    // the MoE routers' GEMVs stay off the tensor cores (f32 logits for the top-k)
 
-	pdl bool // programmatic dependent launch (runEx): Hopper and cuLaunchKernelEx
-	tuning
+	pdl         bool // programmatic dependent launch (runEx): Hopper and cuLaunchKernelEx
+	plan.Tuning      // decode attention's measured sizes (tests set others)
 	// flash2 holds the head dims whose prefill kernel (flash2_attn_*) got
 	// its dynamic shared memory (optInFlash2).
 	flash2 map[int]bool
@@ -194,9 +195,9 @@ func New(dev int) (*Backend, error) {
 	// the non-portable opt-in.
 	hopper := b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9
 	b.pdl = hopper
-	b.decClusterMax = 0
+	b.DecClusterMax = 0
 	if hopper {
-		b.decClusterMax = b.optInClusters()
+		b.DecClusterMax = b.optInClusters()
 	}
 	return b, nil
 }
@@ -263,31 +264,6 @@ const (
 	funcAttrNonPortableCluster = 14
 )
 
-// flash2Geom is the shape of flash2_attn_<hd> (f2cfg in kernels/flash.cu):
-// threads a block, query rows a block (a divisor of flashTile: each query
-// tile is served by flashTile/rows blocks, grid x = tiles * that), keys a
-// K/V tile, and the bytes of its score-exchange slots (HD 512: the pair of
-// warps sharing 16 rows sums its halves of S through 2 KB a warp).
-func flash2Geom(hd int) (threads, rows, keys, xchg int) {
-	switch hd {
-	case 256:
-		return 256, 128, 64, 0
-	case 512:
-		return 256, 64, 32, 8 * 2048
-	}
-	return 128, flashTile, 64, 0
-}
-
-// flash2Smem is the dynamic shared memory of flash2_attn_<hd> (flash2_impl
-// in kernels/flash.cu): the block's Q rows, two stages of a K and a V
-// tile, rows padded by 8 halves, then the exchange slots. HD 128: 104448
-// bytes, two blocks to an H100/H200 SM; HD 256: 202752 and HD 512:
-// 216064, one.
-func flash2Smem(hd int) int {
-	_, rows, keys, xchg := flash2Geom(hd)
-	return (rows+4*keys)*(hd+8)*2 + xchg
-}
-
 // optInClusters allows the _c decode attention kernels clusters of 16
 // blocks (8 is the portable limit) and returns the most it may launch.
 func (b *Backend) optInClusters() int {
@@ -310,7 +286,7 @@ func (b *Backend) optInClusters() int {
 func (b *Backend) optInFlash2() map[int]bool {
 	ok := map[int]bool{}
 	for _, hd := range []int{64, 128, 256, 512} {
-		n := flash2Smem(hd)
+		n := plan.Flash2Smem(hd)
 		if n > b.d.attr(b.dev, attrMaxSmemOptin) {
 			continue
 		}

@@ -337,22 +337,22 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 		splitKeys   int // attn_decode keys per split (0: default)
 		heads       int // attn_decode query heads per block (0: default)
 	}
-	pdl, splitKeys, decHeads := b.pdl, b.decSplitKeys, b.decHeads
+	pdl, splitKeys, DecHeads := b.pdl, b.DecSplitKeys, b.DecHeads
 	for _, c := range []cfg{{1, true, true, 0, 0}, {1, true, true, 0, 2}, {1, true, true, 0, 4}, {1, true, false, 0, 0},
 		{1, false, true, 0, 0}, {1, true, true, 8, 0}, {1, true, true, 32, 0},
 		{8, true, true, 0, 0}, {16, true, true, 0, 0}, {32, true, true, 0, 0}} {
-		b.decSplitKeys = splitKeys
+		b.DecSplitKeys = splitKeys
 		if c.splitKeys > 0 {
-			b.decSplitKeys = c.splitKeys
+			b.DecSplitKeys = c.splitKeys
 		}
 		nseq, graphs := c.nseq, c.graphs
 		{
 			b.SetGraphs(graphs)
 			b.mu.Lock()
 			b.pdl = c.pdl && pdl
-			b.decHeads = decHeads
+			b.DecHeads = DecHeads
 			if c.heads > 0 {
-				b.decHeads = c.heads
+				b.DecHeads = c.heads
 			}
 			unbind := b.bind()
 			b.graphs.clear(b) // graphs captured with the other launch mode
@@ -451,7 +451,7 @@ func decodeBench(t *testing.T, b *Backend, o *benchOut) {
 	}
 	b.SetGraphs(true)
 	b.mu.Lock()
-	b.pdl, b.decSplitKeys, b.decHeads = pdl, splitKeys, decHeads
+	b.pdl, b.DecSplitKeys, b.DecHeads = pdl, splitKeys, DecHeads
 	unbind := b.bind()
 	b.graphs.clear(b)
 	unbind()

@@ -11,6 +11,7 @@ import (
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/backend/backendtest"
 	_ "github.com/mlxcel/mlxcel/internal/backend/cpu"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
@@ -129,26 +130,26 @@ func TestGraphReplay(t *testing.T) {
 // so each path stays correct whatever a machine picks: splits merged by
 // the last block's ticket instead of a thread block cluster (devices
 // before Hopper); a kv head's whole group of query heads in one block at
-// short contexts (decHeads 0) and four heads a block past 1024 keys at any
-// context (decLongHeads 4; AttentionLong's 1100 keys take two by default);
+// short contexts (DecHeads 0) and four heads a block past 1024 keys at any
+// context (DecLongHeads 4; AttentionLong's 1100 keys take two by default);
 // and shorter and longer splits.
 func TestConformanceVariants(t *testing.T) {
 	for _, v := range []struct {
 		name string
-		set  func(*tuning)
+		set  func(*plan.Tuning)
 	}{
-		{"ticketmerge", func(u *tuning) { u.decClusterMax = 0 }},
-		{"wholegroups", func(u *tuning) { u.decHeads = 0 }},
-		{"longheads4", func(u *tuning) { u.decLongHeads = 4 }},
-		{"splitkeys8", func(u *tuning) { u.decSplitKeys = 8 }},
-		{"splitkeys64", func(u *tuning) { u.decSplitKeys = 64 }},
+		{"ticketmerge", func(u *plan.Tuning) { u.DecClusterMax = 0 }},
+		{"wholegroups", func(u *plan.Tuning) { u.DecHeads = 0 }},
+		{"longheads4", func(u *plan.Tuning) { u.DecLongHeads = 4 }},
+		{"splitkeys8", func(u *plan.Tuning) { u.DecSplitKeys = 8 }},
+		{"splitkeys64", func(u *plan.Tuning) { u.DecSplitKeys = 64 }},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			b := newOrSkip(t)
 			defer b.Close()
-			before := b.tuning
-			v.set(&b.tuning)
-			if b.tuning == before {
+			before := b.Tuning
+			v.set(&b.Tuning)
+			if b.Tuning == before {
 				t.Fatalf("%s left the tuning at its default on %s", v.name, b.Info())
 			}
 			backendtest.Run(t, b)

@@ -18,12 +18,12 @@ import (
 // of them ending on stop ids mid-way (the step queued ahead then holds
 // rows that are dropped), must emit what step-by-step decode emits.
 func TestEngineRunAheadGPU(t *testing.T) {
-	fixture := testdataDir() + "/tiny/llama-mlx-q4g64"
-	if _, err := os.Stat(fixture); err != nil {
-		t.Skipf("no fixture at %s", fixture)
-	}
 	b := newOrSkip(t)
 	defer b.Close()
+	fixture := testdataDir() + "/tiny/llama-mlx-q4g64"
+	if _, err := os.Stat(fixture); err != nil {
+		t.Fatalf("no fixture at %s: %v", fixture, err)
+	}
 	m, err := model.Load(fixture, b, model.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -79,8 +79,8 @@ func TestLaunchSignatures(t *testing.T) {
 	}{
 		{"llama", "llama", func(*Backend) {}},
 		{"qwen3", "qwen3", func(*Backend) {}},
-		{"qwen3 ticket merge", "qwen3", func(b *Backend) { b.decClusterMax = 0 }},
-		{"qwen3 whole groups", "qwen3", func(b *Backend) { b.decHeads = 0 }},
+		{"qwen3 ticket merge", "qwen3", func(b *Backend) { b.DecClusterMax = 0 }},
+		{"qwen3 whole groups", "qwen3", func(b *Backend) { b.DecHeads = 0 }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := hostOnlyBackend()

@@ -14,12 +14,9 @@ import (
 // ids (outside near-ties) must match the HF reference. MLXCEL_TESTDATA
 // points at shared/testdata (scripts/gpu-check.sh carries a copy).
 func TestModelsGPU(t *testing.T) {
-	dir := testdataDir()
-	if _, err := os.Stat(dir + "/tiny"); err != nil {
-		t.Skipf("no fixtures at %s", dir)
-	}
 	b := newOrSkip(t)
 	defer b.Close()
+	dir := testdataDir()
 	for _, f := range []string{"tiny/llama-bf16", "tiny/qwen2-bf16", "tiny/qwen3-bf16", "tiny/llama-mlx-q4g64",
 		"tiny/qwen2-mlx-q4g64", "tiny/qwen3-mlx-q4g64", "models/stories260k",
 		// MoE (routing and experts on the device) and Gemma 4 (per-layer
@@ -28,7 +25,7 @@ func TestModelsGPU(t *testing.T) {
 		"tiny/gemma4-bf16", "tiny/gemma4-mlx-q4g64"} {
 		t.Run(f, func(t *testing.T) {
 			if _, err := os.Stat(dir + "/" + f); err != nil {
-				t.Skipf("fixture %s missing", f)
+				t.Fatalf("fixture %s missing (MLXCEL_TESTDATA or ../shared/testdata): %v", f, err)
 			}
 			r := modeltest.Check(t, dir+"/"+f, b, modeltest.Options{RelTol: 2e-2, NearTie: 1e-3, Prefix: 17})
 			t.Logf("%s: full %.2e incremental %.2e greedy steps checked %d, pipelined %d", f, r.FullRel, r.IncrRel, r.GreedyChecked, r.Pipelined)

@@ -62,18 +62,3 @@ func TestKernelsWaitForPredecessors(t *testing.T) {
 		t.Fatalf("only %d kernel definitions found", len(parts)-1)
 	}
 }
-
-// TestFlash2Geom checks, without a GPU, that every flash2 shape serves
-// whole query tiles and fits an H100/H200 block's opt-in shared memory
-// (227 KB; a device that refuses keeps the other kernels anyway).
-func TestFlash2Geom(t *testing.T) {
-	for _, hd := range []int{64, 128, 256, 512} {
-		threads, rows, keys, _ := flash2Geom(hd)
-		if rows <= 0 || flashTile%rows != 0 || threads%32 != 0 || keys%16 != 0 {
-			t.Errorf("head dim %d: shape %d threads, %d rows, %d keys", hd, threads, rows, keys)
-		}
-		if n := flash2Smem(hd); n > 232448 {
-			t.Errorf("head dim %d: %d bytes of shared memory", hd, n)
-		}
-	}
-}

@@ -5,10 +5,10 @@ package cuda
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"unsafe"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
@@ -191,82 +191,9 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	kvw := p.KVHeads * p.HeadDim
 	dense := qt.cols == p.Heads*p.HeadDim && o.cols == p.Heads*p.HeadDim
 	// Decode steps of head dims 64/128: attn_decode serves a kv head's
-	// whole query group and stores this step's K/V itself.
-	dec := b.step.decode && kt.cols == vt.cols && kt.cols == kvw && dense &&
-		(p.HeadDim == 64 || p.HeadDim == 128) && p.Heads/p.KVHeads <= 8
-	if dec {
-		// About decSplitKeys keys per split block, by the longest context
-		// rounded up to a power of two (so the launch, and its graph,
-		// repeats until the context doubles), at most enough blocks to
-		// fill the device twice (decWaves): the last block merges the splits, and
-		// 33 splits at 192 keys measured 20 us a call against ~8 us for
-		// the generic kernel's 9.
-		ctx := 64
-		for ctx < b.step.maxCtx {
-			ctx *= 2
-		}
-		G := p.Heads / p.KVHeads
-		gl := G // query heads per block (head groups: decHeadsPerBlock, one-token steps)
-		if T == 1 && b.decHeads > 0 && b.decHeads < G && G%b.decHeads == 0 && ctx <= b.decHeadsMaxCtx {
-			gl = b.decHeads
-		} else if lh := longHeads(b.decLongHeads, ctx); T == 1 && ctx > b.decHeadsMaxCtx && G > 4 && lh > 0 && lh < G && G%lh == 0 {
-			gl = lh // e.g. Qwen3's groups of 8 as blocks of 2 or 4 (longHeads)
-		}
-		hb := T * p.KVHeads * (G / gl) // blocks per split
-		// small: the _h1/_h2/_h4 kernels
-		small := gl == 1 || gl == 2 || gl == 4
-		waves := b.decWaves
-		if waves == 0 {
-			waves = decodeWaves(small)
-		}
-		splits := max(1, min(ctx/b.decSplitKeys, 64, (waves*b.SMs+hb-1)/hb))
-		// The small kernels' splits merged in a cluster (decClusterMax): only
-		// without the q/k write-back, whose tickets the _c kernels do not
-		// keep. One-head blocks (short contexts) take at most 17 splits
-		// (decodeWaves): 17 are cut to a cluster of 16; otherwise a head
-		// group clusters only when its splits fit one.
-		cz := 0
-		if b.decClusterMax > 0 && p.ScratchQK && small && splits > 1 {
-			if gl == 1 && splits <= b.decClusterMax*17/16 {
-				splits = min(splits, b.decClusterMax)
-			}
-			if splits <= b.decClusterMax {
-				cz = splits
-			}
-		}
-		// Counters: one per (token, head group) for the splits, then one
-		// per (token, kv head) for the head groups.
-		part, cnt, ok := b.splitScratch(T*p.Heads, splits, p.HeadDim, hb+T*p.KVHeads)
-		if !ok {
-			return
-		}
-		if cnt == 0 && gl < G {
-			if cnt = b.counters(hb + T*p.KVHeads); cnt == 0 {
-				return
-			}
-		}
-		invf, half, rscale := b.takeRoPE(qt, kt, p)
-		qn, kn, neps := b.takeHeadNorms(qt, kt, T, p)
-		// Constant names: recorded every layer of every step.
-		name := "attn_decode_128"
-		if p.HeadDim == 64 {
-			name = "attn_decode_64"
-		}
-		if small {
-			name += "_h" + strconv.Itoa(gl)
-		}
-		wb := 1 // q and k as the unfused rope/norm kernels leave them
-		if p.ScratchQK {
-			wb = 0
-		}
-		if cz > 0 {
-			name += "c"
-		}
-		l := b.newLaunch(name, p.KVHeads*(G/gl), T, splits, 128).p(o.ptr).p(part).p(qt.ptr).
-			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
-			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(kvw).p(cnt).
-			p(invf).i(half).f(rscale).p(qn).p(kn).f(neps).i(gl).i(wb)
-		l.cz = uint32(cz)
+	// query group (or part of it) and stores this step's K/V itself.
+	if b.step.decode && kt.cols == vt.cols && kt.cols == kvw && dense && plan.DecodeApplies(p.Heads, p.KVHeads, p.HeadDim) {
+		b.attnDecode(o, qt, kt, vt, st, layer, p)
 		return
 	}
 	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
@@ -276,20 +203,16 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	// device refused it). At head dim 512 two blocks of 64 rows serve each
 	// query tile.
 	if !b.step.decode && b.step.maxLen >= 16 && b.step.consecutive && b.flash2[p.HeadDim] && dense {
-		threads, rows, _, _ := flash2Geom(p.HeadDim)
-		name, smem, grid := fmt.Sprintf("flash2_attn_%d", p.HeadDim), flash2Smem(p.HeadDim), b.step.ntiles*(flashTile/rows)
-		l := b.newLaunch(name, grid, p.Heads, 1, threads).p(o.ptr).p(qt.ptr).
+		f := plan.FlashAttention(p.HeadDim, b.step.ntiles)
+		l := b.newLaunch(f.Kernel, f.GridX, p.Heads, 1, f.Threads).p(o.ptr).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
 			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(b.step.tiles).i(qt.cols).i(o.cols)
-		l.smem = uint32(smem)
+		l.smem = uint32(f.Smem)
 		return
 	}
 	// The generic kernel, split as above; the last split block of each
 	// (token, head) merges.
-	splits := 1
-	if work := T * p.Heads; work < 2*b.SMs {
-		splits = min(32, (2*b.SMs+work-1)/work)
-	}
+	splits := plan.GenericSplits(T, p.Heads, b.SMs)
 	part, cnt, ok := b.splitScratch(T*p.Heads, splits, p.HeadDim, T*p.Heads)
 	if !ok {
 		return
@@ -298,139 +221,6 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.Heads).i(p.KVHeads).i(p.HeadDim).
 		f(p.Scale).i(p.Window).f(p.Softcap).p(cnt)
 }
-
-// takeRoPE folds a just-recorded rope2 of this attention's q and k into
-// attn_decode (which rotates both and writes them back): one launch fewer
-// per layer and decode step. It returns the rope table, half the rotary
-// dim and the cos/sin scale, or a zero table when nothing was folded.
-func (b *Backend) takeRoPE(qt, kt *Tensor, p backend.AttnParams) (uintptr, int, float32) {
-	n := len(b.rec.ls)
-	if n == 0 {
-		return 0, 0, 0
-	}
-	l := &b.rec.ls[n-1]
-	arg := func(i int) int { return int(int32(l.args[i])) }
-	// rope2's arguments: q, q heads, q stride, k, k stride, pos, table,
-	// head dim, half, scale.
-	if l.fn != b.fn("rope2") || uintptr(l.args[0]) != qt.ptr || arg(1) != p.Heads || arg(2) != qt.cols ||
-		uintptr(l.args[3]) != kt.ptr || arg(4) != kt.cols || arg(7) != p.HeadDim {
-		return 0, 0, 0
-	}
-	half := arg(8)
-	if vpl := p.HeadDim / 32; half%vpl != 0 || 2*half > p.HeadDim {
-		return 0, 0, 0
-	}
-	b.rec.ls = b.rec.ls[:n-1]
-	return uintptr(l.args[6]), half, math.Float32frombits(uint32(l.args[9]))
-}
-
-// takeHeadNorms folds the per-head q and k RMSNorms (Qwen3's q_norm and
-// k_norm, in place on the head rows) recorded just before attn_decode
-// into it, after takeRoPE took the rotation that followed them: two
-// launches fewer per layer and decode step. It returns the q and k norm
-// weights (0: not folded) and their eps; folding needs the same eps and
-// in-place norms of exactly the q and k rows.
-func (b *Backend) takeHeadNorms(qt, kt *Tensor, T int, p backend.AttnParams) (qn, kn uintptr, eps float32) {
-	epsSet := false
-	for range 2 {
-		n := len(b.rec.ls)
-		if n == 0 {
-			break
-		}
-		// rmsnorm's arguments: dst, x, w, cols, eps.
-		l := &b.rec.ls[n-1]
-		dst := uintptr(l.args[0])
-		e := math.Float32frombits(uint32(l.args[4]))
-		if l.fn != b.fn("rmsnorm") || uintptr(l.args[1]) != dst || int(int32(l.args[3])) != p.HeadDim ||
-			l.args[2] == 0 || (epsSet && e != eps) {
-			break
-		}
-		switch {
-		case kn == 0 && dst == kt.ptr && int(l.gx) == T*p.KVHeads && kt.cols == p.KVHeads*p.HeadDim:
-			kn = uintptr(l.args[2])
-		case qn == 0 && dst == qt.ptr && int(l.gx) == T*p.Heads && qt.cols == p.Heads*p.HeadDim:
-			qn = uintptr(l.args[2])
-		default:
-			return qn, kn, eps
-		}
-		eps, epsSet = e, true
-		b.rec.ls = b.rec.ls[:n-1]
-	}
-	return qn, kn, eps
-}
-
-// decHeadsPerBlock is attn_decode's default number of query heads per
-// block (MLXCEL_CUDA_DECHEADS overrides it; 0 keeps a kv head's whole
-// group in one block): a group larger than this is split over blocks.
-// Measured on the H200 (notes/cuda-kernels.md): Qwen3-30B-A3B (8 query
-// heads per kv head) decodes at 288-291 tok/s with 2 or 4 against 243
-// with 8; Llama-3.1-8B (4) through the ops 380 (2) and 386 (1) against 379.
-// Seventh session, with the heads fold: Qwen3 314-325 tok/s with 1
-// against 299-320 with 2; Llama unchanged within noise (393/373 against
-// 388/380).
-// Only one-token steps take groups: at 16 sequences the launch is already
-// 128 blocks wide, and serving at concurrency 16 fell from 1847 to
-// 1669-1705 tok/s with them.
-const decHeadsPerBlock = 1
-
-// decHeadsMaxCtx is the longest context (rounded up to a power of two) at
-// which one-token steps take head groups by default; an explicit
-// MLXCEL_CUDA_DECHEADS applies at every length. They were measured at
-// contexts of ~264 tokens, where the splits alone leave the device short
-// of blocks. At long contexts the splits fill it (up to 64 a kv head), and
-// a block serving its kv head's whole group reads each K/V row once,
-// where groups of one head re-read it G times and, with fewer splits
-// (the grid is capped at two blocks an SM), walk several times as many
-// keys each (not yet measured on the H200).
-const decHeadsMaxCtx = 1024
-
-// longHeads is the number of query heads a one-token step's block serves
-// past decHeadsMaxCtx when a kv head's group is larger than the _h4
-// kernel takes whole (Qwen3-30B-A3B's 8; Llama's 4 stay whole): set (MLXCEL_CUDA_DECLONGHEADS; 0: the whole group), or by the
-// context, rounded up to a power of two, when set < 0 (the default). The
-// group then runs on the _h2/_h4 kernels (102/121 registers, 4 blocks an
-// SM) rather than the general one (164-200 registers, 2 an SM), reading
-// each K/V row G/heads times (the repeats mostly from L2). Qwen3 decode
-// tok/s after a prompt of (s10r6/s10r7, same machine):
-//
-//	heads a block   1024    2048    8192   32768
-//	8 (group)          -   213.1   155.8    75.9
-//	4              299.0   279.8   206.1   101.3
-//	2              369.1   330.2   201.2    79.8
-//	1                  -   303.0   155.5    52.3
-func longHeads(set, ctx int) int {
-	switch {
-	case set >= 0:
-		return set
-	case ctx <= 4096:
-		return 2
-	}
-	return 4
-}
-
-// decodeWaves caps attn_decode's grid at that many blocks an SM. The
-// one-head _h1 kernel (93 registers: 5 blocks an SM) takes 4: at ~264
-// keys Qwen3's and Llama's 32 (kv head, head) blocks then split 17 ways,
-// one round of K/V loads each, all issued before the wait (s8r5, same
-// machine: Qwen3 396.3 against 388.1 tok/s with 2, Llama 454.3 against
-// 449.9). So do the _h2/_h4 kernels (102/121 registers), which serve
-// long contexts, past decHeadsMaxCtx: Llama after 8192 prompt tokens
-// 215.9 -> 251.6 tok/s, after 32768 93.4 -> 137.3 (s9r2, against the AD_G
-// kernel at 2). The AD_G kernels (164-200 registers: 2-3 blocks an SM)
-// take 2: with 4, Qwen3 ran at 341-345 against 359-363 (s8r1).
-func decodeWaves(small bool) int {
-	if small {
-		return 4
-	}
-	return 2
-}
-
-// decSplitKeys is attn_decode's default target of keys per split block
-// (MLXCEL_CUDA_DECSPLITKEYS overrides it): 4 warps take 4 keys each per
-// round of loads, so 16 keys is one round. Measured at 192 keys (Llama-3.1-8B
-// shapes, decode through the ops): 16 keys 368.8 tok/s, 32 360.5, 64 349.9,
-// one split 270.6.
-const decSplitKeys = 16
 
 // splitScratch takes the partial results of rows (token, head) outputs of
 // head dim hd split `splits` ways from the step arena, and nctr zeroed

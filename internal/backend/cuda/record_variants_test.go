@@ -36,14 +36,14 @@ func TestRecordQwen3Variants(t *testing.T) {
 				}
 			}
 		}, 8*layers + 2},
-		{"no clusters", func(b *Backend) { b.decClusterMax = 0 }, func(t *testing.T, _ *qwen3Step, ls []launch, names []string) {
+		{"no clusters", func(b *Backend) { b.DecClusterMax = 0 }, func(t *testing.T, _ *qwen3Step, ls []launch, names []string) {
 			for i, n := range names {
 				if strings.HasPrefix(n, "attn_decode") && (n != "attn_decode_128_h1" || ls[i].cz != 0) {
 					t.Errorf("launch %d: %s with cluster depth %d, want attn_decode_128_h1 without", i, n, ls[i].cz)
 				}
 			}
 		}, 8*layers + 2},
-		{"no clusters for 8 at most", func(b *Backend) { b.decClusterMax = 8 }, func(t *testing.T, _ *qwen3Step, ls []launch, names []string) {
+		{"no clusters for 8 at most", func(b *Backend) { b.DecClusterMax = 8 }, func(t *testing.T, _ *qwen3Step, ls []launch, names []string) {
 			for i, n := range names {
 				if strings.HasPrefix(n, "attn_decode") && (n != "attn_decode_128_h1" || ls[i].cz != 0 || ls[i].gz <= 8) {
 					t.Errorf("launch %d: %s, %d splits, cluster depth %d: want the ticket path for more than 8 splits", i, n, ls[i].gz, ls[i].cz)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ebitengine/purego"
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
 )
 
 // stepInfo locates the current batch description in the step buffer.
@@ -28,10 +29,6 @@ type stepInfo struct {
 	ntiles                  int
 	consecutive             bool // each sequence's positions are consecutive
 }
-
-// flashTile is the query rows per flash-attention block (8 warps of 16;
-// FA_ROWS in kernels/flash.cu).
-const flashTile = 128
 
 // BeginStep uploads the batch description into the step buffer with one
 // copy: [tokens | positions | token->sequence | logit rows | block tables].
@@ -74,7 +71,7 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 		}
 	}
 	S, L := len(batch.Seqs), len(batch.LogitRows)
-	// Query tiles for flash attention: runs of up to flashTile rows of one
+	// Query tiles for flash attention: runs of up to plan.FlashTile rows of one
 	// sequence.
 	ntiles, maxLen, consecutive := 0, 0, true
 	maxCtx := 0
@@ -82,7 +79,7 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 		maxCtx = max(maxCtx, int(p)+1)
 	}
 	for _, s := range batch.Seqs {
-		ntiles += (s.Len + flashTile - 1) / flashTile
+		ntiles += (s.Len + plan.FlashTile - 1) / plan.FlashTile
 		maxLen = max(maxLen, s.Len)
 		for r := s.Start + 1; r < s.Start+s.Len; r++ {
 			consecutive = consecutive && batch.Positions[r] == batch.Positions[r-1]+1
@@ -102,8 +99,8 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 	}
 	tl := host[3*T+L+S*width:]
 	for _, s := range batch.Seqs {
-		for st := 0; st < s.Len; st += flashTile {
-			tl[0], tl[1] = int32(s.Start+st), int32(min(flashTile, s.Len-st))
+		for st := 0; st < s.Len; st += plan.FlashTile {
+			tl[0], tl[1] = int32(s.Start+st), int32(min(plan.FlashTile, s.Len-st))
 			tl = tl[2:]
 		}
 	}
