@@ -33,7 +33,7 @@ func (b *Backend) attnDecode(o, qt, kt, vt *Tensor, st *kvStore, layer int, p ba
 	}
 	l := b.newLaunch(d.Kernel, d.GridX, T, d.Splits, 128).p(o.ptr).p(part).p(qt.ptr).
 		p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(st.spec.BlockSize).
-		i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(p.KVHeads*p.HeadDim).p(cnt).
+		i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(p.KVHeads * p.HeadDim).p(cnt).
 		p(invf).i(half).f(rscale).p(qn).p(kn).f(neps).i(d.HeadsPerBlock).i(wb)
 	l.cz = uint32(d.Cluster)
 }
@@ -97,4 +97,3 @@ func (b *Backend) takeHeadNorms(qt, kt *Tensor, T int, p backend.AttnParams) (qn
 	}
 	return qn, kn, eps
 }
-
