@@ -7,8 +7,8 @@
 # The run uses only the prebuilt binaries (CGO_ENABLED=0 Go test binaries
 # drive CUDA through dlopen), so the GPU machine needs no Go toolchain. Logs
 # and the benchmark CSV go to $OUT (or ./gpu-out); a short table is printed
-# last. Environment: MLXCEL_CUDA_BENCH=0 skips the benchmarks (MLXCEL_BENCH_QUICK=1
-# keeps only the defaults and the tensor-core variants, MLXCEL_BENCH_PREFILL=0 drops prefill),
+# last. Environment: MLXCEL_CUDA_BENCH=0 skips the benchmarks (MLXCEL_BENCH_PREFILL=0
+# drops prefill),
 # MLXCEL_BENCH_DECODE=0 the synthetic decode run, GPU_TESTS overrides the
 # -test.run pattern of the test step. SERVE_CONCURRENCY=1,16 adds a serving
 # run (SERVE_ARGS: more mlxcel serve flags, e.g. --no-run-ahead).
@@ -68,13 +68,6 @@ echo "== tests"
 if [ -d .gpu/testdata ]; then export MLXCEL_TESTDATA=${MLXCEL_TESTDATA:-$PWD/.gpu/testdata}; fi
 timeout ${TEST_TIMEOUT:-240} .gpu/cuda.test -test.v -test.count=1 -test.run "${GPU_TESTS:-TestLibrary|TestSmoke|TestConformance|TestGraphReplay|TestModelsGPU|TestMoEPrefill}" 2>&1 | tee "$OUT/test.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
-# The tensor-core GEMV's benchmark variants (slabs in flight) must compute
-# the same function: Linear conformance with each.
-for v in ${MMA_VARIANTS:-}; do
-	echo "== conformance with MLXCEL_CUDA_MMAV=$v"
-	MLXCEL_CUDA_MMAV=$v timeout 120 .gpu/cuda.test -test.count=1 -test.run 'TestConformance/(Linear|Sequences)' 2>&1 | tee -a "$OUT/test.log" | tail -3
-	[ "${PIPESTATUS[0]}" = 0 ] || status=1
-done
 if [ -x .gpu/model.test ]; then
 	echo "== model tests"
 	.gpu/model.test -test.v -test.count=1 -test.run 'GPU' 2>&1 | tee "$OUT/model.log"

@@ -6,7 +6,7 @@
 #   apt-get download nvidia-cuda-toolkit nvidia-cuda-dev libnvvm4
 #   for f in *.deb; do dpkg -x $f /opt/cu; done
 # CUDA_ROOT points at the unpacked tree (default /opt/cu). The sources are
-# concatenated in kernelFiles order (backend.go), as NVRTC sees them.
+# concatenated in the order of kernels/kernels.go, as NVRTC sees them.
 # Usage: scripts/kernel-check.sh [regex of kernel names to list]
 set -u
 root=${CUDA_ROOT:-/opt/cu}
@@ -14,7 +14,7 @@ export PATH=$root/usr/lib/nvidia-cuda-toolkit/bin:$root/usr/bin:$PATH
 dir=$(cd "$(dirname "$0")/../internal/backend/cuda" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf $tmp' EXIT
-files=$(grep -o 'kernelFiles = \[\]string{[^}]*}' "$dir/backend.go" | grep -o '"[a-z_0-9]*\.cu"' | tr -d '"')
+files=$(grep -o 'order = \[\]string{[^}]*}' "$dir/kernels/kernels.go" | grep -o '"[a-z_0-9]*\.cu"' | tr -d '"')
 for f in $files; do cat "$dir/kernels/$f"; echo; done >"$tmp/all.cu"
 nvcc -ccbin "${CXX:-/usr/bin/g++}" -I"$root/usr/include" -cubin -arch=sm_90 --std=c++17 \
     -allow-unsupported-compiler -Xptxas -v "$tmp/all.cu" -o "$tmp/all.cubin" >"$tmp/log" 2>&1

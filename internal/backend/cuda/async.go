@@ -42,12 +42,12 @@ const eventDisableTiming = 2
 func (b *Backend) ready(s *pinnedSlot, n int) error {
 	if s.used {
 		s.used = false
-		if err := b.d.call("cuEventSynchronize", b.d.eventSynchronize, s.ev); err != nil {
+		if err := b.d.Call("cuEventSynchronize", b.d.EventSynchronize, s.ev); err != nil {
 			return err
 		}
 	}
 	if s.ev == 0 {
-		if err := b.d.call("cuEventCreate", b.d.eventCreate, uintptr(unsafe.Pointer(&s.ev)), eventDisableTiming); err != nil {
+		if err := b.d.Call("cuEventCreate", b.d.EventCreate, uintptr(unsafe.Pointer(&s.ev)), eventDisableTiming); err != nil {
 			return err
 		}
 	}
@@ -57,7 +57,7 @@ func (b *Backend) ready(s *pinnedSlot, n int) error {
 	b.freeSlot(s, false)
 	n = max(n, 4<<10)
 	var hp *byte // a C address in a *byte, as htod's staging
-	if err := b.d.call("cuMemAllocHost", b.d.memAllocHost, uintptr(unsafe.Pointer(&hp)), uintptr(n)); err != nil {
+	if err := b.d.Call("cuMemAllocHost", b.d.MemAllocHost, uintptr(unsafe.Pointer(&hp)), uintptr(n)); err != nil {
 		return err
 	}
 	s.buf = unsafe.Slice(hp, n)
@@ -68,16 +68,16 @@ func (b *Backend) ready(s *pinnedSlot, n int) error {
 func (b *Backend) marked(s *pinnedSlot) error {
 	s.used = true
 	b.queued++
-	return b.d.call("cuEventRecord", b.d.eventRecord, s.ev, b.strm)
+	return b.d.Call("cuEventRecord", b.d.EventRecord, s.ev, b.strm)
 }
 
 func (b *Backend) freeSlot(s *pinnedSlot, event bool) {
 	if len(s.buf) > 0 {
-		_ = b.d.call("cuMemFreeHost", b.d.memFreeHost, uintptr(unsafe.Pointer(&s.buf[0])))
+		_ = b.d.Call("cuMemFreeHost", b.d.MemFreeHost, uintptr(unsafe.Pointer(&s.buf[0])))
 		s.buf = nil
 	}
 	if event && s.ev != 0 {
-		_ = b.d.call("cuEventDestroy", b.d.eventDestroy, s.ev)
+		_ = b.d.Call("cuEventDestroy", b.d.EventDestroy, s.ev)
 		s.ev = 0
 	}
 }
@@ -92,7 +92,7 @@ func (b *Backend) uploadAsync(dst uintptr, src []int32) error {
 		return err
 	}
 	copy(s.buf, unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), n))
-	if err := b.d.call("cuMemcpyHtoDAsync", b.d.memcpyHtoDAsync, dst, uintptr(unsafe.Pointer(&s.buf[0])), uintptr(n), b.strm); err != nil {
+	if err := b.d.Call("cuMemcpyHtoDAsync", b.d.MemcpyHtoDAsync, dst, uintptr(unsafe.Pointer(&s.buf[0])), uintptr(n), b.strm); err != nil {
 		return err
 	}
 	return b.marked(s)
@@ -144,7 +144,7 @@ func (p *pendingIDs) Wait() ([]int32, error) {
 // collect waits for p's copy and moves its ids off the pinned slot.
 func (b *Backend) collect(p *pendingIDs) {
 	s := p.slot
-	p.err = b.d.call("cuEventSynchronize", b.d.eventSynchronize, s.ev)
+	p.err = b.d.Call("cuEventSynchronize", b.d.EventSynchronize, s.ev)
 	s.used, s.p, p.done = false, nil, true
 	p.ids = make([]int32, p.rows)
 	copy(p.ids, unsafe.Slice((*int32)(unsafe.Pointer(&s.buf[0])), p.rows))
@@ -178,7 +178,7 @@ func (b *Backend) ArgmaxAsync(x backend.Tensor) backend.PendingIDs {
 	}
 	err := b.ready(&s.pinnedSlot, 4*t.rows)
 	if err == nil {
-		err = b.d.call("cuMemcpyDtoHAsync", b.d.memcpyDtoHAsync, uintptr(unsafe.Pointer(&s.buf[0])), b.feed.ptr, uintptr(4*t.rows), b.strm)
+		err = b.d.Call("cuMemcpyDtoHAsync", b.d.MemcpyDtoHAsync, uintptr(unsafe.Pointer(&s.buf[0])), b.feed.ptr, uintptr(4*t.rows), b.strm)
 	}
 	if err == nil {
 		err = b.marked(&s.pinnedSlot)

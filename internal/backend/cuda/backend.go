@@ -3,8 +3,9 @@
 package cuda
 
 import (
-	"embed"
 	"fmt"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/cudalib"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/kernels"
 
 	"regexp"
 	"runtime"
@@ -18,24 +19,7 @@ import (
 	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
 )
 
-//go:embed kernels/*.cu
-var kernelFS embed.FS
-
-// kernelFiles is the order the sources are concatenated in: NVRTC has no
-// include path, so common.cu is prepended rather than #included.
-var kernelFiles = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu", "flash.cu", "moe.cu", "moe_decode.cu"}
-
-func kernelSource() string {
-	var sb strings.Builder
-	for _, f := range kernelFiles {
-		b, err := kernelFS.ReadFile("kernels/" + f)
-		if err != nil {
-			panic(err) // embedded: cannot happen
-		}
-		fmt.Fprintf(&sb, "// ---- %s ----\n%s\n", f, b)
-	}
-	return sb.String()
-}
+func kernelSource() string { return kernels.Source() }
 
 func init() {
 	backend.Register("cuda", func(o backend.Options) (backend.Backend, error) { return New(o.Device) })
@@ -48,9 +32,9 @@ func init() {
 // makes the context current there (see bind).
 type Backend struct {
 	mu   sync.Mutex
-	d    *drv
-	nv   *nvrtc
-	bl   *blas
+	d    *cudalib.Driver
+	nv   *cudalib.NVRTC
+	bl   *cudalib.BLAS
 	dev  int32
 	ctx  uintptr
 	strm uintptr
@@ -118,55 +102,55 @@ type devBuf struct {
 // cuBLAS, creates a stream and compiles (or loads from the disk cache) the
 // kernels for this device's architecture.
 func New(dev int) (*Backend, error) {
-	d, err := loadDriver()
+	d, err := cudalib.LoadDriver()
 	if err != nil {
 		return nil, err
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := d.call("cuInit", d.init, 0); err != nil {
-		return nil, &Unavailable{fmt.Sprintf("cuda: no usable driver or device (%v)", err)}
+	if err := d.Call("cuInit", d.Init, 0); err != nil {
+		return nil, cudalib.NewUnavailable(fmt.Sprintf("cuda: no usable driver or device (%v)", err))
 	}
 	var n int32
-	if err := d.call("cuDeviceGetCount", d.deviceGetCount, uintptr(unsafe.Pointer(&n))); err != nil || n == 0 {
-		return nil, &Unavailable{"cuda: no CUDA device found"}
+	if err := d.Call("cuDeviceGetCount", d.DeviceGetCount, uintptr(unsafe.Pointer(&n))); err != nil || n == 0 {
+		return nil, cudalib.NewUnavailable("cuda: no CUDA device found")
 	}
 	if dev < 0 || dev >= int(n) {
 		return nil, fmt.Errorf("cuda: device %d out of range (%d devices)", dev, n)
 	}
 	b := &Backend{d: d, fns: map[string]uintptr{}, ropeTabs: map[string]uintptr{}}
-	if err := d.call("cuDeviceGet", d.deviceGet, uintptr(unsafe.Pointer(&b.dev)), uintptr(dev)); err != nil {
+	if err := d.Call("cuDeviceGet", d.DeviceGet, uintptr(unsafe.Pointer(&b.dev)), uintptr(dev)); err != nil {
 		return nil, err
 	}
 	name := make([]byte, 256)
-	_ = d.call("cuDeviceGetName", d.deviceGetName, uintptr(unsafe.Pointer(&name[0])), 256, uintptr(b.dev))
+	_ = d.Call("cuDeviceGetName", d.DeviceGetName, uintptr(unsafe.Pointer(&name[0])), 256, uintptr(b.dev))
 	b.Device = strings.TrimRight(string(name), "\x00")
-	b.Arch = fmt.Sprintf("sm_%d%d", d.attr(b.dev, attrCCMajor), d.attr(b.dev, attrCCMinor))
-	b.SMs = d.attr(b.dev, attrSMCount)
-	if err := d.call("cuDevicePrimaryCtxRetain", d.primaryCtxRetain, uintptr(unsafe.Pointer(&b.ctx)), uintptr(b.dev)); err != nil {
+	b.Arch = fmt.Sprintf("sm_%d%d", d.Attr(b.dev, cudalib.AttrCCMajor), d.Attr(b.dev, cudalib.AttrCCMinor))
+	b.SMs = d.Attr(b.dev, cudalib.AttrSMCount)
+	if err := d.Call("cuDevicePrimaryCtxRetain", d.PrimaryCtxRetain, uintptr(unsafe.Pointer(&b.ctx)), uintptr(b.dev)); err != nil {
 		return nil, err
 	}
-	if err := d.call("cuCtxSetCurrent", d.ctxSetCurrent, b.ctx); err != nil {
+	if err := d.Call("cuCtxSetCurrent", d.CtxSetCurrent, b.ctx); err != nil {
 		return nil, err
 	}
-	if err := d.call("cuStreamCreate", d.streamCreate, uintptr(unsafe.Pointer(&b.strm)), 0); err != nil {
+	if err := d.Call("cuStreamCreate", d.StreamCreate, uintptr(unsafe.Pointer(&b.strm)), 0); err != nil {
 		return nil, err
 	}
-	if b.nv, err = loadNVRTC(); err != nil {
+	if b.nv, err = cudalib.LoadNVRTC(); err != nil {
 		return nil, err
 	}
-	if b.bl, err = loadBLAS(); err != nil {
+	if b.bl, err = cudalib.LoadBLAS(); err != nil {
 		return nil, err
 	}
 	b.wsBuf.size = 32 << 20
 	if b.wsBuf.ptr, err = b.alloc(b.wsBuf.size); err != nil {
 		return nil, err
 	}
-	if err := b.bl.init(b.strm, b.wsBuf.ptr, b.wsBuf.size); err != nil {
+	if err := b.bl.Init(b.strm, b.wsBuf.ptr, b.wsBuf.size); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()
-	img, hit, err := b.nv.compileCached(kernelSource(), "mlxcel", b.Arch, []string{"--std=c++17"})
+	img, hit, err := b.nv.CompileCached(kernelSource(), "mlxcel", b.Arch, []string{"--std=c++17"})
 	if err != nil {
 		return nil, err
 	}
@@ -174,16 +158,16 @@ func New(dev int) (*Backend, error) {
 		b.CompileTime = time.Since(t0)
 	}
 	b.CacheHit = hit
-	if err := d.call("cuModuleLoadData", d.moduleLoadData, uintptr(unsafe.Pointer(&b.mod)), uintptr(unsafe.Pointer(&img[0]))); err != nil {
+	if err := d.Call("cuModuleLoadData", d.ModuleLoadData, uintptr(unsafe.Pointer(&b.mod)), uintptr(unsafe.Pointer(&img[0]))); err != nil {
 		return nil, err
 	}
-	keep(img)
+	cudalib.Keep(img)
 	// Resolve every kernel now, with the context current: ops look them up
 	// while recording, possibly from another OS thread.
 	for _, name := range kernelNames() {
 		var f uintptr
-		cn := cstr(name)
-		if err := d.call("cuModuleGetFunction "+name, d.moduleGetFunction, uintptr(unsafe.Pointer(&f)), b.mod, uintptr(unsafe.Pointer(&cn[0]))); err != nil {
+		cn := cudalib.CStr(name)
+		if err := d.Call("cuModuleGetFunction "+name, d.ModuleGetFunction, uintptr(unsafe.Pointer(&f)), b.mod, uintptr(unsafe.Pointer(&cn[0]))); err != nil {
 			return nil, err
 		}
 		b.fns[name] = f
@@ -193,7 +177,7 @@ func New(dev int) (*Backend, error) {
 	// PDL (griddepcontrol) and decode attention's cluster merge (the _c
 	// kernels) need Hopper and cuLaunchKernelEx; 16 blocks a cluster need
 	// the non-portable opt-in.
-	hopper := b.d.launchKernelEx != 0 && b.d.attr(b.dev, attrCCMajor) >= 9
+	hopper := b.d.LaunchKernelEx != 0 && b.d.Attr(b.dev, cudalib.AttrCCMajor) >= 9
 	b.pdl = hopper
 	b.DecClusterMax = 0
 	if hopper {
@@ -206,7 +190,7 @@ func New(dev int) (*Backend, error) {
 // current there; call the returned func when done with the driver.
 func (b *Backend) bind() func() {
 	runtime.LockOSThread()
-	if err := b.d.call("cuCtxSetCurrent", b.d.ctxSetCurrent, b.ctx); err != nil {
+	if err := b.d.Call("cuCtxSetCurrent", b.d.CtxSetCurrent, b.ctx); err != nil {
 		b.fail(err)
 	}
 	return runtime.UnlockOSThread
@@ -270,7 +254,7 @@ func (b *Backend) optInClusters() int {
 	for _, hd := range []int{64, 128} {
 		for _, g := range []int{1, 2, 4} {
 			f := b.fns[fmt.Sprintf("attn_decode_%d_h%dc", hd, g)]
-			if b.d.call("cuFuncSetAttribute", b.d.funcSetAttribute, f, funcAttrNonPortableCluster, 1) != nil {
+			if b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrNonPortableCluster, 1) != nil {
 				return 8
 			}
 		}
@@ -287,14 +271,14 @@ func (b *Backend) optInFlash2() map[int]bool {
 	ok := map[int]bool{}
 	for _, hd := range []int{64, 128, 256, 512} {
 		n := plan.Flash2Smem(hd)
-		if n > b.d.attr(b.dev, attrMaxSmemOptin) {
+		if n > b.d.Attr(b.dev, cudalib.AttrMaxSmemOptin) {
 			continue
 		}
 		f := b.fns[fmt.Sprintf("flash2_attn_%d", hd)]
-		if b.d.call("cuFuncSetAttribute", b.d.funcSetAttribute, f, funcAttrMaxDynamicSmem, uintptr(n)) != nil {
+		if b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrMaxDynamicSmem, uintptr(n)) != nil {
 			continue
 		}
-		_ = b.d.call("cuFuncSetAttribute", b.d.funcSetAttribute, f, funcAttrSmemCarveout, 100) // a hint
+		_ = b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrSmemCarveout, 100) // a hint
 		ok[hd] = true
 	}
 	return ok
@@ -314,7 +298,7 @@ func (b *Backend) alloc(n int) (uintptr, error) {
 	if n <= 0 {
 		n = 1
 	}
-	if err := b.d.call(fmt.Sprintf("cuMemAlloc(%d)", n), b.d.memAlloc, uintptr(unsafe.Pointer(&p)), uintptr(n)); err != nil {
+	if err := b.d.Call(fmt.Sprintf("cuMemAlloc(%d)", n), b.d.MemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(n)); err != nil {
 		return 0, err
 	}
 	return p, nil
@@ -337,7 +321,7 @@ func (b *Backend) htod(dst uintptr, src unsafe.Pointer, n int) error {
 	}
 	if b.pinned == nil {
 		var hp *byte // a C address in a *byte: see check
-		if err := b.d.call("cuMemAllocHost", b.d.memAllocHost, uintptr(unsafe.Pointer(&hp)), stagingBytes); err != nil {
+		if err := b.d.Call("cuMemAllocHost", b.d.MemAllocHost, uintptr(unsafe.Pointer(&hp)), stagingBytes); err != nil {
 			return err
 		}
 		b.pinned = unsafe.Slice(hp, stagingBytes)
@@ -345,7 +329,7 @@ func (b *Backend) htod(dst uintptr, src unsafe.Pointer, n int) error {
 	s := unsafe.Slice((*byte)(src), n)
 	for off := 0; off < n; off += stagingBytes {
 		c := copy(b.pinned, s[off:])
-		if err := b.d.call("cuMemcpyHtoD", b.d.memcpyHtoD, dst+uintptr(off), uintptr(unsafe.Pointer(&b.pinned[0])), uintptr(c)); err != nil {
+		if err := b.d.Call("cuMemcpyHtoD", b.d.MemcpyHtoD, dst+uintptr(off), uintptr(unsafe.Pointer(&b.pinned[0])), uintptr(c)); err != nil {
 			return fmt.Errorf("%w (copying %d bytes to %#x)", err, c, dst+uintptr(off))
 		}
 	}
@@ -363,12 +347,12 @@ func (b *Backend) dtoh(dst unsafe.Pointer, src uintptr, n int) error {
 	}
 	defer b.idle.drained() // a copy to the host waits for the stream: nothing runs after it
 	if n < 64<<10 || b.pinned == nil {
-		return b.d.call("cuMemcpyDtoH", b.d.memcpyDtoH, uintptr(dst), src, uintptr(n))
+		return b.d.Call("cuMemcpyDtoH", b.d.MemcpyDtoH, uintptr(dst), src, uintptr(n))
 	}
 	d := unsafe.Slice((*byte)(dst), n)
 	for off := 0; off < n; off += stagingBytes {
 		c := min(stagingBytes, n-off)
-		if err := b.d.call("cuMemcpyDtoH", b.d.memcpyDtoH, uintptr(unsafe.Pointer(&b.pinned[0])), src+uintptr(off), uintptr(c)); err != nil {
+		if err := b.d.Call("cuMemcpyDtoH", b.d.MemcpyDtoH, uintptr(unsafe.Pointer(&b.pinned[0])), src+uintptr(off), uintptr(c)); err != nil {
 			return err
 		}
 		copy(d[off:off+c], b.pinned[:c])
@@ -385,8 +369,8 @@ func (b *Backend) grow(buf *devBuf, n int) error {
 	}
 	if buf.ptr != 0 {
 		b.flush()
-		b.fail(b.d.call("cuStreamSynchronize", b.d.streamSynchronize, b.strm))
-		_ = b.d.call("cuMemFree", b.d.memFree, buf.ptr)
+		b.fail(b.d.Call("cuStreamSynchronize", b.d.StreamSynchronize, b.strm))
+		_ = b.d.Call("cuMemFree", b.d.MemFree, buf.ptr)
 		buf.ptr, buf.size = 0, 0
 	}
 	n = max(n, 1<<16)
@@ -406,7 +390,7 @@ func (b *Backend) DeviceName() string { return b.Device }
 // Info describes the device and libraries in one line.
 func (b *Backend) Info() string {
 	return fmt.Sprintf("%s %s, %d SMs; libcuda %s; nvrtc %d.%d %s; cublas %s", b.Device, b.Arch, b.SMs,
-		b.d.libPath, b.nv.major, b.nv.minor, b.nv.libPath, b.bl.libPath)
+		b.d.LibPath, b.nv.Major, b.nv.Minor, b.nv.LibPath, b.bl.LibPath)
 }
 
 // Sync runs everything recorded and waits for the device; it reports the
@@ -416,7 +400,7 @@ func (b *Backend) Sync() error {
 	defer b.mu.Unlock()
 	defer b.bind()()
 	b.flush()
-	b.fail(b.d.call("cuStreamSynchronize", b.d.streamSynchronize, b.strm))
+	b.fail(b.d.Call("cuStreamSynchronize", b.d.StreamSynchronize, b.strm))
 	b.idle.drained()
 	err := b.err
 	b.err = nil
@@ -428,33 +412,33 @@ func (b *Backend) Close() error {
 	defer b.mu.Unlock()
 	defer b.bind()()
 	b.flush()
-	_ = b.d.call("cuStreamSynchronize", b.d.streamSynchronize, b.strm)
+	_ = b.d.Call("cuStreamSynchronize", b.d.StreamSynchronize, b.strm)
 	b.graphs.clear(b)
 	for _, p := range b.persistent {
-		_ = b.d.call("cuMemFree", b.d.memFree, p)
+		_ = b.d.Call("cuMemFree", b.d.MemFree, p)
 	}
 	for _, c := range b.arena.chunks {
-		_ = b.d.call("cuMemFree", b.d.memFree, c.ptr)
+		_ = b.d.Call("cuMemFree", b.d.MemFree, c.ptr)
 	}
 	b.closeAsync()
 	for _, p := range []*devBuf{&b.stepBuf, &b.scratch, &b.scratchX, &b.wsBuf, &b.cntBuf, &b.feed} {
 		if p.ptr != 0 {
-			_ = b.d.call("cuMemFree", b.d.memFree, p.ptr)
+			_ = b.d.Call("cuMemFree", b.d.MemFree, p.ptr)
 		}
 	}
 	b.persistent, b.arena = nil, arena{}
 	if b.pinned != nil {
-		_ = b.d.call("cuMemFreeHost", b.d.memFreeHost, uintptr(unsafe.Pointer(&b.pinned[0])))
+		_ = b.d.Call("cuMemFreeHost", b.d.MemFreeHost, uintptr(unsafe.Pointer(&b.pinned[0])))
 		b.pinned = nil
 	}
 	if b.mod != 0 {
-		_ = b.d.call("cuModuleUnload", b.d.moduleUnload, b.mod)
+		_ = b.d.Call("cuModuleUnload", b.d.ModuleUnload, b.mod)
 		b.mod = 0
 	}
-	if b.bl.handle != 0 {
-		purego.SyscallN(b.bl.destroy, b.bl.handle)
-		b.bl.handle = 0
+	if b.bl.Handle != 0 {
+		purego.SyscallN(b.bl.Destroy, b.bl.Handle)
+		b.bl.Handle = 0
 	}
-	_ = b.d.call("cuStreamDestroy", b.d.streamDestroy, b.strm)
-	return b.d.call("cuDevicePrimaryCtxRelease", b.d.primaryCtxRelease, uintptr(b.dev))
+	_ = b.d.Call("cuStreamDestroy", b.d.StreamDestroy, b.strm)
+	return b.d.Call("cuDevicePrimaryCtxRelease", b.d.PrimaryCtxRelease, uintptr(b.dev))
 }

@@ -24,7 +24,7 @@ func (b *Backend) CopyGBps(n int64) (float64, error) {
 	var dst uintptr
 	if err == nil {
 		if dst, err = b.alloc(int(n)); err != nil {
-			_ = b.d.call("cuMemFree", b.d.memFree, src)
+			_ = b.d.Call("cuMemFree", b.d.MemFree, src)
 		}
 	}
 	unbind()
@@ -36,9 +36,9 @@ func (b *Backend) CopyGBps(n int64) (float64, error) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		defer b.bind()()
-		b.fail(b.d.call("cuStreamSynchronize", b.d.streamSynchronize, b.strm))
-		_ = b.d.call("cuMemFree", b.d.memFree, src)
-		_ = b.d.call("cuMemFree", b.d.memFree, dst)
+		b.fail(b.d.Call("cuStreamSynchronize", b.d.StreamSynchronize, b.strm))
+		_ = b.d.Call("cuMemFree", b.d.MemFree, src)
+		_ = b.d.Call("cuMemFree", b.d.MemFree, dst)
 	}()
 	tm := b.NewTimer()
 	defer tm.Close()

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/cudalib"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -161,18 +162,16 @@ func (b *Backend) bf16FromProducer(x uintptr, n int) bool {
 	return true
 }
 
-const cublasComputeTF32 = 77 // CUBLAS_COMPUTE_32F_FAST_TF32
-
 func (b *Backend) runGemm(l *launch) error {
 	y, x, w := uintptr(l.args[0]), uintptr(l.args[1]), uintptr(l.args[2])
 	m, n, k := int(int32(l.args[3])), int(int32(l.args[4])), int(int32(l.args[5]))
 	alpha, beta := float32(1), float32(0)
-	in, compute := uintptr(cudaR32F), uintptr(cublasComputeTF32)
+	in, compute := uintptr(cudalib.CudaR32F), uintptr(cudalib.CublasComputeTF32)
 	if l.args[6] == 1 {
-		in, compute = cudaR16BF, cublasCompute32F
+		in, compute = cudalib.CudaR16BF, cudalib.CublasCompute32F
 	}
-	r, _, _ := purego.SyscallN(b.bl.gemmEx, b.bl.handle, cublasOpT, cublasOpN, uintptr(n), uintptr(m), uintptr(k),
+	r, _, _ := purego.SyscallN(b.bl.GemmEx, b.bl.Handle, cudalib.CublasOpT, cudalib.CublasOpN, uintptr(n), uintptr(m), uintptr(k),
 		uintptr(unsafe.Pointer(&alpha)), w, in, uintptr(k), x, in, uintptr(k),
-		uintptr(unsafe.Pointer(&beta)), y, cudaR32F, uintptr(n), compute, cublasGemmDflt)
-	return blasErr(fmt.Sprintf("gemm %dx%dx%d", m, n, k), r)
+		uintptr(unsafe.Pointer(&beta)), y, cudalib.CudaR32F, uintptr(n), compute, cudalib.CublasGemmDflt)
+	return cudalib.BLASErr(fmt.Sprintf("gemm %dx%dx%d", m, n, k), r)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
 )
 
 // One-row and few-row quantized products (the GEMV kernels of gemv.cu and
@@ -18,102 +19,37 @@ import (
 // negative slot runs all topk slots in one launch (grid.z, see rebase in
 // gemv.cu).
 func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, eidx uintptr, topk, slot int) {
-	gz := 1
+	sh := plan.GEMVShape{M: M, Experts: eidx != 0, Slots: 1, XAligned: x%16 == 0, Aligned: x%16 == 0 && ldx%4 == 0, MMA: !b.mmaOff}
 	if eidx != 0 && slot < 0 {
-		gz = topk
+		sh.Slots = topk
 	}
+	g := plan.PlanGEMV(w.plan(), sh)
 	N, K := w.out, w.in
-	mr := 8
-	switch {
-	case eidx != 0 || M == 1:
-		mr = 1
-	case M == 2:
-		mr = 2
-	case M <= 4:
-		mr = 4
-	}
-	gy := (M + mr - 1) / mr
-	if eidx != 0 {
-		gy = M
-	}
-	if M == 1 && eidx == 0 && w.quant && (w.bits == 4 || w.bits == 8) && x%16 == 0 && (K*w.bits/32)%4 == 0 {
+	switch g.Kind {
+	case plan.GEMVMulti:
 		b.gemvMulti(y, x, w, bias)
 		return
-	}
-	if !b.mmaOff && M >= 2 && M <= 32 && eidx == 0 && w.quant && w.bits == 4 && w.gshft >= 6 && K%64 == 0 &&
-		x%16 == 0 && ldx%4 == 0 {
-		// Tensor cores: up to 8 activation rows per mma column tile.
-		nt := 1
-		switch {
-		case M > 16:
-			nt = 4
-		case M > 8:
-			nt = 2
-		}
-		// bf16 scales up to 16 rows: the _xc kernels, x loaded with the
-		// weights (mma.cu; notes/cuda-kernels.md, seventh session).
-		name := fmt.Sprintf("qmma4_%s_%d", w.sbName(), nt)
-		if !w.sbF32 && nt <= 2 {
-			name += "_xc"
-		}
-		const rows = 32 // weight rows per block
-		b.newLaunch(name, (N+rows-1)/rows, 1, 1, 256).p(y).p(x).p(w.w).p(w.sb).p(bias).
+	case plan.GEMVTensorCore:
+		b.newLaunch(g.Kernel, g.GridX, g.GridY, g.GridZ, g.Block).p(y).p(x).p(w.w).p(w.sb).p(bias).
 			i(N).i(K).i(M).i(w.gshft).i(ldy).i(ldx).p(0).i(0).i(0).i64(0).i64(0)
 		return
 	}
-	aligned := x%16 == 0 && ldx%4 == 0
-	var name string
-	var wstride, sbstride int
-	fast := false
+	// Strides between experts, in u32 words of weights and of scales.
+	wstride, sbstride := N*K*w.dtype.Size()/4, 0
 	if w.quant {
-		nw, ng := w.wordsPerRow(), K/w.group
-		wstride = N * nw
-		sbstride = N * ng
-		if w.sbF32 {
-			sbstride *= 2
-		}
-		fast = (w.bits == 4 || w.bits == 8) && aligned && (K*w.bits/32)%4 == 0
-		if fast {
-			name = fmt.Sprintf("qgemv%d_%s_%d", w.bits, w.sbName(), mr)
-			if mr == 1 {
-				name += rowGroupSuffix(K, w.bits)
-			}
-		} else {
-			name = "qgemvgen_" + w.sbName()
-		}
-	} else {
-		es := w.dtype.Size()
-		wstride = N * K * es / 4
-		ve := 16 / es
-		fast = aligned && K%ve == 0
-		if fast {
-			name = fmt.Sprintf("dgemv_%s_%d", dense(w.dtype), mr)
-		} else {
-			name = "dgemvs_" + dense(w.dtype)
-		}
+		wstride, sbstride = expertStrides(w)
 	}
-	// Fast dense kernels: a block of 8 warps takes 4 rows, the warps
-	// splitting K. Fast quantized kernels: 4 warps take qgemvRows(mr) rows.
-	// Generic kernels: one warp per row, 4 per block, 8 activation rows.
-	gx, threads := (N+3)/4, 256
-	if fast && w.quant {
-		nr := 16 // qgemv_rows: 4 warps of 4 rows
-		if mr == 1 {
-			nr = 8 * 128 / rowGroupLanes(K, w.bits) // v3: row groups of lanes split K over 8 rows
-		}
-		gx, threads = (N+nr-1)/nr, 128
-	}
-	if !fast {
-		threads = 128
-		if eidx == 0 {
-			gy = (M + 7) / 8
-		}
-	}
-	l := b.newLaunch(name, gx, gy, gz, threads).p(y).p(x).p(w.w).p(w.sb).p(bias).i(N).i(K).i(M).i(w.gshft).
+	l := b.newLaunch(g.Kernel, g.GridX, g.GridY, g.GridZ, g.Block).p(y).p(x).p(w.w).p(w.sb).p(bias).i(N).i(K).i(M).i(w.gshft).
 		i(ldy).i(ldx).p(eidx).i(topk).i(slot).i64(wstride).i64(sbstride)
-	if w.quant && !fast {
+	if w.quant && g.Kind == plan.GEMVGeneric {
 		l.i(w.bits)
 	}
+}
+
+// plan describes w for the product planners.
+func (w *weight) plan() plan.Weight {
+	return plan.Weight{N: w.out, K: w.in, Quant: w.quant, Bits: w.bits, GroupShift: w.gshft, ScalesF32: w.sbF32,
+		ElemBytes: w.dtype.Size(), Dense: dense(w.dtype)}
 }
 
 // Argument slots of the qgemvm (multi-matrix) kernel.
@@ -141,27 +77,6 @@ func multiRowsOf(name string) int {
 		return 4 * multiRows
 	}
 	return multiRows
-}
-
-// rowGroupLanes mirrors the kernels' row groups (gemv.cu): rows of fewer
-// than 96 16-byte chunks are split over 64 or 32 lanes instead of the
-// block's 128, so a block takes 2 or 4 groups of 8 rows.
-func rowGroupLanes(K, bits int) int {
-	switch nc := K * bits / 128; {
-	case nc >= 96:
-		return 128
-	case nc > 32:
-		return 64
-	}
-	return 32
-}
-
-// rowGroupSuffix names the kernel form for rowGroupLanes.
-func rowGroupSuffix(K, bits int) string {
-	if l := rowGroupLanes(K, bits); l < 128 {
-		return fmt.Sprintf("_g%d", l)
-	}
-	return ""
 }
 
 // gemvMulti records a one-row quantized product. When the previous launch
@@ -234,7 +149,7 @@ func (b *Backend) multiOf(fn uintptr) (multiInfo, bool) {
 // memo is indexed [bits 4 or 8][bf16 or f32 scales][128, 64 or 32 lanes a
 // row group] (gemv sends only 4 and 8 bits here).
 func (b *Backend) defaultMulti(w *weight) multiInfo {
-	lanes := rowGroupLanes(w.in, w.bits)
+	lanes := plan.RowGroupLanes(w.in, w.bits)
 	bi, si, li := 0, 0, 0
 	switch lanes {
 	case 64:
@@ -250,7 +165,7 @@ func (b *Backend) defaultMulti(w *weight) multiInfo {
 	}
 	mi := &b.multiDefaults[bi][si][li]
 	if mi.name == "" {
-		name := fmt.Sprintf("qgemvm%d_%s", w.bits, w.sbName()) + rowGroupSuffix(w.in, w.bits)
+		name := fmt.Sprintf("qgemvm%d_%s", w.bits, w.sbName()) + plan.RowGroupSuffix(w.in, w.bits)
 		*mi = multiInfo{name: name, rows: multiRows * 128 / lanes, fn: b.fn(name)}
 	}
 	return *mi

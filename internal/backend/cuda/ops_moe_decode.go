@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
@@ -52,7 +53,7 @@ func moeDecName(stage string, w *weight) (string, int) {
 		bits = 16
 		name = "moe_" + stage + "_bf16"
 	}
-	return name + rowGroupSuffix(w.in, bits), rowGroupLanes(w.in, bits)
+	return name + plan.RowGroupSuffix(w.in, bits), plan.RowGroupLanes(w.in, bits)
 }
 
 // moeDecKernel is moeDecName memoized by stage and weight (its device

@@ -80,24 +80,24 @@ func (b *Backend) profileReportLocked() []ProfileEntry {
 func (b *Backend) runProfiled(ls []launch) {
 	for len(b.prof.events) < 2*len(ls) {
 		var ev uintptr
-		if err := b.d.call("cuEventCreate", b.d.eventCreate, uintptr(unsafe.Pointer(&ev)), 0); err != nil {
+		if err := b.d.Call("cuEventCreate", b.d.EventCreate, uintptr(unsafe.Pointer(&ev)), 0); err != nil {
 			b.fail(err)
 			return
 		}
 		b.prof.events = append(b.prof.events, ev)
 	}
 	for i := range ls {
-		b.fail(b.d.call("cuEventRecord", b.d.eventRecord, b.prof.events[2*i], b.strm))
+		b.fail(b.d.Call("cuEventRecord", b.d.EventRecord, b.prof.events[2*i], b.strm))
 		b.fail(b.run(&ls[i]))
-		b.fail(b.d.call("cuEventRecord", b.d.eventRecord, b.prof.events[2*i+1], b.strm))
+		b.fail(b.d.Call("cuEventRecord", b.d.EventRecord, b.prof.events[2*i+1], b.strm))
 	}
 	if b.err != nil {
 		return
 	}
-	b.fail(b.d.call("cuStreamSynchronize", b.d.streamSynchronize, b.strm))
+	b.fail(b.d.Call("cuStreamSynchronize", b.d.StreamSynchronize, b.strm))
 	for i := range ls {
 		var ms float32
-		b.fail(b.d.call("cuEventElapsedTime", b.d.eventElapsed, uintptr(unsafe.Pointer(&ms)), b.prof.events[2*i], b.prof.events[2*i+1]))
+		b.fail(b.d.Call("cuEventElapsedTime", b.d.EventElapsed, uintptr(unsafe.Pointer(&ms)), b.prof.events[2*i], b.prof.events[2*i+1]))
 		if e := b.prof.byName[ls[i].fn]; e != nil {
 			e.calls++
 			e.total += time.Duration(float64(ms) * 1e6)

@@ -216,9 +216,9 @@ func (b *Backend) run(l *launch) error {
 	if b.pdl || l.cz > 1 {
 		return b.runEx(l)
 	}
-	r, _, _ := purego.SyscallN(b.d.launchKernel, l.fn, uintptr(l.gx), uintptr(l.gy), uintptr(l.gz),
+	r, _, _ := purego.SyscallN(b.d.LaunchKernel, l.fn, uintptr(l.gx), uintptr(l.gy), uintptr(l.gz),
 		uintptr(l.block), 1, 1, uintptr(l.smem), b.strm, uintptr(unsafe.Pointer(&b.rec.params[0])), 0)
-	return b.d.check("cuLaunchKernel", r)
+	return b.d.Check("cuLaunchKernel", r)
 }
 
 // launchConfig and launchAttr mirror CUlaunchConfig and CUlaunchAttribute
@@ -275,9 +275,9 @@ func (b *Backend) runEx(l *launch) error {
 	cfg := &b.rec.cfg
 	*cfg = launchConfig{gx: l.gx, gy: l.gy, gz: l.gz, bx: l.block, by: 1, bz: 1, smem: l.smem, stream: b.strm,
 		attrs: &attrs[0], nattrs: uint32(n)}
-	r, _, _ := purego.SyscallN(b.d.launchKernelEx, uintptr(unsafe.Pointer(cfg)), l.fn,
+	r, _, _ := purego.SyscallN(b.d.LaunchKernelEx, uintptr(unsafe.Pointer(cfg)), l.fn,
 		uintptr(unsafe.Pointer(&b.rec.params[0])), 0)
-	return b.d.check("cuLaunchKernelEx", r)
+	return b.d.Check("cuLaunchKernelEx", r)
 }
 
 // flush runs what was recorded: by replaying a captured graph when this
@@ -306,7 +306,7 @@ func (b *Backend) flush() {
 		g, key := b.graphs.lookup(ls)
 		if g != nil {
 			b.graphs.replays++
-			b.fail(b.d.call("cuGraphLaunch", b.d.graphLaunch, g.exec, b.strm))
+			b.fail(b.d.Call("cuGraphLaunch", b.d.GraphLaunch, g.exec, b.strm))
 			return
 		}
 		if n := b.graphs.seen[key]; n == 1 {
@@ -372,8 +372,8 @@ func (c *graphCache) init(on bool) {
 
 func (c *graphCache) clear(b *Backend) {
 	for _, g := range c.m {
-		_ = b.d.call("cuGraphExecDestroy", b.d.graphExecDestroy, g.exec)
-		_ = b.d.call("cuGraphDestroy", b.d.graphDestroy, g.g)
+		_ = b.d.Call("cuGraphExecDestroy", b.d.GraphExecDestroy, g.exec)
+		_ = b.d.Call("cuGraphDestroy", b.d.GraphDestroy, g.g)
 	}
 	c.m, c.seen, c.order = map[uint64]*graph{}, map[uint64]uint8{}, nil
 }
@@ -382,7 +382,7 @@ func (c *graphCache) clear(b *Backend) {
 const captureRelaxed = 2
 
 func (b *Backend) capture(key uint64, ls []launch) error {
-	if err := b.d.call("cuStreamBeginCapture", b.d.streamBeginCapture, b.strm, captureRelaxed); err != nil {
+	if err := b.d.Call("cuStreamBeginCapture", b.d.StreamBeginCapture, b.strm, captureRelaxed); err != nil {
 		return err
 	}
 	var runErr error
@@ -392,32 +392,32 @@ func (b *Backend) capture(key uint64, ls []launch) error {
 		}
 	}
 	g := &graph{ls: slices.Clone(ls)}
-	if err := b.d.call("cuStreamEndCapture", b.d.streamEndCapture, b.strm, uintptr(unsafe.Pointer(&g.g))); err != nil || runErr != nil {
+	if err := b.d.Call("cuStreamEndCapture", b.d.StreamEndCapture, b.strm, uintptr(unsafe.Pointer(&g.g))); err != nil || runErr != nil {
 		if g.g != 0 {
-			_ = b.d.call("cuGraphDestroy", b.d.graphDestroy, g.g)
+			_ = b.d.Call("cuGraphDestroy", b.d.GraphDestroy, g.g)
 		}
 		if runErr != nil {
 			return runErr
 		}
 		return err
 	}
-	if err := b.d.call("cuGraphInstantiate", b.d.graphInstantiate, uintptr(unsafe.Pointer(&g.exec)), g.g, 0); err != nil {
-		_ = b.d.call("cuGraphDestroy", b.d.graphDestroy, g.g)
+	if err := b.d.Call("cuGraphInstantiate", b.d.GraphInstantiate, uintptr(unsafe.Pointer(&g.exec)), g.g, 0); err != nil {
+		_ = b.d.Call("cuGraphDestroy", b.d.GraphDestroy, g.g)
 		return err
 	}
 	if len(b.graphs.order) >= maxGraphs {
 		old := b.graphs.order[0]
 		b.graphs.order = b.graphs.order[1:]
 		if og := b.graphs.m[old]; og != nil {
-			_ = b.d.call("cuGraphExecDestroy", b.d.graphExecDestroy, og.exec)
-			_ = b.d.call("cuGraphDestroy", b.d.graphDestroy, og.g)
+			_ = b.d.Call("cuGraphExecDestroy", b.d.GraphExecDestroy, og.exec)
+			_ = b.d.Call("cuGraphDestroy", b.d.GraphDestroy, og.g)
 			delete(b.graphs.m, old)
 		}
 	}
 	b.graphs.m[key] = g
 	b.graphs.order = append(b.graphs.order, key)
 	b.graphs.captures++
-	return b.d.call("cuGraphLaunch", b.d.graphLaunch, g.exec, b.strm)
+	return b.d.Call("cuGraphLaunch", b.d.GraphLaunch, g.exec, b.strm)
 }
 
 // GraphStats reports graph use since start: captures, replays, launches

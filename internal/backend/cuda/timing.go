@@ -20,8 +20,8 @@ func (b *Backend) NewTimer() *Timer {
 	defer b.mu.Unlock()
 	defer b.bind()()
 	t := &Timer{b: b}
-	b.fail(b.d.call("cuEventCreate", b.d.eventCreate, uintptr(unsafe.Pointer(&t.start)), 0))
-	b.fail(b.d.call("cuEventCreate", b.d.eventCreate, uintptr(unsafe.Pointer(&t.end)), 0))
+	b.fail(b.d.Call("cuEventCreate", b.d.EventCreate, uintptr(unsafe.Pointer(&t.start)), 0))
+	b.fail(b.d.Call("cuEventCreate", b.d.EventCreate, uintptr(unsafe.Pointer(&t.end)), 0))
 	return t
 }
 
@@ -36,9 +36,9 @@ func (t *Timer) Stop() time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.bind()()
-	b.fail(b.d.call("cuEventSynchronize", b.d.eventSynchronize, t.end))
+	b.fail(b.d.Call("cuEventSynchronize", b.d.EventSynchronize, t.end))
 	var ms float32
-	b.fail(b.d.call("cuEventElapsedTime", b.d.eventElapsed, uintptr(unsafe.Pointer(&ms)), t.start, t.end))
+	b.fail(b.d.Call("cuEventElapsedTime", b.d.EventElapsed, uintptr(unsafe.Pointer(&ms)), t.start, t.end))
 	return time.Duration(float64(ms) * 1e6)
 }
 
@@ -48,8 +48,8 @@ func (t *Timer) Close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.bind()()
-	_ = b.d.call("cuEventDestroy", b.d.eventDestroy, t.start)
-	_ = b.d.call("cuEventDestroy", b.d.eventDestroy, t.end)
+	_ = b.d.Call("cuEventDestroy", b.d.EventDestroy, t.start)
+	_ = b.d.Call("cuEventDestroy", b.d.EventDestroy, t.end)
 }
 
 func (t *Timer) mark(ev uintptr) {
@@ -58,7 +58,7 @@ func (t *Timer) mark(ev uintptr) {
 	defer b.mu.Unlock()
 	defer b.bind()()
 	b.flush()
-	b.fail(b.d.call("cuEventRecord", b.d.eventRecord, ev, b.strm))
+	b.fail(b.d.Call("cuEventRecord", b.d.EventRecord, ev, b.strm))
 }
 
 // SetGraphs turns graph capture and replay on or off (benchmarks compare).

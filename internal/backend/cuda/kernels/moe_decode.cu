@@ -13,7 +13,7 @@
 // HBM rate, so each launch's ramp and tail is a large share of the layer:
 // this saves four per layer.
 //
-// Device code reused from the earlier files (concatenated in kernelFiles
+// Device code reused from the earlier files (concatenated in kernels.order
 // order): dotchunk/unpack, dunpack, SBbf/SBf32 and QW (gemv.cu), ldcg and
 // last_block (common.cu), dshfl_xor (misc.cu).
 //

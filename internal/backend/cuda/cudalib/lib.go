@@ -1,4 +1,4 @@
-package cuda
+package cudalib
 
 import (
 	"os"
@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/mlxcel/mlxcel/internal/settings"
 )
 
 // libSpec names one shared library the backend loads at run time.
@@ -107,7 +109,7 @@ func candidates(s libSpec) []string {
 			push(p)
 		}
 	}
-	if v := os.Getenv(s.env); v != "" {
+	if v := settings.Get(s.env); v != "" {
 		if st, err := os.Stat(v); err == nil && st.IsDir() {
 			inDir(v)
 		} else {

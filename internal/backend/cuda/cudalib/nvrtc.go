@@ -1,6 +1,6 @@
 //go:build linux
 
-package cuda
+package cudalib
 
 import (
 	"crypto/sha256"
@@ -11,17 +11,18 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/mlxcel/mlxcel/internal/settings"
 )
 
-// nvrtc holds the NVRTC entry points used to compile the embedded kernels.
-type nvrtc struct {
-	version, createProgram, compileProgram, getLogSize, getLog              uintptr
-	getCubinSize, getCubin, getPTXSize, getPTX, destroyProgram, getErrorStr uintptr
-	major, minor                                                            int32
-	libPath                                                                 string
+// NVRTC holds the NVRTC entry points used to compile the embedded kernels.
+type NVRTC struct {
+	Version, CreateProgram, CompileProgram, GetLogSize, GetLog              uintptr
+	GetCubinSize, GetCubin, GetPTXSize, GetPTX, DestroyProgram, GetErrorStr uintptr
+	Major, Minor                                                            int32
+	LibPath                                                                 string
 }
 
-func loadNVRTC() (*nvrtc, error) {
+func LoadNVRTC() (*NVRTC, error) {
 	h, path, err := openLib(specNVRTC)
 	if err != nil {
 		return nil, err
@@ -35,70 +36,70 @@ func loadNVRTC() (*nvrtc, error) {
 			}
 		}
 	}
-	n := &nvrtc{libPath: path}
+	n := &NVRTC{LibPath: path}
 	err = symbols(h, path, map[string]*uintptr{
-		"nvrtcVersion": &n.version, "nvrtcCreateProgram": &n.createProgram, "nvrtcCompileProgram": &n.compileProgram,
-		"nvrtcGetProgramLogSize": &n.getLogSize, "nvrtcGetProgramLog": &n.getLog, "nvrtcGetCUBINSize": &n.getCubinSize,
-		"nvrtcGetCUBIN": &n.getCubin, "nvrtcGetPTXSize": &n.getPTXSize, "nvrtcGetPTX": &n.getPTX,
-		"nvrtcDestroyProgram": &n.destroyProgram, "nvrtcGetErrorString": &n.getErrorStr,
+		"nvrtcVersion": &n.Version, "nvrtcCreateProgram": &n.CreateProgram, "nvrtcCompileProgram": &n.CompileProgram,
+		"nvrtcGetProgramLogSize": &n.GetLogSize, "nvrtcGetProgramLog": &n.GetLog, "nvrtcGetCUBINSize": &n.GetCubinSize,
+		"nvrtcGetCUBIN": &n.GetCubin, "nvrtcGetPTXSize": &n.GetPTXSize, "nvrtcGetPTX": &n.GetPTX,
+		"nvrtcDestroyProgram": &n.DestroyProgram, "nvrtcGetErrorString": &n.GetErrorStr,
 	})
 	if err != nil {
 		return nil, err
 	}
-	purego.SyscallN(n.version, uintptr(unsafe.Pointer(&n.major)), uintptr(unsafe.Pointer(&n.minor)))
+	purego.SyscallN(n.Version, uintptr(unsafe.Pointer(&n.Major)), uintptr(unsafe.Pointer(&n.Minor)))
 	return n, nil
 }
 
-func (n *nvrtc) err(op string, r uintptr) error {
+func (n *NVRTC) Err(op string, r uintptr) error {
 	r = uintptr(uint32(r))
 	if r == 0 {
 		return nil
 	}
 	msg := "?"
-	if p, _, _ := purego.SyscallN(n.getErrorStr, r); p != 0 {
-		msg = goString(*(**byte)(unsafe.Pointer(&p)))
+	if p, _, _ := purego.SyscallN(n.GetErrorStr, r); p != 0 {
+		msg = GoString(*(**byte)(unsafe.Pointer(&p)))
 	}
 	return fmt.Errorf("nvrtc: %s: %s (%d)", op, msg, r)
 }
 
-func cstr(s string) []byte { return append([]byte(s), 0) }
+func CStr(s string) []byte { return append([]byte(s), 0) }
 
 // compile builds src for the given architecture ("sm_90") and returns a
 // cubin, or PTX when this NVRTC is older than the device (the driver then
 // JIT-compiles it).
-func (n *nvrtc) compile(src, name, arch string, opts []string) ([]byte, error) {
-	csrc, cname := cstr(src), cstr(name)
+func (n *NVRTC) Compile(src, name, arch string, opts []string) ([]byte, error) {
+	csrc, cname := CStr(src), CStr(name)
 	var prog uintptr
-	if r, _, _ := purego.SyscallN(n.createProgram, uintptr(unsafe.Pointer(&prog)), uintptr(unsafe.Pointer(&csrc[0])),
+	if r, _, _ := purego.SyscallN(n.CreateProgram, uintptr(unsafe.Pointer(&prog)), uintptr(unsafe.Pointer(&csrc[0])),
 		uintptr(unsafe.Pointer(&cname[0])), 0, 0, 0); uint32(r) != 0 {
-		return nil, n.err("create program", r)
+		return nil, n.Err("create program", r)
 	}
-	defer purego.SyscallN(n.destroyProgram, uintptr(unsafe.Pointer(&prog)))
+	defer purego.SyscallN(n.DestroyProgram, uintptr(unsafe.Pointer(&prog)))
 	build := func(target string) error {
 		all := append([]string{"--gpu-architecture=" + target}, opts...)
 		bufs := make([][]byte, len(all))
 		ptrs := make([]*byte, len(all))
 		for i, o := range all {
-			bufs[i] = cstr(o)
+			bufs[i] = CStr(o)
 			ptrs[i] = &bufs[i][0]
 		}
-		r, _, _ := purego.SyscallN(n.compileProgram, prog, uintptr(len(ptrs)), uintptr(unsafe.Pointer(&ptrs[0])))
-		keep(bufs, ptrs)
+		r, _, _ := purego.SyscallN(n.CompileProgram, prog, uintptr(len(ptrs)), uintptr(unsafe.Pointer(&ptrs[0])))
+		Keep(bufs, ptrs)
 		if uint32(r) != 0 {
 			var sz uintptr
-			purego.SyscallN(n.getLogSize, prog, uintptr(unsafe.Pointer(&sz)))
+			purego.SyscallN(n.GetLogSize, prog, uintptr(unsafe.Pointer(&sz)))
 			log := make([]byte, sz+1)
-			purego.SyscallN(n.getLog, prog, uintptr(unsafe.Pointer(&log[0])))
-			return fmt.Errorf("%w\n%s", n.err("compile "+name+" for "+target, r), string(log[:max(int(sz)-1, 0)]))
+			purego.SyscallN(n.GetLog, prog, uintptr(unsafe.Pointer(&log[0])))
+			return fmt.Errorf("%w\n%s", n.Err("compile "+name+" for "+target, r), string(log[:max(int(sz)-1, 0)]))
 		}
 		return nil
 	}
 	if err := build(arch); err == nil {
 		var sz uintptr
-		purego.SyscallN(n.getCubinSize, prog, uintptr(unsafe.Pointer(&sz)))
+		purego.SyscallN(n.GetCubinSize, prog, uintptr(unsafe.Pointer(&sz)))
 		out := make([]byte, sz)
-		if r, _, _ := purego.SyscallN(n.getCubin, prog, uintptr(unsafe.Pointer(&out[0]))); uint32(r) != 0 {
-			return nil, n.err("get cubin", r)
+		if r, _, _ := purego.SyscallN(n.GetCubin, prog, uintptr(unsafe.Pointer(&out[0]))); uint32(r) != 0 {
+			return nil, n.Err("get cubin", r)
 		}
 		return out, nil
 	} else if len(arch) < 3 || arch[:3] != "sm_" {
@@ -107,17 +108,17 @@ func (n *nvrtc) compile(src, name, arch string, opts []string) ([]byte, error) {
 		return nil, err // the sm_ error is the informative one
 	}
 	var sz uintptr
-	purego.SyscallN(n.getPTXSize, prog, uintptr(unsafe.Pointer(&sz)))
+	purego.SyscallN(n.GetPTXSize, prog, uintptr(unsafe.Pointer(&sz)))
 	out := make([]byte, sz)
-	if r, _, _ := purego.SyscallN(n.getPTX, prog, uintptr(unsafe.Pointer(&out[0]))); uint32(r) != 0 {
-		return nil, n.err("get ptx", r)
+	if r, _, _ := purego.SyscallN(n.GetPTX, prog, uintptr(unsafe.Pointer(&out[0]))); uint32(r) != 0 {
+		return nil, n.Err("get ptx", r)
 	}
 	return out, nil
 }
 
 // cacheDir is where compiled kernels are kept between runs.
 func cacheDir() string {
-	if d := os.Getenv("MLXCEL_CUDA_CACHE"); d != "" {
+	if d := settings.Get("MLXCEL_CUDA_CACHE"); d != "" {
 		return d
 	}
 	d, err := os.UserCacheDir()
@@ -131,9 +132,9 @@ func cacheDir() string {
 // source hash, the architecture, the NVRTC version and the options, or
 // compiles and stores it. A cache that cannot be written is not an error:
 // the kernels are simply compiled again next time (about a second).
-func (n *nvrtc) compileCached(src, name, arch string, opts []string) (img []byte, hit bool, err error) {
+func (n *NVRTC) CompileCached(src, name, arch string, opts []string) (img []byte, hit bool, err error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00nvrtc %d.%d\x00%q", src, arch, n.major, n.minor, opts)
+	fmt.Fprintf(h, "%s\x00%s\x00nvrtc %d.%d\x00%q", src, arch, n.Major, n.Minor, opts)
 	key := hex.EncodeToString(h.Sum(nil))[:32]
 	dir := cacheDir()
 	path := ""
@@ -143,7 +144,7 @@ func (n *nvrtc) compileCached(src, name, arch string, opts []string) (img []byte
 			return b, true, nil
 		}
 	}
-	img, err = n.compile(src, name, arch, opts)
+	img, err = n.Compile(src, name, arch, opts)
 	if err != nil {
 		return nil, false, err
 	}

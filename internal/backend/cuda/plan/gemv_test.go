@@ -1,0 +1,45 @@
+package plan
+
+import "testing"
+
+func TestPlanGEMV(t *testing.T) {
+	q4 := Weight{N: 14336, K: 4096, Quant: true, Bits: 4, GroupShift: 6}
+	q4short := Weight{N: 768, K: 2048, Quant: true, Bits: 4, GroupShift: 6}
+	q4f32 := Weight{N: 4096, K: 4096, Quant: true, Bits: 4, GroupShift: 6, ScalesF32: true}
+	q3 := Weight{N: 512, K: 768, Quant: true, Bits: 3, GroupShift: 6}
+	bf := Weight{N: 4096, K: 4096, ElemBytes: 2, Dense: "bf16"}
+	ok := GEMVShape{XAligned: true, Aligned: true, MMA: true, Slots: 1}
+	with := func(s GEMVShape, m int) GEMVShape { s.M = m; return s }
+	for _, c := range []struct {
+		name string
+		w    Weight
+		s    GEMVShape
+		want GEMV
+	}{
+		{"one row 4-bit", q4, with(ok, 1), GEMV{Kind: GEMVMulti}},
+		{"8 rows on the tensor cores", q4, with(ok, 8), GEMV{GEMVTensorCore, "qmma4_bf_1_xc", 448, 1, 1, 256}},
+		{"16 rows", q4, with(ok, 16), GEMV{GEMVTensorCore, "qmma4_bf_2_xc", 448, 1, 1, 256}},
+		{"32 rows: the plain kernel", q4, with(ok, 32), GEMV{GEMVTensorCore, "qmma4_bf_4", 448, 1, 1, 256}},
+		{"f32 scales: no _xc", q4f32, with(ok, 2), GEMV{GEMVTensorCore, "qmma4_f32_1", 128, 1, 1, 256}},
+		{"router off the tensor cores", q4, GEMVShape{M: 8, XAligned: true, Aligned: true, Slots: 1}, GEMV{GEMVRows, "qgemv4_bf_8", 896, 1, 1, 128}},
+		{"3 rows by rows", q4, GEMVShape{M: 3, XAligned: true, Aligned: true, Slots: 1}, GEMV{GEMVRows, "qgemv4_bf_4", 896, 1, 1, 128}},
+		{"experts, all slots", q4short, GEMVShape{M: 4, Experts: true, Slots: 8, XAligned: true, Aligned: true, MMA: true},
+			GEMV{GEMVRows, "qgemv4_bf_1_g64", 48, 4, 8, 128}},
+		{"3-bit: generic", q3, with(ok, 5), GEMV{GEMVGeneric, "qgemvgen_bf", 128, 1, 1, 128}},
+		{"unaligned x", q4, GEMVShape{M: 1, Slots: 1, MMA: true}, GEMV{GEMVGeneric, "qgemvgen_bf", 3584, 1, 1, 128}},
+		{"dense bf16", bf, with(ok, 2), GEMV{GEMVRows, "dgemv_bf16_2", 1024, 1, 1, 256}},
+		{"dense unaligned", bf, GEMVShape{M: 9, Slots: 1}, GEMV{GEMVGeneric, "dgemvs_bf16", 1024, 2, 1, 128}},
+	} {
+		if got := PlanGEMV(c.w, c.s); got != c.want {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestRowGroupLanes(t *testing.T) {
+	for _, c := range []struct{ K, bits, lanes int }{{4096, 4, 128}, {3072, 4, 128}, {2048, 4, 64}, {768, 4, 32}, {2048, 8, 128}, {1024, 8, 64}} {
+		if got := RowGroupLanes(c.K, c.bits); got != c.lanes {
+			t.Errorf("RowGroupLanes(%d, %d) = %d, want %d", c.K, c.bits, got, c.lanes)
+		}
+	}
+}
