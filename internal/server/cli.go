@@ -17,6 +17,7 @@ import (
 
 	"github.com/mlxcel/mlxcel/internal/app"
 	"github.com/mlxcel/mlxcel/internal/engine"
+	"github.com/mlxcel/mlxcel/internal/settings"
 )
 
 // Flags are the command-line options of `mlxcel serve` and mlxcel-server;
@@ -105,7 +106,7 @@ func Main(name string, args []string, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if f.Options.APIKey == "" {
-		f.Options.APIKey = os.Getenv("MLXCEL_API_KEY")
+		f.Options.APIKey = settings.Get("MLXCEL_API_KEY")
 	}
 	if err := f.check(); err != nil {
 		return err

@@ -18,13 +18,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"os"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/quant"
+	"github.com/mlxcel/mlxcel/internal/settings"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
@@ -50,7 +50,7 @@ func Run(t *testing.T, b backend.Backend) {
 	}
 	defer ref.Close()
 	seed := time.Now().UnixNano()
-	if s := os.Getenv("MLXCEL_TEST_SEED"); s != "" {
+	if s := settings.Get("MLXCEL_TEST_SEED"); s != "" {
 		seed, _ = strconv.ParseInt(s, 10, 64)
 	}
 	t.Logf("%s vs cpu: seed %d (MLXCEL_TEST_SEED=%d repeats this run)", b.Name(), seed, seed)

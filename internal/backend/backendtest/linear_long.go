@@ -15,9 +15,7 @@ func init() {
 // models (K = 4096, 8192, 14336) in the three forms a decode step records:
 // one matrix, three on one x (q, k, v) and gate/up with the gated
 // activation. The row counts are small and not multiples of 8, so the
-// last row group is partial. CUDA takes its streaming kernel for such
-// rows when the weights are large (or always, with MLXCEL_CUDA_STREAM_MIN=0:
-// TestConformanceStream); at K=14336 a lane has 3 or 4 chunks a row.
+// last row group is partial; at K=14336 a lane has 3 or 4 chunks a row.
 func runLinearLong(e *env) {
 	for _, c := range []struct {
 		k    wkind

@@ -343,10 +343,9 @@ func (b *Backend) GatherLogitRows(dst, src backend.Tensor) {
 // MoE: router GEMV, a routing kernel (softmax, top-k, renorm) that leaves
 // expert ids and weights on the device, then the gated MLP of every
 // token's chosen experts (GEMVs that pick their expert from the ids),
-// summed with the routing weights into dst. Grouped (default): all k slots
-// in one launch per projection (grid.z), so a decode step's MoE layer is 7
-// launches instead of 2+5k (42 for Qwen3-MoE's k=8, where launches, not
-// bytes, set the time: 52 tok/s). MLXCEL_CUDA_MOEGROUP=0: slot by slot.
+// summed with the routing weights into dst. All k slots run in one launch
+// per projection (grid.z), so the layer is 7 launches instead of 2+5k (42
+// for Qwen3-MoE's k=8, where launches, not bytes, set the time: 52 tok/s).
 // Each token still reads its experts' weights on its own (prefill of long
 // prompts is slow: no grouped expert GEMM yet).
 func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Experts, p backend.MoEParams) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mlxcel/mlxcel/internal/profiles"
+	"github.com/mlxcel/mlxcel/internal/settings"
 	"github.com/mlxcel/mlxcel/internal/weights"
 )
 
@@ -70,7 +71,7 @@ func FindProfile(name, profilesDir string) (string, error) {
 		tried = append(tried, p)
 		return isFile(filepath.Join(p, "config.json"))
 	}
-	for _, d := range []string{profilesDir, os.Getenv("MLXCEL_PROFILES")} {
+	for _, d := range []string{profilesDir, settings.Get("MLXCEL_PROFILES")} {
 		if d != "" && try(d) {
 			return filepath.Join(d, name), nil
 		}
@@ -113,7 +114,7 @@ func FindTokenizer(spec string) (string, error) {
 		tried = append(tried, dir)
 		return isFile(filepath.Join(dir, "tokenizer.json"))
 	}
-	if d := os.Getenv("MLXCEL_TOKENIZERS"); d != "" && try(filepath.Join(d, spec)) {
+	if d := settings.Get("MLXCEL_TOKENIZERS"); d != "" && try(filepath.Join(d, spec)) {
 		return filepath.Join(d, spec), nil
 	}
 	for _, r := range searchRoots() {
