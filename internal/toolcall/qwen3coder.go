@@ -46,6 +46,7 @@ type qwenXML struct {
 	params int
 	raw    string // markup read since <tool_call>, for a failed call
 	types  func(fn, param string) string
+	json   *jsonCall // a Hermes-style JSON call inside the tags
 }
 
 func (q *qwenXML) push(buf string, final bool, e *emitter) (int, bool) {
@@ -58,6 +59,9 @@ func (q *qwenXML) push(buf string, final bool, e *emitter) (int, bool) {
 		q.st, q.raw = xFunction, hermesOpen
 		return at + len(hermesOpen), true
 	case xFunction:
+		if q.json != nil {
+			return q.jsonBody(buf, final, e)
+		}
 		return q.function(buf, final, e)
 	case xParams:
 		return q.param(buf, final, e)
@@ -76,12 +80,32 @@ func (q *qwenXML) function(buf string, final bool, e *emitter) (int, bool) {
 		q.index, q.params, q.st = e.start(q.name), 0, xParams
 		e.args(q.index, "{")
 		return lead + end + 1, true
+	case strings.HasPrefix(rest, "{"):
+		// The Hermes form (a forced call's grammar writes it, older
+		// checkpoints too): read it as the hermes parser does.
+		q.json = newJSONCall()
+		return lead, true
 	case !final && (strings.HasPrefix(xmlFunction, rest) || strings.HasPrefix(rest, xmlFunction) && end < 0 && len(rest) < 256):
 		return 0, false
 	}
 	e.text(q.raw) // not a call: the markup was content
 	q.st = xText
 	return 0, true
+}
+
+// jsonBody reads a JSON call object, then the closing tag.
+func (q *qwenXML) jsonBody(buf string, final bool, e *emitter) (int, bool) {
+	n, done, failed := q.json.feed(buf, e)
+	switch {
+	case done || (failed && q.json.started()):
+		q.json, q.st = nil, xClose
+		return n, true
+	case failed || (final && !q.json.started()):
+		e.text(q.raw + q.json.raw.String())
+		q.json, q.st = nil, xText
+		return n, true
+	}
+	return n, false
 }
 
 // param converts one complete "<parameter=K>\nV\n</parameter>", or ends

@@ -270,4 +270,10 @@ func TestQwenXMLValues(t *testing.T) {
 	if c, calls, _ := Parse("qwen3_coder", "<tool_call>oops</tool_call>"); c != "<tool_call>oops</tool_call>" || len(calls) != 0 {
 		t.Errorf("not a call: %q %+v", c, calls)
 	}
+	// The Hermes JSON form inside the same tags is read too.
+	hermesForm := "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"n\": 1}}\n</tool_call>"
+	if c, calls, _ := Parse("qwen3_coder", hermesForm); c != "" || len(calls) != 1 || calls[0].Arguments != `{"n": 1}` {
+		t.Errorf("hermes form: %q %+v", c, calls)
+	}
+	checkSplits(t, "qwen3_coder", hermesForm)
 }
