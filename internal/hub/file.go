@@ -54,7 +54,15 @@ func (c *Client) head(ctx context.Context, commit Ref, file string) (fileMeta, e
 		if err := c.statusError(commit, file, resp); err != nil {
 			return err
 		}
-		return m.parse(resp)
+		if err := m.parse(resp); err != nil {
+			return err
+		}
+		// Files are asked for by commit: another one in X-Repo-Commit
+		// would put them in the wrong snapshot.
+		if m.Commit != "" && m.Commit != commit.Revision {
+			return fmt.Errorf("%s: %s: the Hub answered commit %s for commit %s", commit.Repo, file, m.Commit, commit.Revision)
+		}
+		return nil
 	})
 	return m, err
 }

@@ -216,6 +216,11 @@ func TestPullErrors(t *testing.T) {
 	if _, err := c.Pull(context.Background(), Ref{Repo: "org/gated", Revision: "main"}); err != nil {
 		t.Errorf("with the token: %v", err)
 	}
+	f.Add("org/moved", modelFiles(), lfsShards...).Commit = strings.Repeat("ab", 20)
+	if _, err := c.Pull(context.Background(), Ref{Repo: "org/moved", Revision: "main"}); err == nil ||
+		!strings.Contains(err.Error(), "answered commit abab") {
+		t.Errorf("X-Repo-Commit of another commit: %v", err)
+	}
 }
 
 func TestOfflineAndCacheFirst(t *testing.T) {

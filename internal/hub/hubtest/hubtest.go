@@ -4,6 +4,7 @@ package hubtest
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
@@ -47,6 +48,8 @@ type Repo struct {
 	// Forbidden answers 403 even with the token: a gated repository whose
 	// conditions the token's account has not accepted.
 	Forbidden bool
+	// Commit, when set, is sent as X-Repo-Commit instead of SHA.
+	Commit string
 }
 
 // New starts a Hub and a CDN server, closed when the test ends.
@@ -150,7 +153,7 @@ func (f *Server) serveResolve(w http.ResponseWriter, r *http.Request, name, rev,
 		http.Error(w, "Entry not found", http.StatusNotFound)
 		return
 	}
-	w.Header().Set("X-Repo-Commit", repo.SHA)
+	w.Header().Set("X-Repo-Commit", cmp.Or(repo.Commit, repo.SHA))
 	if repo.LFS[file] {
 		// The ETag of the redirect is the pointer file's; the content's
 		// sha256 and size come as X-Linked-*.
