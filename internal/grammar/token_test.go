@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/tokenizer"
@@ -199,5 +200,39 @@ func TestMaskPartsAnyCut(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// fakeTokens is a vocabulary of the given byte strings; id 0 is EOS.
+type fakeTokens []string
+
+func (f fakeTokens) VocabSize() int             { return len(f) }
+func (f fakeTokens) TokenBytes(id int32) []byte { return []byte(f[id]) }
+func (f fakeTokens) IsSpecial(id int32) bool    { return id == 0 }
+
+// TestVocabularyCannotSpell: a vocabulary without '}' cannot close an
+// object: the matcher says so (ErrNoToken) where the brace is needed,
+// rather than letting anything through.
+func TestVocabularyCannotSpell(t *testing.T) {
+	g, err := CompileSchema([]byte(`{"type":"object","properties":{"a":{"type":"boolean"}},"required":["a"]}`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := NewVocab(fakeTokens{"</s>", "{", `"a"`, ":", "true", "false", " "}, 7)
+	m := NewTokenTable(g, v).NewMatcher([]int32{0})
+	mask := make([]uint64, v.Words())
+	for _, id := range []int32{1, 2, 3, 4} {
+		if err := m.Mask(mask); err != nil || !hasBit(mask, id) {
+			t.Fatalf("token %d refused (%v)", id, err)
+		}
+		if err := m.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Mask(mask); !errors.Is(err, ErrNoToken) {
+		t.Fatalf("Mask = %v, want ErrNoToken", err)
+	}
+	if err := m.Accept(0); err == nil {
+		t.Fatal("EOS accepted before the value is complete")
 	}
 }
