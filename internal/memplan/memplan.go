@@ -76,21 +76,16 @@ func New(cfg *weights.Config, be backend.Backend, storedBytes int64, chunk int) 
 }
 
 // Available is the memory be may still use and where the figure comes
-// from: the device's free memory when the backend reports it (else, for
-// cuda, as nvidia-smi reports it), the host's on the CPU backend, else -1.
+// from: the device's free memory when the backend reports it, the host's
+// on a backend that runs on the host, else -1.
 func Available(be backend.Backend) (int64, string) {
 	if m, ok := be.(backend.MemoryReporter); ok {
 		if free, _, err := m.MemoryInfo(); err == nil {
 			return free, be.Name() + " free memory"
 		}
 	}
-	switch be.Name() {
-	case "cpu":
+	if !backend.IsAccelerator(be) {
 		return HostMemory()
-	case "cuda":
-		if free := nvidiaFree(); free >= 0 {
-			return free, "nvidia-smi memory.free"
-		}
 	}
 	return -1, ""
 }

@@ -98,10 +98,3 @@ func TestNewOnCheckpoint(t *testing.T) {
 	}
 }
 
-func TestParseMiB(t *testing.T) {
-	for in, want := range map[string]int64{"143771\n": 143771 << 20, " 512 \n 80 \n": 512 << 20, "[N/A]": -1, "": -1} {
-		if got := parseMiB(in); got != want {
-			t.Errorf("parseMiB(%q) = %d, want %d", in, got, want)
-		}
-	}
-}

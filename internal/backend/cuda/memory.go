@@ -326,3 +326,14 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 	}
 	return s, nil
 }
+
+// MemoryInfo reports the device's free and total memory (cuMemGetInfo):
+// the backend is a backend.MemoryReporter, for the memory preflight.
+func (b *Backend) MemoryInfo() (free, total int64, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	defer b.bind()()
+	var f, t uint64
+	err = b.d.Call("cuMemGetInfo", b.d.MemGetInfo, uintptr(unsafe.Pointer(&f)), uintptr(unsafe.Pointer(&t)))
+	return int64(f), int64(t), err
+}
