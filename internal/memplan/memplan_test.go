@@ -97,4 +97,3 @@ func TestNewOnCheckpoint(t *testing.T) {
 		t.Errorf("1 MiB free: %v", err)
 	}
 }
-
