@@ -1,4 +1,5 @@
-// Package quant is the reference implementation of MLX affine quantization
+// Package quant is the reference implementation of MLX quantization (affine
+// here; the floating-point modes mxfp4, nvfp4, mxfp8 in fp.go)
 // as mlx_lm.convert writes it. It is written for clarity, not speed: the fast
 // kernels (internal/backend/cpu/qmat) are tested against it.
 //
