@@ -154,6 +154,10 @@ func DecodeMain(args []string, stdout, stderr io.Writer) error {
 	var prompts intList
 	fs.Var(&prompts, "prompt-tokens", "long-prompt length(s) in tokens, comma-separated (default: the short prompt \""+ShortPrompt+"\")")
 	csvPath := fs.String("csv", "", "append rows to this CSV (header written when the file is new)")
+	var batches intList
+	fs.Var(&batches, "batch", "batch sizes, comma-separated: measure decode steps of that many sequences instead of the prompt ladder")
+	batchCtx := fs.Int("context", 1024, "with --batch: tokens of KV each sequence holds")
+	steps := fs.Int("steps", 32, "with --batch: measured decode steps a point")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -172,7 +176,17 @@ func DecodeMain(args []string, stdout, stderr io.Writer) error {
 		*modelDir, o.ModelName = dir, name
 	}
 	o.Model, o.Profile, o.PromptTokens = *modelDir, *profile, prompts
+	o.Batches, o.Context, o.Steps = batches, *batchCtx, *steps
 	var csvErr error
+	var batchRows []BatchRow
+	o.OnBatchRow = func(r BatchRow) {
+		batchRows = append(batchRows, r)
+		if *csvPath != "" {
+			if err := AppendBatchCSV(*csvPath, []BatchRow{r}); err != nil && csvErr == nil {
+				csvErr = err
+			}
+		}
+	}
 	if *csvPath != "" {
 		o.OnRow = func(r Row) {
 			if err := AppendCSV(*csvPath, []Row{r}); err != nil && csvErr == nil {
@@ -183,6 +197,9 @@ func DecodeMain(args []string, stdout, stderr io.Writer) error {
 	rows, runErr := RunDecode(o)
 	if len(rows) > 0 {
 		PrintTable(stdout, rows)
+	}
+	if len(batchRows) > 0 {
+		PrintBatchTable(stdout, batchRows)
 	}
 	return cmpOr(csvErr, runErr)
 }

@@ -42,6 +42,13 @@ type DecodeOptions struct {
 	// MemLimit, when positive, replaces the detected available memory
 	// (bytes): to plan for a smaller machine, or to test the skip path.
 	MemLimit int64
+	// Batches, when set, runs the batch ladder instead of the prompt
+	// ladder: decode steps of that many sequences at Context tokens each
+	// (Steps measured steps a point), reported as BatchRows.
+	Batches    []int
+	Context    int
+	Steps      int
+	OnBatchRow func(BatchRow)
 	// OnRow, when set, sees each row as soon as it is measured (the CLI
 	// appends it to the CSV then, so a run killed at a long prompt keeps
 	// the points before it).
@@ -64,6 +71,12 @@ func (o *DecodeOptions) defaults() {
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
+	}
+	if o.Context <= 0 {
+		o.Context = 1024
+	}
+	if o.Steps <= 0 {
+		o.Steps = 32
 	}
 }
 
@@ -260,6 +273,10 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 		}
 	}
 
+	if len(o.Batches) > 0 {
+		_, err := runBatches(m, est, o, base, perToken, est.KVPerToken)
+		return nil, err
+	}
 	var firstErr error
 	lastN, lastMS := 0, 0.0 // the last measured point, for the time estimate
 	for _, n := range o.PromptTokens {
