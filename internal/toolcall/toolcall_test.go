@@ -191,6 +191,8 @@ func TestContentAndCalls(t *testing.T) {
 		{"llama3_json", `<|python_tag|>{"name": "a", "parameters": {}}; {"name": "b", "parameters": {"k": true}}`, "",
 			[]Call{{"a", `{}`}, {"b", `{"k": true}`}}},
 		{"llama3_json", `The answer is {"name": "x"}`, `The answer is {"name": "x"}`, nil},
+		{"llama3_json", `<|python_tag|>wolfram_alpha.call(query="2+2", n=3)`, "", []Call{{"wolfram_alpha", `{"query": "2+2", "n": 3}`}}},
+		{"llama3_json", `<|python_tag|>print("hi")`, `<|python_tag|>print("hi")`, nil},
 		{"llama3_json", `{"result": 42}`, `{"result": 42}`, nil},
 		{"mistral", `[TOOL_CALLS] [{"name": "a", "arguments": {"q": 1}}, {"name": "b", "arguments": {}}]`, "",
 			[]Call{{"a", `{"q": 1}`}, {"b", `{}`}}},
@@ -276,4 +278,40 @@ func TestQwenXMLValues(t *testing.T) {
 		t.Errorf("hermes form: %q %+v", c, calls)
 	}
 	checkSplits(t, "qwen3_coder", hermesForm)
+}
+
+// TestLlamaBuiltinTools: the Llama 3.1 template's built-in tool call form
+// (the golden conversation of internal/chat/testdata rendered by jinja2).
+func TestLlamaBuiltinTools(t *testing.T) {
+	b, err := os.ReadFile("../chat/testdata/extra.golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Cases []struct {
+			Name     string
+			Rendered string
+		}
+	}
+	if err := json.Unmarshal(b, &golden); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range golden.Cases {
+		if c.Name != "llama3_1/builtin_tools" {
+			continue
+		}
+		start := strings.Index(c.Rendered, pythonTag)
+		end := strings.Index(c.Rendered, "<|eom_id|>")
+		if start < 0 || end < start {
+			t.Fatalf("no built-in call in %q", c.Rendered)
+		}
+		text := c.Rendered[start:end]
+		content, calls, _ := Parse("llama3_json", text)
+		if content != "" || len(calls) != 1 || calls[0].Name != "brave_search" || calls[0].Arguments != `{"query": "news", "count": "3"}` {
+			t.Errorf("%q: %q %+v", text, content, calls)
+		}
+		checkSplits(t, "llama3_json", text)
+		return
+	}
+	t.Fatal("the golden file has no llama3_1/builtin_tools case")
 }
