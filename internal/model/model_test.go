@@ -14,6 +14,7 @@ var denseFixtures = []string{
 	"tiny/llama-bf16", "tiny/qwen2-bf16", "tiny/qwen3-bf16",
 	"tiny/llama-mlx-q4g64", "tiny/qwen2-mlx-q4g64", "tiny/qwen3-mlx-q4g64",
 	"models/stories260k",
+	"tiny/qwen2_yarn-bf16", // yarn RoPE scaling, 200 tokens over an original 64
 }
 
 func TestReferenceLogitsCPU(t *testing.T) {

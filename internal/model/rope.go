@@ -30,18 +30,27 @@ func ropeFor(r weights.RopeConfig, headDim int) (backend.RoPE, error) {
 	}
 	out := backend.RoPE{InvFreq: inv, RotaryDim: rot, Scale: 1}
 	switch r.Type {
-	case "default":
+	case "default", "dynamic":
+		// Dynamic NTK equals the default rope up to
+		// max_position_embeddings (transformers raises the base only for
+		// longer sequences, per forward call, which a KV cache cannot
+		// follow); MaxContext stops there.
 	case "linear":
 		for i := range inv {
 			inv[i] /= float32(r.Factor)
 		}
 	case "llama3":
 		llama3Scale(inv, r)
+	case "yarn":
+		out.Scale = yarnScale(inv, r, rot)
+	case "longrope":
+		s, err := longropeScale(inv, r)
+		if err != nil {
+			return backend.RoPE{}, err
+		}
+		out.Scale = s
 	default:
 		return backend.RoPE{}, fmt.Errorf("unsupported rope_type %q", r.Type)
-	}
-	if r.AttentionFactorScaled > 0 {
-		out.Scale = float32(r.AttentionFactorScaled)
 	}
 	return out, nil
 }
