@@ -10,18 +10,6 @@ import (
 	"strconv"
 )
 
-// RopeConfig is one rotary-embedding setup (rope_parameters / rope_scaling).
-type RopeConfig struct {
-	Type                  string  // default, linear, llama3, proportional
-	Theta                 float64 // base
-	Factor                float64
-	LowFreqFactor         float64
-	HighFreqFactor        float64
-	OriginalMaxPosition   int
-	PartialRotaryFactor   float64 // fraction of head_dim rotated (1 = all)
-	AttentionFactorScaled float64 // optional cos/sin multiplier (0 = 1)
-}
-
 // LayerOverride is a per-layer geometry override (Gemma 4 per_layer_config).
 type LayerOverride struct {
 	HeadDim, KVHeads int
@@ -304,16 +292,8 @@ func ParseConfig(b []byte) (*Config, error) {
 	if c.Rope, err = parseRope(raw); err != nil {
 		return nil, err
 	}
-	if rp, ok := raw["rope_parameters"].(map[string]any); ok && isPerLayerType(rp) {
-		c.RopeByLayerType = map[string]RopeConfig{}
-		for lt, v := range rp {
-			m, _ := v.(map[string]any)
-			r, err := ropeFrom(m, 0)
-			if err != nil {
-				return nil, fmt.Errorf("rope_parameters.%s: %v", lt, err)
-			}
-			c.RopeByLayerType[lt] = r
-		}
+	if c.RopeByLayerType, err = ropeByLayerType(raw); err != nil {
+		return nil, err
 	}
 	if c.Quant, err = parseQuant(top); err != nil {
 		return nil, err
@@ -368,75 +348,6 @@ func (c *Config) validateOptional() error {
 		return fmt.Errorf("rope_theta: %v is not a positive number", c.Rope.Theta)
 	}
 	return nil
-}
-
-func isPerLayerType(rp map[string]any) bool {
-	for _, v := range rp {
-		if _, ok := v.(map[string]any); !ok {
-			return false
-		}
-	}
-	return len(rp) > 0
-}
-
-func parseRope(raw map[string]any) (RopeConfig, error) {
-	theta := 10000.0
-	if t, ok := raw["rope_theta"].(float64); ok {
-		theta = t
-	}
-	var m map[string]any
-	if rp, ok := raw["rope_parameters"].(map[string]any); ok && !isPerLayerType(rp) {
-		m = rp
-	} else if rs, ok := raw["rope_scaling"].(map[string]any); ok {
-		m = rs
-	}
-	r, err := ropeFrom(m, theta)
-	if err != nil {
-		return r, fmt.Errorf("rope: %v", err)
-	}
-	if prf, ok := raw["partial_rotary_factor"].(float64); ok && r.PartialRotaryFactor == 1 {
-		r.PartialRotaryFactor = prf
-	}
-	return r, nil
-}
-
-func ropeFrom(m map[string]any, theta float64) (RopeConfig, error) {
-	r := RopeConfig{Type: "default", Theta: theta, PartialRotaryFactor: 1}
-	if m == nil {
-		return r, nil
-	}
-	if t, ok := m["rope_type"].(string); ok {
-		r.Type = t
-	} else if t, ok := m["type"].(string); ok {
-		r.Type = t
-	}
-	num := func(k string) float64 { f, _ := m[k].(float64); return f }
-	if t := num("rope_theta"); t != 0 {
-		r.Theta = t
-	}
-	r.Factor = num("factor")
-	r.LowFreqFactor = num("low_freq_factor")
-	r.HighFreqFactor = num("high_freq_factor")
-	r.OriginalMaxPosition, _ = asInt(m["original_max_position_embeddings"])
-	if p := num("partial_rotary_factor"); p != 0 {
-		r.PartialRotaryFactor = p
-	}
-	r.AttentionFactorScaled = num("attention_factor")
-	switch r.Type {
-	case "default", "linear", "llama3", "proportional":
-	default:
-		return r, fmt.Errorf("unsupported rope_type %q", r.Type)
-	}
-	if r.Type == "llama3" && (r.Factor <= 0 || r.OriginalMaxPosition <= 0 || r.HighFreqFactor <= r.LowFreqFactor) {
-		return r, fmt.Errorf("llama3 rope needs factor, low/high_freq_factor and original_max_position_embeddings")
-	}
-	if r.Type == "linear" && r.Factor <= 0 {
-		return r, fmt.Errorf("linear rope needs a positive factor")
-	}
-	if r.Theta <= 0 {
-		return r, fmt.Errorf("rope_theta must be positive")
-	}
-	return r, nil
 }
 
 func parseQuant(top map[string]any) (QuantConfig, error) {

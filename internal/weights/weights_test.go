@@ -95,7 +95,7 @@ func TestRopeVariants(t *testing.T) {
 	if err != nil || c.Rope.Type != "linear" || c.Rope.Factor != 2 || c.Rope.Theta != 1000 {
 		t.Fatalf("linear rope: %v %+v", err, c.Rope)
 	}
-	if _, err := ParseConfig([]byte(`{"rope_scaling":{"rope_type":"yarn","factor":2}}`)); err == nil || !strings.Contains(err.Error(), "yarn") {
+	if _, err := ParseConfig([]byte(`{"rope_scaling":{"rope_type":"su","factor":2}}`)); err == nil || !strings.Contains(err.Error(), `"su"`) {
 		t.Fatalf("unsupported rope type should be named: %v", err)
 	}
 }
