@@ -237,3 +237,36 @@ func TestToolChoiceForcedSampled(t *testing.T) {
 		t.Fatalf("an unenforceable tool schema: status %d %v", code, body)
 	}
 }
+
+// TestResponseFormatChoices: n choices of one constrained request each
+// follow the schema (each its own matcher).
+func TestResponseFormatChoices(t *testing.T) {
+	s := startServer(t, loadModel(t, ""), Options{})
+	ref := compileReference(t, e2eSchema)
+	code, body := s.post(t, "/v1/chat/completions", map[string]any{
+		"messages": []map[string]any{{"role": "user", "content": "Hi"}}, "max_tokens": 300, "temperature": 1, "seed": 5, "n": 3,
+		"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x", "schema": json.RawMessage(e2eSchema)}},
+	})
+	if code != 200 {
+		t.Fatalf("status %d: %v", code, body)
+	}
+	choices := body["choices"].([]any)
+	if len(choices) != 3 {
+		t.Fatalf("%d choices", len(choices))
+	}
+	seen := map[string]bool{}
+	for i, c := range choices {
+		ch := c.(map[string]any)
+		text := ch["message"].(map[string]any)["content"].(string)
+		if ch["finish_reason"] != "stop" {
+			t.Fatalf("choice %d: finish %v", i, ch["finish_reason"])
+		}
+		if err := validates(ref, text); err != nil {
+			t.Fatalf("choice %d: %q: %v", i, text, err)
+		}
+		seen[text] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("the choices are all the same: %v", seen)
+	}
+}
