@@ -18,7 +18,7 @@ import (
 // and at most overflowConns of them are open (the oldest is dropped).
 const (
 	DefaultMaxConns  = 1024
-	overflowConns    = 64
+	overflowConns    = 256
 	overflowDeadline = 5 * time.Second
 )
 
@@ -26,6 +26,7 @@ type connInfo struct {
 	state    http.ConnState
 	since    time.Time
 	overflow bool
+	probe    bool // an overflow connection answering /health
 }
 
 type connLimiter struct {
@@ -47,14 +48,19 @@ type limitedListener struct {
 }
 
 func (ln *limitedListener) Accept() (net.Conn, error) {
-	c, err := ln.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := ln.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if c = ln.l.admit(c); c != nil {
+			return c, nil
+		}
 	}
-	return ln.l.admit(c), nil
 }
 
-// admit registers c, making room or marking it as overflow.
+// admit registers c, making room or marking it as overflow; nil means
+// c was closed.
 func (l *connLimiter) admit(c net.Conn) net.Conn {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -70,7 +76,11 @@ func (l *connLimiter) admit(c net.Conn) net.Conn {
 		return c
 	}
 	if len(l.overflow) >= overflowConns {
-		old := l.overflow[0]
+		old := l.overflowVictim()
+		if old == nil {
+			c.Close() // every overflow connection is a probe being answered
+			return nil
+		}
 		l.forget(old)
 		old.Close()
 	}
@@ -78,6 +88,35 @@ func (l *connLimiter) admit(c net.Conn) net.Conn {
 	l.conns[oc] = &connInfo{state: http.StateNew, since: time.Now(), overflow: true}
 	l.overflow = append(l.overflow, oc)
 	return oc
+}
+
+// overflowVictim is the overflow connection to drop for a new one: the
+// oldest that has sent nothing yet, else the oldest that is not a health
+// probe being answered; nil when all are probes.
+func (l *connLimiter) overflowVictim() net.Conn {
+	var quiet, any net.Conn
+	for _, c := range l.overflow { // oldest first
+		info := l.conns[c]
+		if info.state == http.StateNew && quiet == nil {
+			quiet = c
+		}
+		if !info.probe && any == nil {
+			any = c
+		}
+	}
+	if quiet != nil {
+		return quiet
+	}
+	return any
+}
+
+// protect marks c as a health probe: it is not dropped for newcomers.
+func (l *connLimiter) protect(c net.Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if info, ok := l.conns[c]; ok {
+		info.probe = true
+	}
 }
 
 func (l *connLimiter) oldestIdle() net.Conn {
@@ -134,15 +173,23 @@ type overflowKey struct{}
 
 // connContext marks the requests of overflow connections.
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	if _, ok := c.(*capConn); ok {
-		return context.WithValue(ctx, overflowKey{}, true)
+	if oc, ok := c.(*capConn); ok {
+		return context.WithValue(ctx, overflowKey{}, oc)
 	}
 	return ctx
 }
 
 func overflowConn(ctx context.Context) bool {
-	v, _ := ctx.Value(overflowKey{}).(bool)
-	return v
+	_, ok := ctx.Value(overflowKey{}).(*capConn)
+	return ok
+}
+
+// protectProbe keeps an overflow connection that asks for /health from
+// being dropped for newcomers while it is answered.
+func (s *Server) protectProbe(ctx context.Context) {
+	if oc, ok := ctx.Value(overflowKey{}).(*capConn); ok {
+		s.conns.protect(oc)
+	}
 }
 
 // capConn is an overflow connection: no read deadline net/http sets

@@ -18,6 +18,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		probe := r.URL.Path == "/health"
 		switch {
 		case probe:
+			s.protectProbe(r.Context())
 		case overflowConn(r.Context()):
 			s.refuse(w, &apiError{status: http.StatusServiceUnavailable, typ: typeUnavailable, code: "too_many_connections",
 				retryAfter: 1, msg: "The server has too many open connections. Retry later."})
