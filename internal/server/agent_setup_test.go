@@ -86,3 +86,47 @@ func TestAgentFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestReasoningKwargs: reasoning_effort and enable_thinking reach the
+// template variable it reads (Qwen 3's enable_thinking, gpt-oss's
+// reasoning_effort); chat_template_kwargs win.
+func TestReasoningKwargs(t *testing.T) {
+	src, err := os.ReadFile(testdata + "templates/qwen3.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := chat.Parse(string(src), "", "<|im_end|>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	qwen := agentModel{readsEnableThinking: true}
+	str := func(s string) *string { return &s }
+	yes, no := true, false
+	cases := []struct {
+		req      chatRequest
+		closed   bool // the prompt closes an empty thought: thinking off
+		override string
+	}{
+		{chatRequest{}, false, ""},
+		{chatRequest{ReasoningEffort: str("none")}, true, ""},
+		{chatRequest{ReasoningEffort: str("high")}, false, ""},
+		{chatRequest{EnableThinking: &no}, true, ""},
+		{chatRequest{EnableThinking: &no, ReasoningEffort: str("high")}, true, ""},
+		{chatRequest{EnableThinking: &yes, ChatTemplateKwargs: map[string]any{"enable_thinking": false}}, true, ""},
+	}
+	for i, c := range cases {
+		extra := c.req.templateKwargs(qwen)
+		out, err := tmpl.Render([]chat.Message{{Role: "user", Content: "hi"}}, true, extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.HasSuffix(out, "<think>\n\n</think>\n\n"); got != c.closed {
+			t.Errorf("case %d (%v): thought closed %v, want %v", i, extra, got, c.closed)
+		}
+	}
+	// A template reading reasoning_effort gets it as sent.
+	extra := (&chatRequest{ReasoningEffort: str("low")}).templateKwargs(agentModel{readsReasoningEffort: true})
+	if extra["reasoning_effort"] != "low" || extra["enable_thinking"] != nil {
+		t.Errorf("gpt-oss style kwargs %v", extra)
+	}
+}
