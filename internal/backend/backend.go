@@ -8,7 +8,10 @@
 //     backend's own activation precision (f32 on the CPU, possibly bf16 on
 //     a GPU). Row r of a token-major tensor belongs to token r of the Batch.
 //   - A Weight is a parameter uploaded once at load time: dense (any float
-//     dtype) or MLX affine-quantized (packed uint32 + scales + biases).
+//     dtype), MLX affine-quantized (packed uint32 + scales + biases) or in
+//     one of MLX's floating-point modes (tensor.Quant.Mode: mxfp4, nvfp4,
+//     mxfp8; packed codes + uint8 scales, no biases). A backend that cannot
+//     run a mode refuses it in UploadWeight.
 //     Linear weights have logical shape [out, in]; stacked MoE experts
 //     [experts, out, in]; norms and biases [n].
 //   - Ops write into dst, which the caller allocated; dst may alias an input
@@ -50,6 +53,10 @@ type Activation int
 const (
 	SiLU     Activation = iota // Llama, Qwen, Mixtral
 	GELUTanh                   // Gemma (gelu_pytorch_tanh)
+	// SwiGLUClamped is gpt-oss's: gate clamped to <= Limit, up to
+	// [-Limit, Limit], then gate*sigmoid(Alpha*gate) * (up+1). Its
+	// constants are MoEParams.Alpha and Limit, so only MoE takes it.
+	SwiGLUClamped
 )
 
 // RoPE describes rotary embeddings for one attention layer. Inverse
@@ -68,6 +75,10 @@ type AttnParams struct {
 	Scale                   float32 // multiplies q·k (1/sqrt(head_dim) usually)
 	Window                  int     // sliding window in tokens; 0 means full causal
 	Softcap                 float32 // tanh soft-capping of scores; 0 means none
+	// Sinks, when set, is a [Heads] weight of per-head logits that join
+	// each query's softmax as one more column and are dropped after it
+	// (gpt-oss's attention sinks): they only enlarge the denominator.
+	Sinks Weight
 	// ScratchQK: the caller reads neither q nor k after the call, so a
 	// backend that rotates or normalises them inside its attention kernel
 	// (RoPE and head norms folded in) need not write them back.
@@ -194,13 +205,22 @@ type KVStore interface {
 }
 
 // Experts are the stacked weights of a MoE block, each [experts, out, in].
-type Experts struct{ Gate, Up, Down Weight }
+// The biases are optional (gpt-oss): GateBias and UpBias [experts, inter],
+// DownBias [experts, hidden] added to each expert's projections, and
+// RouterBias [experts] to the router logits.
+type Experts struct {
+	Gate, Up, Down                         Weight
+	GateBias, UpBias, DownBias, RouterBias Weight
+}
 
 // MoEParams select the routing rule.
 type MoEParams struct {
 	TopK   int
 	Renorm bool // renormalise the top-k probabilities to sum to 1
 	Act    Activation
+	// Alpha and Limit are SwiGLUClamped's constants (gpt-oss: 1.702 and
+	// config.swiglu_limit).
+	Alpha, Limit float32
 }
 
 // Backend is a device that runs the ops of a forward pass.

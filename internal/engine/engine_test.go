@@ -665,3 +665,21 @@ func TestPrefillChunkByBackend(t *testing.T) {
 		}
 	}
 }
+
+// TestMixedBatchTokensByBackend: an accelerator caps the steps that decode
+// at DefaultMixedBatchTokensGPU (more with many slots), the CPU not at all;
+// an explicit value wins, a negative one turns the cap off.
+func TestMixedBatchTokensByBackend(t *testing.T) {
+	for _, c := range []struct {
+		m             Model
+		parallel, set int
+		want          int
+	}{{newFake(), 2, 0, 0}, {gpuModel{newFake()}, 2, 0, DefaultMixedBatchTokensGPU}, {gpuModel{newFake()}, 4000, 0, 4256},
+		{gpuModel{newFake()}, 2, 512, 512}, {gpuModel{newFake()}, 2, -1, 0}} {
+		e := newEngine(t, c.m, Config{Parallel: c.parallel, MixedBatchTokens: c.set})
+		if e.cfg.MixedBatchTokens != c.want {
+			t.Errorf("%s backend, parallel %d, set %d: MixedBatchTokens %d, want %d", c.m.Backend().Name(), c.parallel, c.set,
+				e.cfg.MixedBatchTokens, c.want)
+		}
+	}
+}

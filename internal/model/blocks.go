@@ -33,6 +33,12 @@ func LoadAttention(src Source, prefix string, hidden int, p backend.AttnParams, 
 // from the key projection (Gemma 4 attention_k_eq_v): with kEqV set, a
 // missing v_proj is expected rather than an error.
 func LoadAttentionKEqV(src Source, prefix string, hidden int, p backend.AttnParams, eps float32, kEqV bool) (*Attention, error) {
+	return loadAttention(src, prefix, hidden, p, eps, kEqV, true)
+}
+
+// loadAttention loads the projections and biases, and the q/k norms when
+// headNorms is set (callers whose norms need a transform load their own).
+func loadAttention(src Source, prefix string, hidden int, p backend.AttnParams, eps float32, kEqV, headNorms bool) (*Attention, error) {
 	a := &Attention{Params: p, NormEps: eps, KEqV: kEqV}
 	qd, kd := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
 	var err error
@@ -55,8 +61,10 @@ func LoadAttentionKEqV(src Source, prefix string, hidden int, p backend.AttnPara
 	opt(&a.QBias, ".q_proj.bias", qd)
 	opt(&a.KBias, ".k_proj.bias", kd)
 	opt(&a.VBias, ".v_proj.bias", kd)
-	opt(&a.QNorm, ".q_norm.weight", p.HeadDim)
-	opt(&a.KNorm, ".k_norm.weight", p.HeadDim)
+	if headNorms {
+		opt(&a.QNorm, ".q_norm.weight", p.HeadDim)
+		opt(&a.KNorm, ".k_norm.weight", p.HeadDim)
+	}
 	if err != nil {
 		return nil, err
 	}

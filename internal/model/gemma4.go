@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
-	"github.com/mlxcel/mlxcel/internal/tensor"
 	"github.com/mlxcel/mlxcel/internal/weights"
 )
 
@@ -51,69 +50,6 @@ func init() {
 	Register("gemma4_text", buildGemma4)
 	// A multimodal config whose text_config lacks model_type.
 	Register("gemma4", buildGemma4)
-}
-
-type gemma4Layer struct {
-	inNorm, postAttnNorm, preFFNorm, postFFNorm backend.Weight
-	attn                                        *Attention
-	mlp                                         *MLP
-	scalar                                      float32
-	hidden                                      int
-	eps                                         float32
-}
-
-func (l *gemma4Layer) KV() backend.KVLayer {
-	p := l.attn.Params
-	// The window tells the backend it may keep this layer's KV in a
-	// bounded per-sequence ring instead of the paged blocks.
-	return backend.KVLayer{KVHeads: p.KVHeads, HeadDim: p.HeadDim, Window: p.Window}
-}
-
-func (l *gemma4Layer) Forward(s *Step, x backend.Tensor) {
-	b := s.B
-	h := s.Scratch("h", l.hidden)
-	o := s.Scratch("o", l.hidden)
-	b.RMSNorm(h, x, l.inNorm, l.eps)
-	l.attn.Forward(s, h, o)
-	b.RMSNorm(o, o, l.postAttnNorm, l.eps)
-	b.Add(x, x, o)
-	b.RMSNorm(h, x, l.preFFNorm, l.eps)
-	l.mlp.Forward(s, h, o)
-	b.RMSNorm(o, o, l.postFFNorm, l.eps)
-	b.Add(x, x, o)
-	if l.scalar != 1 {
-		b.Scale(x, l.scalar)
-	}
-}
-
-// hostReader is implemented by sources that can hand a tensor's values to
-// the model itself: layer_scalar is a per-layer constant the model applies
-// with Scale, not a weight an op consumes. The checkpoint and synthetic
-// sources both implement it.
-type hostReader interface {
-	HostDense(name string, shape ...int) (*tensor.Host, error)
-}
-
-// HostDense returns a float tensor of the given shape without uploading it.
-func (c *checkpointSource) HostDense(name string, shape ...int) (*tensor.Host, error) {
-	return c.ck.Dense(name, shape...)
-}
-
-// hostScalar reads a one-element float tensor.
-func hostScalar(src Source, name string) (float32, error) {
-	hr, ok := src.(hostReader)
-	if !ok {
-		return 0, fmt.Errorf("%s: this weight source cannot read values on the host", name)
-	}
-	h, err := hr.HostDense(name, 1)
-	if err != nil {
-		return 0, err
-	}
-	v := make([]float32, 1)
-	if err := tensor.ToFloat32(v, h.Data, h.DType); err != nil {
-		return 0, fmt.Errorf("%s: %v", name, err)
-	}
-	return v[0], nil
 }
 
 // gemma4DefaultRope is transformers' rope_parameters default per layer type.
@@ -193,10 +129,6 @@ func buildGemma4(cfg *weights.Config, src Source, m *Model) error {
 	if err := gemma4Unsupported(cfg); err != nil {
 		return err
 	}
-	act, err := activation(cfg.HiddenAct)
-	if err != nil {
-		return err
-	}
 	types, err := gemma4LayerTypes(cfg)
 	if err != nil {
 		return err
@@ -206,62 +138,18 @@ func buildGemma4(cfg *weights.Config, src Source, m *Model) error {
 	}
 	m.EmbedScale = float32(math.Sqrt(float64(cfg.Hidden)))
 	m.FinalSoftcap = float32(cfg.FinalLogitSoftcap)
-	eps := float32(cfg.RMSNormEps)
-	for i, typ := range types {
-		prefix := fmt.Sprintf("model.layers.%d", i)
-		sliding := typ == "sliding_attention"
-		headDim, kvHeads := gemma4Geometry(cfg, i, sliding)
-		if kvHeads <= 0 || cfg.Heads%kvHeads != 0 {
-			return fmt.Errorf("layer %d: %d KV heads do not divide %d heads", i, kvHeads, cfg.Heads)
-		}
-		p := backend.AttnParams{Heads: cfg.Heads, KVHeads: kvHeads, HeadDim: headDim, Scale: 1,
-			Softcap: float32(cfg.AttnLogitSoftcap)}
-		if sliding {
-			p.Window = cfg.SlidingWindow
-		}
-		rc, ok := cfg.RopeByLayerType[typ]
-		if !ok {
-			rc = gemma4DefaultRope[typ]
-		}
-		rope, err := ropeFor(rc, headDim)
-		if err != nil {
-			return fmt.Errorf("layer %d (%s): %v", i, typ, err)
-		}
-		l := &gemma4Layer{hidden: cfg.Hidden, eps: eps, scalar: 1}
-		for _, n := range []struct {
-			dst  *backend.Weight
-			name string
-		}{{&l.inNorm, "input_layernorm"}, {&l.postAttnNorm, "post_attention_layernorm"},
-			{&l.preFFNorm, "pre_feedforward_layernorm"}, {&l.postFFNorm, "post_feedforward_layernorm"}} {
-			if *n.dst, err = src.Dense(prefix+"."+n.name+".weight", cfg.Hidden); err != nil {
-				return err
+	return buildGemmaLayers(cfg, src, m, gemmaSpec{
+		types:    types,
+		geometry: func(i int, sliding bool) (int, int) { return gemma4Geometry(cfg, i, sliding) },
+		rope: func(typ string) weights.RopeConfig {
+			if rc, ok := cfg.RopeByLayerType[typ]; ok {
+				return rc
 			}
-		}
-		kEqV := cfg.AttentionKEqV && !sliding
-		if l.attn, err = LoadAttentionKEqV(src, prefix+".self_attn", cfg.Hidden, p, eps, kEqV); err != nil {
-			return err
-		}
-		if l.attn.QNorm == nil || l.attn.KNorm == nil {
-			return fmt.Errorf("%s.self_attn: q_norm/k_norm weights are missing", prefix)
-		}
-		l.attn.VNorm = true
-		l.attn.Rope = rope
-		if l.mlp, err = LoadMLP(src, prefix+".mlp", cfg.Hidden, cfg.Intermediate, act); err != nil {
-			return err
-		}
-		if src.Has(prefix + ".layer_scalar") {
-			// The value is applied with Scale, so it is read on the host;
-			// the tensor is still fetched through Dense like every other
-			// one, so sources that account for what a model takes
-			// (synthetic, progress reporting) see all of the checkpoint.
-			if _, err = src.Dense(prefix+".layer_scalar", 1); err != nil {
-				return err
-			}
-			if l.scalar, err = hostScalar(src, prefix+".layer_scalar"); err != nil {
-				return err
-			}
-		}
-		m.Layers = append(m.Layers, l)
-	}
-	return nil
+			return gemma4DefaultRope[typ]
+		},
+		scale: func(int) float32 { return 1 },
+		vNorm: true,
+		kEqV:  cfg.AttentionKEqV,
+		norm:  func(name string, n int) (backend.Weight, error) { return src.Dense(name, n) },
+	})
 }

@@ -61,6 +61,8 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxQueue, "max-queue", engine.DefaultMaxQueue, "requests that may wait beyond the running ones before 429 (-1: none)")
 	fs.IntVar(&o.PrefillChunk, "prefill-chunk", 0, fmt.Sprintf("most prompt tokens processed per step (long prompts are chunked; 0: %d on cuda, %d on cpu)",
 		engine.DefaultPrefillChunkGPU, engine.DefaultPrefillChunk))
+	fs.IntVar(&o.MaxBatchedTokens, "max-batched-tokens", 0, fmt.Sprintf("most tokens of a step that also decodes running requests, the decodes included: "+
+		"a long prompt is prefilled in pieces beside them (0: %d on cuda, no cap on cpu; -1: no cap)", engine.DefaultMixedBatchTokensGPU))
 	fs.StringVar(&o.APIKey, "api-key", "", "require 'Authorization: Bearer <key>' (default: $MLXCEL_API_KEY; empty: no auth)")
 	fs.StringVar(&o.ServedModelName, "served-model-name", "", "model id in the API (default: the model directory's name)")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body", DefaultMaxBodyBytes, "largest request body in bytes (413 beyond)")

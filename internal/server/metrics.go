@@ -25,7 +25,9 @@ type metrics struct {
 	queue      prometheus.Histogram
 	e2e        prometheus.Histogram
 	itl        prometheus.Histogram
-	step       prometheus.Histogram
+	step       *prometheus.HistogramVec // by kind: decode, prefill, mixed
+	stepByKind map[string]prometheus.Observer
+	stepSeqs   prometheus.Histogram
 
 	requests     *prometheus.CounterVec
 	promptTokens prometheus.Counter
@@ -46,7 +48,21 @@ var (
 	e2eBuckets        = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600}
 	itlBuckets        = []float64{0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2.5}
 	stepBuckets       = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+	stepSeqsBuckets   = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
 )
+
+// Step kinds, the "kind" label of mlxcel_engine_step_duration_seconds.
+var stepKinds = []string{"decode", "prefill", "mixed"}
+
+func stepKind(s engine.StepStats) string {
+	switch {
+	case s.PrefillTokens == 0:
+		return "decode"
+	case s.DecodeTokens == 0:
+		return "prefill"
+	}
+	return "mixed"
+}
 
 var allOutcomes = []string{"stop", "length", outcomeCancelled, outcomeError, outcomeRejected, outcomeInvalid}
 
@@ -70,7 +86,10 @@ func newMetrics(stats func() (engine.Stats, bool)) *metrics {
 		queue:      hist("mlxcel_request_queue_time_seconds", "Time a request waited before first entering the batch, seconds.", queueBuckets),
 		e2e:        hist("mlxcel_request_e2e_latency_seconds", "Request latency from submit to finish, seconds.", e2eBuckets),
 		itl:        hist("mlxcel_request_inter_token_latency_seconds", "Mean time between output tokens per request (decode time / (generated-1)), seconds.", itlBuckets),
-		step:       hist("mlxcel_engine_step_duration_seconds", "Duration of one engine step (schedule, forward, sample), seconds.", stepBuckets),
+		step: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mlxcel_engine_step_duration_seconds",
+			Help:    "Duration of one engine step (schedule, forward, sample), seconds, by kind: decode (only decodes), prefill (only prompt tokens), mixed.",
+			Buckets: stepBuckets}, []string{"kind"}),
+		stepSeqs: hist("mlxcel_engine_step_sequences", "Sequences in one engine step (the batch size).", stepSeqsBuckets),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mlxcel_requests_total",
 			Help: "Generation requests by outcome: stop, length, cancelled, error, rejected (429/503), invalid (other 4xx).",
@@ -84,7 +103,11 @@ func newMetrics(stats func() (engine.Stats, bool)) *metrics {
 			Help: "KV cache configuration as labels (value 1), like vllm:cache_config_info.",
 		}, []string{"block_size", "num_gpu_blocks"}),
 	}
-	reg.MustRegister(m.requests, m.cacheInfo)
+	reg.MustRegister(m.requests, m.cacheInfo, m.step)
+	m.stepByKind = map[string]prometheus.Observer{}
+	for _, k := range stepKinds {
+		m.stepByKind[k] = m.step.WithLabelValues(k) // present at 0 from the start
+	}
 	for _, o := range allOutcomes {
 		m.requests.WithLabelValues(o) // present at 0 from the start
 	}
@@ -142,7 +165,10 @@ func (m *metrics) onFinish(t engine.Timing, _ string) {
 }
 
 // onStep is engine.Config.OnStep: once per step.
-func (m *metrics) onStep(s engine.StepStats) { m.step.Observe(s.Duration.Seconds()) }
+func (m *metrics) onStep(s engine.StepStats) {
+	m.stepByKind[stepKind(s)].Observe(s.Duration.Seconds())
+	m.stepSeqs.Observe(float64(s.Seqs))
+}
 
 func (m *metrics) setCacheInfo(c engine.Config) {
 	m.cacheInfo.Reset()

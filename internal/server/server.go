@@ -42,10 +42,12 @@ type Options struct {
 	Parallel     int
 	MaxQueue     int
 	PrefillChunk int
-	CtxSize      int
-	KVBlocks     int
-	KVMemMiB     int
-	BlockSize    int
+	// MaxBatchedTokens caps a step that also decodes (engine.Config.MixedBatchTokens).
+	MaxBatchedTokens int
+	CtxSize          int
+	KVBlocks         int
+	KVMemMiB         int
+	BlockSize        int
 	// NoPrefixCache turns automatic prefix caching off
 	// (engine.Config.DisablePrefixCache).
 	NoPrefixCache bool
@@ -214,14 +216,15 @@ const DefaultKVTokensPerSeq = 4096
 func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 	o := s.opts
 	cfg := engine.Config{
-		Parallel:     o.Parallel,
-		MaxQueue:     o.MaxQueue,
-		PrefillChunk: o.PrefillChunk,
-		MaxContext:   o.CtxSize,
-		BlockSize:    o.BlockSize,
-		NumBlocks:    o.KVBlocks,
-		OnFinish:     s.metrics.onFinish,
-		OnStep:       s.metrics.onStep,
+		Parallel:         o.Parallel,
+		MaxQueue:         o.MaxQueue,
+		PrefillChunk:     o.PrefillChunk,
+		MixedBatchTokens: o.MaxBatchedTokens,
+		MaxContext:       o.CtxSize,
+		BlockSize:        o.BlockSize,
+		NumBlocks:        o.KVBlocks,
+		OnFinish:         s.metrics.onFinish,
+		OnStep:           s.metrics.onStep,
 	}
 	// Prefix caching is on unless asked otherwise (the engine also turns
 	// it off for models whose window layers use rings).

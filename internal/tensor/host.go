@@ -3,10 +3,15 @@ package tensor
 // Quant describes MLX affine quantization: w = scale*q + bias per group of
 // GroupSize consecutive input elements; q is Bits wide, packed as one
 // LSB-first bit stream per output row into little-endian uint32 words.
+//
+// Mode "" (or "affine") is that; the floating-point modes ("mxfp4",
+// "nvfp4", "mxfp8", package quant) store w = element*scale with one uint8
+// scale per group (ScaleDType U8) and no Biases.
 type Quant struct {
 	Bits, GroupSize int
 	Scales, Biases  []byte // [.., out, in/GroupSize] of ScaleDType
 	ScaleDType      DType
+	Mode            string
 }
 
 // Host is a parameter in host memory, as read from a checkpoint or built

@@ -185,6 +185,9 @@ func (c *Checkpoint) Linear(module string, shape ...int) (*tensor.Host, error) {
 	}
 	file := filepath.Base(e.file.Path)
 	spec, quantized := c.Quant.For(module)
+	if c.isFP(module, spec) {
+		return c.fpLinear(module, spec, shape) // fpquant.go
+	}
 	if !quantized {
 		// Checkpoints converted with a per-layer predicate may leave a
 		// layer out of the config; infer from the shapes below.

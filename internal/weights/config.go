@@ -266,6 +266,7 @@ func ParseConfig(b []byte) (*Config, error) {
 			raw[k] = v
 		}
 	}
+	applyTextDefaults(raw)
 	c := &Config{Raw: raw, NormTopKProb: false, DecoderSparseStep: 1}
 	for _, f := range configFields {
 		for _, k := range f.keys {

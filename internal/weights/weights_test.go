@@ -109,7 +109,7 @@ func TestQuantOverrides(t *testing.T) {
 		module string
 		spec   QuantSpec
 		ok     bool
-	}{{"x", QuantSpec{6, 32}, true}, {"a.b", QuantSpec{3, 128}, true}, {"c", QuantSpec{}, false}, {"d", QuantSpec{6, 32}, true}} {
+	}{{"x", QuantSpec{6, 32, "affine"}, true}, {"a.b", QuantSpec{3, 128, "affine"}, true}, {"c", QuantSpec{}, false}, {"d", QuantSpec{6, 32, "affine"}, true}} {
 		s, ok := c.Quant.For(tc.module)
 		if s != tc.spec || ok != tc.ok {
 			t.Errorf("%s: got %+v %v", tc.module, s, ok)

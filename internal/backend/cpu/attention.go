@@ -136,3 +136,11 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	}
 	b.attentionTiled(out, qt, st, layer, p)
 }
+
+// sinkLogits returns p's per-head attention sinks (nil: none).
+func sinkLogits(p backend.AttnParams) []float32 {
+	if p.Sinks == nil {
+		return nil
+	}
+	return p.Sinks.(*weight).dense
+}

@@ -26,6 +26,7 @@ func (b *Backend) attentionRef(out, qt *Tensor, st *kvStore, layer int, p backen
 		keys = min(keys, p.Window)
 	}
 	perItem := keys * p.HeadDim
+	sinks := sinkLogits(p)
 	b.parallel(work, max(1, (1<<16)/max(perItem, 1)), func(lo, hi int) {
 		var scores []float32
 		// rows[i] is the store row of the i-th key of token rowsOf; all
@@ -55,7 +56,12 @@ func (b *Backend) attentionRef(out, qt *Tensor, st *kvStore, layer int, p backen
 				scores = append(scores, sc)
 				maxS = max(maxS, sc)
 			}
-			var sum float32
+			var sink float64 // exp(sink - max): the sink's softmax column
+			if sinks != nil {
+				maxS = max(maxS, sinks[h])
+				sink = math.Exp(float64(sinks[h] - maxS))
+			}
+			sum := float32(sink)
 			for i, sc := range scores {
 				e := float32(math.Exp(float64(sc - maxS)))
 				scores[i] = e

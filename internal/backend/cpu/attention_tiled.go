@@ -197,9 +197,15 @@ func (b *Backend) attnItem(it attnItem, sc, shared *attnScratch, out, q *Tensor,
 			attnPV(&ot[0], hd, &V[0], &offs[ob+c0], n, &sct[0], &sc.ml[16])
 		}
 	}
+	sinks := sinkLogits(p)
 	for l := range it.n {
 		o := out.Row(rows[l])[heads[l]*hd : (heads[l]+1)*hd]
-		inv := 1 / sc.ml[8+l]
+		den := sc.ml[8+l]
+		if sinks != nil {
+			// The sink's column, relative to the lane's running max.
+			den += float32(math.Exp(float64(sinks[heads[l]] - sc.ml[l])))
+		}
+		inv := 1 / den
 		if rowMajor {
 			for d, x := range ot[l*hd : (l+1)*hd] {
 				o[d] = x * inv

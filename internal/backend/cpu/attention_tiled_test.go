@@ -14,7 +14,9 @@ import (
 // and decode tokens of several sequences with shuffled block tables,
 // GQA/MQA/MHA, windows, softcap, contexts longer than one key chunk. The
 // kernels sum in another order, so the bound is relative to the output's
-// scale: float32 rounding, ~1e-6.
+// scale: float32 rounding, ~1e-6. Attention sinks are folded in at
+// different places (the plain loop's softmax, the kernels' final
+// denominator).
 func TestTiledAttentionMatchesRef(t *testing.T) {
 	if !useAsm {
 		t.Skip("no assembly kernels")
@@ -30,6 +32,9 @@ func TestTiledAttentionMatchesRef(t *testing.T) {
 		{backend.AttnParams{Heads: 6, KVHeads: 2, HeadDim: 16, Scale: 0.25, Window: 37}, []int{50, 1, 300, 1}, 8},
 		{backend.AttnParams{Heads: 4, KVHeads: 2, HeadDim: 32, Scale: 0.2, Softcap: 2}, []int{40, 1, 9}, 16},
 		{backend.AttnParams{Heads: 4, KVHeads: 2, HeadDim: 32, Scale: 0.2, Window: 5, Softcap: 3}, []int{12, 1, 12, 1}, 5},
+		// gpt-oss: attention sinks (one large enough to dominate) with a window.
+		{backend.AttnParams{Heads: 4, KVHeads: 2, HeadDim: 16, Scale: 0.25, Window: 8,
+			Sinks: &weight{shape: []int{4}, dense: []float32{0.5, -1, 2, 6}}}, []int{20, 1, 9, 1}, 4},
 	} {
 		t.Run(fmt.Sprintf("h%d-kv%d-d%d-w%d-cap%g", c.p.Heads, c.p.KVHeads, c.p.HeadDim, c.p.Window, c.p.Softcap), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(c.p.HeadDim)))

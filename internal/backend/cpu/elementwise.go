@@ -100,8 +100,21 @@ func gatedAct(d, g, u []float32, act backend.Activation) {
 			x64 := float64(x)
 			d[i] = float32(0.5*x64*(1+math.Tanh(c*(x64+0.044715*x64*x64*x64)))) * u[i]
 		}
+	case backend.SwiGLUClamped:
+		panic("cpu: SwiGLUClamped needs MoEParams' alpha and limit (MoE only)")
 	default:
 		panic("cpu: unknown activation")
+	}
+}
+
+// swigluClamped is gpt-oss's expert activation (transformers
+// GptOssExperts): gate clamped from above at limit, up to [-limit, limit],
+// out = gate*sigmoid(alpha*gate) * (up+1). dst may alias gate.
+func swigluClamped(d, g, u []float32, alpha, limit float32) {
+	for i, x := range g {
+		x = min(x, limit)
+		up := min(max(u[i], -limit), limit)
+		d[i] = x / (1 + float32(math.Exp(float64(-alpha*x)))) * (up + 1)
 	}
 }
 

@@ -5,19 +5,22 @@ import (
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/backend/cpu/qmat"
+	"github.com/mlxcel/mlxcel/internal/quant"
 
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
-// weight is a dense float32 array or one packed matrix per expert.
+// weight is a dense float32 array or one packed matrix per expert (MLX
+// affine in q, floating-point modes in fp).
 type weight struct {
 	shape []int
 	dense []float32
 	q     []*qmat.Matrix
+	fp    []*qmat.FPMatrix
 }
 
 func (w *weight) Shape() []int    { return w.shape }
-func (w *weight) Quantized() bool { return w.q != nil }
+func (w *weight) Quantized() bool { return w.q != nil || w.fp != nil }
 
 func (b *Backend) UploadWeight(h *tensor.Host) (backend.Weight, error) {
 	n := 1
@@ -40,6 +43,9 @@ func (b *Backend) UploadWeight(h *tensor.Host) (backend.Weight, error) {
 		experts = h.Shape[0]
 	}
 	q := h.Quant
+	if quant.IsFP(q.Mode) {
+		return uploadFP(w, h, experts, out, in) // fpmat.go
+	}
 	wBytes := out * in * q.Bits / 8
 	sBytes := out * (in / q.GroupSize) * q.ScaleDType.Size()
 	if len(h.Data) != experts*wBytes || len(q.Scales) != experts*sBytes || len(q.Biases) != experts*sBytes {
@@ -65,6 +71,8 @@ func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
 	for r, id := range b.step.Tokens {
 		if w.q != nil {
 			w.q[0].DequantRow(d.Row(r), int(id))
+		} else if w.fp != nil {
+			w.fp[0].DequantRow(d.Row(r), int(id))
 		} else {
 			copy(d.Row(r), w.dense[int(id)*cols:(int(id)+1)*cols])
 		}
@@ -97,6 +105,10 @@ func (b *Backend) linear(out, x []float32, rows int, w *weight, e int) {
 	}
 	if w.q != nil {
 		b.qmul(w.q[e], out, x, rows, threads)
+		return
+	}
+	if w.fp != nil {
+		b.fpmul(w.fp[e], out, x, rows, threads)
 		return
 	}
 	wd := w.dense[e*outDim*in : (e+1)*outDim*in]

@@ -51,6 +51,7 @@ func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Ex
 
 	s.logits = grow(s.logits, n*nExp)
 	b.linear(s.logits, in.d, n, rw, 0)
+	addBias(s.logits, n, e.RouterBias, 0)
 
 	// Route: per token, the top-k experts and their weights, recorded as
 	// (expert, row, weight) in token order, then counting-sorted by
@@ -106,8 +107,15 @@ func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Ex
 		}
 		b.linear(g, xs, m, gw, ex)
 		b.linear(u, xs, m, uw, ex)
-		gatedAct(g, g, u, p.Act)
+		addBias(g, m, e.GateBias, ex)
+		addBias(u, m, e.UpBias, ex)
+		if p.Act == backend.SwiGLUClamped {
+			swigluClamped(g, g, u, p.Alpha, p.Limit)
+		} else {
+			gatedAct(g, g, u, p.Act)
+		}
 		b.linear(y, g, m, dw, ex)
+		addBias(y, m, e.DownBias, ex)
 		for i, r := range rows {
 			o, w := out.Row(r), wts[i]
 			for j, v := range y[i*hidden : (i+1)*hidden] {
@@ -156,5 +164,22 @@ func route(logits []float32, prob []float64, top []int, w []float32, renorm bool
 	}
 	for i, ex := range top {
 		w[i] = float32(prob[ex] / norm)
+	}
+}
+
+// addBias adds row ex of a stacked [experts, cols] bias (nil: none) to each
+// of the rows of x.
+func addBias(x []float32, rows int, bias backend.Weight, ex int) {
+	if bias == nil {
+		return
+	}
+	bw := bias.(*weight)
+	cols := bw.shape[len(bw.shape)-1]
+	bv := bw.dense[ex*cols : (ex+1)*cols]
+	for r := range rows {
+		row := x[r*cols : (r+1)*cols]
+		for i := range row {
+			row[i] += bv[i]
+		}
 	}
 }

@@ -17,7 +17,10 @@
 //     that needs the block is itself the newest, it is the one preempted.
 //  2. Running sequences still in prefill get chunks, oldest first, from the
 //     step's prefill budget (Config.PrefillChunk, capped by what is left of
-//     Config.MaxBatchTokens after the decodes).
+//     Config.MaxBatchTokens after the decodes, and in a step that decodes
+//     by what is left of Config.MixedBatchTokens: a long prompt is then
+//     cut into pieces that run beside the decodes instead of stalling
+//     them for a whole chunk).
 //  3. Waiting sequences are admitted in strict FIFO order (no overtaking, so
 //     a long prompt cannot starve) while fewer than Config.Parallel run,
 //     prefill budget remains, no preemption happened this step, and the KV
@@ -66,6 +69,9 @@ type Config struct {
 	Parallel       int // max running sequences
 	PrefillChunk   int // max prefill tokens per step, all sequences together
 	MaxBatchTokens int // max tokens per step, decodes and prefill together
+	// MixedBatchTokens caps a step that decodes, decodes included (0: no
+	// cap beyond MaxBatchTokens): the decodes' per-token latency bound.
+	MixedBatchTokens int
 }
 
 // Seq is one sequence's scheduling state. The engine owns the Seq and
@@ -164,6 +170,11 @@ func New(cfg Config, kv *kvcache.Manager) (*Scheduler, error) {
 	if cfg.MaxBatchTokens < cfg.Parallel {
 		return nil, fmt.Errorf("sched: MaxBatchTokens (%d) must be at least Parallel (%d)", cfg.MaxBatchTokens, cfg.Parallel)
 	}
+	// A step of Parallel decodes must leave room for prefill, or arrivals
+	// would wait for a decode to finish.
+	if cfg.MixedBatchTokens != 0 && cfg.MixedBatchTokens <= cfg.Parallel {
+		return nil, fmt.Errorf("sched: MixedBatchTokens (%d) must be more than Parallel (%d)", cfg.MixedBatchTokens, cfg.Parallel)
+	}
 	return &Scheduler{cfg: cfg, kv: kv}, nil
 }
 
@@ -248,6 +259,9 @@ func (s *Scheduler) Schedule() Plan {
 	}
 
 	prefill := min(s.cfg.PrefillChunk, budget)
+	if p.DecodeTokens > 0 && s.cfg.MixedBatchTokens > 0 {
+		prefill = min(prefill, max(0, s.cfg.MixedBatchTokens-p.DecodeTokens))
+	}
 
 	// 2. Continue partial prefills, oldest first.
 	for _, q := range s.running {

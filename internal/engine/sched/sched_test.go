@@ -89,7 +89,7 @@ func checkPlan(t *testing.T, s *Scheduler, p Plan, cfg Config) {
 
 func TestConfigValidation(t *testing.T) {
 	kv, _ := kvcache.New(4, 4)
-	for _, c := range []Config{{0, 1, 1}, {1, 0, 1}, {4, 8, 3}} {
+	for _, c := range []Config{{0, 1, 1, 0}, {1, 0, 1, 0}, {4, 8, 3, 0}, {4, 8, 12, 4}} {
 		if _, err := New(c, kv); err == nil {
 			t.Errorf("New(%+v) should fail", c)
 		}
@@ -381,5 +381,35 @@ func TestAhead(t *testing.T) {
 	}
 	if len(s.running) != 1 {
 		t.Fatalf("running %d", len(s.running))
+	}
+}
+
+// TestMixedBatchTokens: a step that decodes prefills at most what is left
+// of MixedBatchTokens after the decodes, so a long prompt runs in pieces
+// beside them; a step without decodes still takes the whole chunk.
+func TestMixedBatchTokens(t *testing.T) {
+	cfg := Config{Parallel: 4, PrefillChunk: 1000, MaxBatchTokens: 1004, MixedBatchTokens: 100}
+	s := newSched(t, cfg, 400, 16)
+	a := seq(900)
+	s.Add(a)
+	p := s.Schedule()
+	checkPlan(t, s, p, cfg)
+	if p.PrefillTokens != 900 || p.DecodeTokens != 0 {
+		t.Fatalf("alone: %d prefill, %d decode tokens; want the whole 900-token prompt", p.PrefillTokens, p.DecodeTokens)
+	}
+	run(p)
+	b := seq(700)
+	s.Add(b)
+	for step := 0; b.Computed < b.PromptLen; step++ {
+		p = s.Schedule()
+		checkPlan(t, s, p, cfg)
+		want := min(99, b.PromptLen-b.Computed)
+		if p.DecodeTokens != 1 || p.PrefillTokens != want {
+			t.Fatalf("step %d beside a decode: %d prefill, %d decode tokens; want %d and 1", step, p.PrefillTokens, p.DecodeTokens, want)
+		}
+		run(p)
+	}
+	if _, err := New(Config{Parallel: 4, PrefillChunk: 10, MaxBatchTokens: 14, MixedBatchTokens: 4}, s.kv); err == nil {
+		t.Error("MixedBatchTokens no larger than Parallel was accepted")
 	}
 }

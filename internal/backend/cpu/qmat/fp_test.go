@@ -1,0 +1,64 @@
+package qmat
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/mlxcel/mlxcel/internal/quant"
+)
+
+// FPMatrix against the reference dequantization of package quant and a
+// plain f32 product, for every mode and 1, 3 and 70 activation rows.
+func TestFPMatrixMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	const out, in = 40, 96
+	w := make([]float32, out*in)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64())
+	}
+	for _, mode := range []string{quant.MXFP4, quant.NVFP4, quant.MXFP8} {
+		packed, scales, err := quant.QuantizeFP(mode, w, out, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, _ := quant.DequantizeFP(mode, packed, scales, out, in)
+		m, err := NewFP(mode, out, in, packed, scales)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := make([]float32, in)
+		for o := range out {
+			m.DequantRow(row, o)
+			for i, v := range row {
+				if v != ref[o*in+i] {
+					t.Fatalf("%s: row %d element %d = %v, reference %v", mode, o, i, v, ref[o*in+i])
+				}
+			}
+		}
+		for _, rows := range []int{1, 3, 70} {
+			x := make([]float32, rows*in)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			got := make([]float32, rows*out)
+			m.MulRange(got, x, rows, 0, out, make([]float32, in))
+			for r := range rows {
+				for o := range out {
+					var want, mag float64
+					for i := range in {
+						p := float64(x[r*in+i]) * float64(ref[o*in+i])
+						want += p
+						mag += math.Abs(p)
+					}
+					if d := math.Abs(float64(got[r*out+o]) - want); d > 2e-6*mag {
+						t.Fatalf("%s rows %d: out[%d][%d] = %v, want %v", mode, rows, r, o, got[r*out+o], want)
+					}
+				}
+			}
+		}
+	}
+	if _, err := NewFP(quant.MXFP4, out, in, make([]byte, 10), nil); err == nil {
+		t.Error("short packed data accepted")
+	}
+}
