@@ -270,3 +270,25 @@ func TestResponseFormatChoices(t *testing.T) {
 		t.Fatalf("the choices are all the same: %v", seen)
 	}
 }
+
+// TestResponsesTextFormat: the Responses API's text.format json_schema
+// reaches the same constraint (through the chat request it becomes).
+func TestResponsesTextFormat(t *testing.T) {
+	s := startServer(t, loadModel(t, ""), Options{})
+	ref := compileReference(t, e2eSchema)
+	for seed := range 3 {
+		code, body := s.post(t, "/v1/responses", map[string]any{
+			"input": "Once upon a time", "max_output_tokens": 300, "temperature": 1, "seed": seed,
+			"text": map[string]any{"format": map[string]any{"type": "json_schema", "name": "x", "schema": json.RawMessage(e2eSchema), "strict": true}},
+		})
+		if code != 200 {
+			t.Fatalf("status %d: %v", code, body)
+		}
+		out := body["output"].([]any)
+		msg := out[len(out)-1].(map[string]any)
+		text := msg["content"].([]any)[0].(map[string]any)["text"].(string)
+		if err := validates(ref, text); err != nil {
+			t.Fatalf("seed %d: %q: %v", seed, text, err)
+		}
+	}
+}
