@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+
+	"github.com/mlxcel/mlxcel/internal/quant"
 )
 
 // LayerOverride is a per-layer geometry override (Gemma 4 per_layer_config).
@@ -15,8 +17,13 @@ type LayerOverride struct {
 	HeadDim, KVHeads int
 }
 
-// QuantSpec is one quantization setting.
-type QuantSpec struct{ Bits, GroupSize int }
+// QuantSpec is one quantization setting. Mode is "affine" (also when the
+// config gives none) or one of MLX's floating-point modes (quant.MXFP4,
+// NVFP4, MXFP8).
+type QuantSpec struct {
+	Bits, GroupSize int
+	Mode            string
+}
 
 // QuantConfig is config.json's "quantization" block: a default plus
 // per-module overrides keyed by module path. An override may also say a
@@ -24,6 +31,10 @@ type QuantSpec struct{ Bits, GroupSize int }
 type QuantConfig struct {
 	Default   *QuantSpec
 	Overrides map[string]*QuantSpec // nil value: explicitly not quantized
+	// Method is quantization_config.quant_method when it names a
+	// checkpoint layout other than MLX's ("mxfp4": openai's *_blocks /
+	// *_scales experts, read by the model that knows those names).
+	Method string
 }
 
 // For returns the setting for module path (e.g. "model.layers.0.mlp.gate").
@@ -359,12 +370,14 @@ func parseQuant(top map[string]any) (QuantConfig, error) {
 		if !ok {
 			return q, nil
 		}
-		if qm, _ := m["quant_method"].(string); qm != "" && qm != "mlx" {
-			return q, fmt.Errorf("quantization_config: quant_method %q is not supported (MLX affine only)", qm)
+		switch qm, _ := m["quant_method"].(string); qm {
+		case "", "mlx":
+		case quant.MXFP4:
+			q.Method = qm
+			return q, nil
+		default:
+			return q, fmt.Errorf("quantization_config: quant_method %q is not supported (MLX, or openai's mxfp4)", qm)
 		}
-	}
-	if mode, ok := m["mode"].(string); ok && mode != "affine" {
-		return q, fmt.Errorf("quantization: mode %q is not supported (affine only)", mode)
 	}
 	spec, err := quantSpec(m)
 	if err != nil {
@@ -406,6 +419,13 @@ func quantSpec(m map[string]any) (*QuantSpec, error) {
 	if !okB && !okG {
 		return nil, nil
 	}
+	mode := quant.Affine
+	if v, ok := m["mode"]; ok {
+		mode, _ = v.(string)
+	}
+	if mode != quant.Affine {
+		return fpQuantSpec(mode, bits, group)
+	}
 	switch bits {
 	case 2, 3, 4, 5, 6, 8:
 	default:
@@ -416,7 +436,20 @@ func quantSpec(m map[string]any) (*QuantSpec, error) {
 	default:
 		return nil, fmt.Errorf("group_size %d not supported (32, 64, 128)", group)
 	}
-	return &QuantSpec{Bits: bits, GroupSize: group}, nil
+	return &QuantSpec{Bits: bits, GroupSize: group, Mode: quant.Affine}, nil
+}
+
+// fpQuantSpec checks a floating-point mode's bits and group against the
+// only ones MLX accepts for it.
+func fpQuantSpec(mode string, bits, group int) (*QuantSpec, error) {
+	wb, wg, ok := quant.FPParams(mode)
+	if !ok {
+		return nil, fmt.Errorf("mode %q is not supported (affine, mxfp4, nvfp4, mxfp8)", mode)
+	}
+	if bits != wb || group != wg {
+		return nil, fmt.Errorf("mode %s needs bits %d and group_size %d, config says %d and %d", mode, wb, wg, bits, group)
+	}
+	return &QuantSpec{Bits: bits, GroupSize: group, Mode: mode}, nil
 }
 
 func asInt(v any) (int, bool) {
