@@ -14,6 +14,7 @@ type Attention struct {
 	Q, K, V, O   backend.Weight
 	QBias, KBias backend.Weight
 	VBias        backend.Weight
+	OBias        backend.Weight // gpt-oss
 	QNorm, KNorm backend.Weight
 	VNorm        bool // RMSNorm without weight on values (Gemma 4)
 	KEqV         bool // values are the key projection (before k norm)
@@ -61,6 +62,7 @@ func loadAttention(src Source, prefix string, hidden int, p backend.AttnParams, 
 	opt(&a.QBias, ".q_proj.bias", qd)
 	opt(&a.KBias, ".k_proj.bias", kd)
 	opt(&a.VBias, ".v_proj.bias", kd)
+	opt(&a.OBias, ".o_proj.bias", hidden)
 	if headNorms {
 		opt(&a.QNorm, ".q_norm.weight", p.HeadDim)
 		opt(&a.KNorm, ".k_norm.weight", p.HeadDim)
@@ -116,7 +118,7 @@ func (a *Attention) Forward(s *Step, h, out backend.Tensor) {
 	att := s.Scratch("att", qd)
 	p.ScratchQK = true // q and k are this call's scratch
 	b.Attention(att, q, k, v, s.KV, s.Layer, p)
-	b.Linear(out, att, a.O, nil)
+	b.Linear(out, att, a.O, a.OBias)
 }
 
 // MLP is a gated feed-forward block: down(act(gate(x)) * up(x)).
