@@ -33,6 +33,27 @@ type Options struct {
 	// MaxNFAStates and MaxDFAStates refuse schemas whose automaton would
 	// be too large (defaults 300000 and 60000).
 	MaxNFAStates, MaxDFAStates int
+	// Think, when set, lets a reasoning model think before the value.
+	Think *Thinking
+}
+
+// Thinking is a reasoning model's thought markup (Qwen 3's
+// <think>...</think>): before the value comes free text up to the close
+// marker, then at most two newlines. With Opened the prompt already
+// opened the thought, so the answer starts inside it; otherwise the
+// thought is optional and starts with Open. The thought itself is not
+// constrained (a model may think until max_tokens).
+type Thinking struct {
+	Open, Close string
+	Opened      bool
+}
+
+// key tells apart the grammars one schema compiles to.
+func (t *Thinking) key() string {
+	if t == nil {
+		return ""
+	}
+	return fmt.Sprintf("think:%q:%q:%v", t.Open, t.Close, t.Opened)
 }
 
 func (o Options) withDefaults() Options {
@@ -124,6 +145,9 @@ func compilePieces(ps []piece, o Options) (*Grammar, error) {
 	f := alts[0]
 	if len(alts) > 1 {
 		f = n.alt(alts...)
+	}
+	if t := o.Think; t != nil && t.Close != "" {
+		f = n.seq(n.thought(t), f)
 	}
 	d, err := determinize(n, f, o.MaxDFAStates)
 	if errors.Is(err, errEmpty) {

@@ -159,3 +159,65 @@ func (n *nfa) list(g gen, lo, hi int) frag {
 	}
 	return l
 }
+
+// thought is t's thinking prefix: free text that does not contain the
+// close marker, the marker, at most two newlines.
+func (n *nfa) thought(t *Thinking) frag {
+	body := n.seq(n.notContaining(t.Close), n.lit(t.Close), n.repeat(func(n *nfa) frag { return n.lit("\n") }, 0, 2))
+	if t.Opened {
+		return body
+	}
+	return n.opt(n.seq(n.lit(t.Open), body))
+}
+
+// notContaining is any bytes in which m does not occur: the KMP automaton
+// of m, its full match left out.
+func (n *nfa) notContaining(m string) frag {
+	states := make([]int32, len(m))
+	for i := range states {
+		states[i] = n.state()
+	}
+	fail := make([]int, len(m)+1) // KMP failure function
+	for i, k := 1, 0; i < len(m); i++ {
+		for k > 0 && m[i] != m[k] {
+			k = fail[k]
+		}
+		if m[i] == m[k] {
+			k++
+		}
+		fail[i+1] = k
+	}
+	for q := range m {
+		// Group the bytes by the state they lead to.
+		var to [256]int
+		for b := range 256 {
+			k := q
+			for k > 0 && byte(b) != m[k] {
+				k = fail[k]
+			}
+			if byte(b) == m[k] {
+				k++
+			}
+			to[b] = k
+		}
+		for target := range len(m) {
+			var set byteSet
+			for b := range 256 {
+				if to[b] == target {
+					set.add(byte(b), byte(b))
+				}
+			}
+			if set != (byteSet{}) {
+				h := n.state()
+				n.eps(states[q], h)
+				n.edge(h, set, states[target])
+			}
+		}
+	}
+	// Every state may stop: none has matched m.
+	out := n.state()
+	for _, st := range states {
+		n.eps(st, out)
+	}
+	return frag{states[0], out}
+}

@@ -221,3 +221,33 @@ func TestSchemaErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestThinkingPrefix: a thought in <think>...</think> may come before the
+// value (required when the prompt opened it), and cannot hide the close
+// marker inside itself.
+func TestThinkingPrefix(t *testing.T) {
+	schema := []byte(`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}`)
+	for _, c := range []struct {
+		opened bool
+		text   string
+		want   bool
+	}{
+		{false, `{"a":1}`, true},
+		{false, "<think>\nhmm, <thin </think\n</think>\n\n{\"a\":1}", true},
+		{false, "<think>x</think>{\"a\":1}", true},
+		{false, "<think>x</think></think>{\"a\":1}", false},
+		{false, "<think>x</think>\n\n\n{\"a\":1}", false},
+		{false, "hello{\"a\":1}", false},
+		{true, "so </thinking? no.\n</think>\n\n{\"a\":2}", true},
+		{true, `{"a":1}`, false},
+		{true, "</think>{\"a\":1}", true},
+	} {
+		g, err := CompileSchema(schema, Options{Think: &Thinking{Open: "<think>", Close: "</think>", Opened: c.opened}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.Accepts([]byte(c.text)); got != c.want {
+			t.Errorf("opened %v: Accepts(%q) = %v, want %v", c.opened, c.text, got, c.want)
+		}
+	}
+}
