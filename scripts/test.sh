@@ -51,6 +51,10 @@ fi
 (cd test/web && npm ci --no-audit --no-fund --silent) || echo "test.sh: npm ci in test/web failed; the browser test will fail" >&2
 go test -count=1 -run '^TestChatPageInBrowser$' ./internal/webui -require-browser
 # --- end of the web chat page block ---
+# The official JavaScript SDKs (openai, @anthropic-ai/sdk, ai) against the
+# server (internal/server/node_sdk_test.go; test/sdk/package-lock.json).
+(cd test/sdk && npm ci --no-audit --no-fund --silent) || echo "test.sh: npm ci in test/sdk failed; the SDK test will fail" >&2
+go test -count=1 -run '^TestNodeSDKs$' ./internal/server -require-node
 # Short fuzzing runs of the parsers: they must never panic.
 go test -run '^$' -fuzz '^FuzzParseHeader$' -fuzztime 15s ./internal/weights/
 go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 15s ./internal/weights/

@@ -251,11 +251,30 @@ type respItem struct {
 	ID        string        `json:"id"`
 	Status    string        `json:"status,omitempty"`
 	Role      string        `json:"role,omitempty"`
-	Content   []respContent `json:"content,omitempty"`
+	Content   []respContent `json:"-"` // see MarshalJSON
 	Summary   []respContent `json:"summary,omitempty"`
 	CallID    string        `json:"call_id,omitempty"`
 	Name      string        `json:"name,omitempty"`
 	Arguments *string       `json:"arguments,omitempty"`
+}
+
+// MarshalJSON writes content for messages and reasoning always (an item
+// just added has "content": [], which the SDKs append parts to) and never
+// for calls.
+func (it respItem) MarshalJSON() ([]byte, error) {
+	type plain respItem
+	out := struct {
+		plain
+		Content *[]respContent `json:"content,omitempty"`
+	}{plain: plain(it)}
+	if it.Type == "message" || it.Type == "reasoning" {
+		c := it.Content
+		if c == nil {
+			c = []respContent{}
+		}
+		out.Content = &c
+	}
+	return json.Marshal(out)
 }
 
 type respUsage struct {
