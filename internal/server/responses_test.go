@@ -143,3 +143,38 @@ func TestSDKResponses(t *testing.T) {
 		t.Errorf("incomplete: %s %+v %q", resp.Status, resp.IncompleteDetails, resp.OutputText())
 	}
 }
+
+// TestResponsesMessagesBadInput: 400s in each API's own error shape,
+// naming the parameter.
+func TestResponsesMessagesBadInput(t *testing.T) {
+	s := startScripted(t, Options{})
+	for _, c := range []struct{ name, body, param string }{
+		{"no input", `{"model":"scripted"}`, "input"},
+		{"input a number", `{"input":7}`, "input"},
+		{"server tool", `{"input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type"},
+		{"function without name", `{"input":"x","tools":[{"type":"function","parameters":{}}]}`, "tools[0].name"},
+		{"unknown item", `{"input":[{"type":"image_generation_call"}]}`, "input[0].type"},
+		{"image part", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`, "input[0].content[0].type"},
+		{"named tool not offered", `{"input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`, "tool_choice"},
+	} {
+		status, body := s.post(t, "/v1/responses", c.body)
+		if e := errorOf(t, body); status != 400 || e["param"] != c.param {
+			t.Errorf("responses %s: %d %v", c.name, status, body)
+		}
+	}
+	for _, c := range []struct{ name, body, mention string }{
+		{"no max_tokens", `{"messages":[{"role":"user","content":"x"}]}`, "max_tokens"},
+		{"tool without schema", `{"max_tokens":5,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"f"}]}`, "tools[0].input_schema"},
+		{"image block", `{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]}`, "messages[0].content[0].type"},
+		{"bad role", `{"max_tokens":5,"messages":[{"role":"system","content":"x"}]}`, "messages[0].role"},
+		{"bad tool_choice", `{"max_tokens":5,"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"sometimes"}}`, "tool_choice.type"},
+		{"bad thinking", `{"max_tokens":5,"messages":[{"role":"user","content":"x"}],"thinking":{"type":"maybe"}}`, "thinking.type"},
+	} {
+		status, body := s.post(t, "/v1/messages", c.body)
+		e, _ := body["error"].(map[string]any)
+		msg, _ := e["message"].(string)
+		if status != 400 || body["type"] != "error" || e["type"] != "invalid_request_error" || !strings.Contains(msg, c.mention) {
+			t.Errorf("messages %s: %d %v", c.name, status, body)
+		}
+	}
+}
