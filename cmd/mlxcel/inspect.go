@@ -148,7 +148,11 @@ func inspect(dir string) (*inspectReport, error) {
 				return nil, err
 			}
 			r.Parameters += info.Elements() * 32 / int64(h.Quant.Bits)
-			r.Quantization[strings.TrimSuffix(kind, ".weight")] = fmt.Sprintf("%d-bit, group %d", h.Quant.Bits, h.Quant.GroupSize)
+			desc := fmt.Sprintf("%d-bit, group %d", h.Quant.Bits, h.Quant.GroupSize)
+			if m := h.Quant.Mode; m != "" && m != "affine" {
+				desc = m + " (" + desc + ")"
+			}
+			r.Quantization[strings.TrimSuffix(kind, ".weight")] = desc
 			continue
 		}
 		r.Parameters += info.Elements()
