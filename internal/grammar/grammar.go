@@ -48,14 +48,6 @@ type Thinking struct {
 	Opened      bool
 }
 
-// key tells apart the grammars one schema compiles to.
-func (t *Thinking) key() string {
-	if t == nil {
-		return ""
-	}
-	return fmt.Sprintf("think:%q:%q:%v", t.Open, t.Close, t.Opened)
-}
-
 func (o Options) withDefaults() Options {
 	if o.MaxDepth <= 0 {
 		o.MaxDepth = 4

@@ -62,7 +62,7 @@ func newChatJob(m *served, req *chatRequest) (*chatJob, *apiError) {
 		return nil, e
 	}
 	greq.NeedLogprob = wantLP
-	if e := m.constrain(&greq, req.ResponseFormat, choice, tools); e != nil { // constraint.go
+	if e := m.constrain(&greq, req.ResponseFormat, choice, tools, text); e != nil { // constraint.go
 		return nil, e
 	}
 	j := &chatJob{m: m, req: req, greq: greq, n: 1, wantLP: wantLP, tools: tools, choice: choice,

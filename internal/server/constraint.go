@@ -10,6 +10,7 @@ import (
 	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/generate"
 	"github.com/mlxcel/mlxcel/internal/grammar"
+	"github.com/mlxcel/mlxcel/internal/reasoning"
 	"github.com/mlxcel/mlxcel/internal/tokenizer"
 )
 
@@ -85,7 +86,7 @@ func (gs *grammars) tableFor(key string, compile func() (*grammar.Grammar, error
 // responseFormatConstraint reads response_format: nil for none or text,
 // a matcher for json_object and json_schema (strict or not: the schema
 // is enforced either way), a 400 naming the parameter otherwise.
-func (m *served) responseFormatConstraint(raw json.RawMessage) (engine.Constraint, *apiError) {
+func (m *served) responseFormatConstraint(raw json.RawMessage, o grammar.Options) (engine.Constraint, *apiError) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -101,18 +102,18 @@ func (m *served) responseFormatConstraint(raw json.RawMessage) (engine.Constrain
 		return nil, nil
 	case "json_object":
 		key = "json_object"
-		compile = func() (*grammar.Grammar, error) { return grammar.JSONObject(grammar.Options{}) }
+		compile = func() (*grammar.Grammar, error) { return grammar.JSONObject(o) }
 	case "json_schema":
 		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 || string(rf.JSONSchema.Schema) == "null" {
 			return nil, badRequest("response_format.json_schema.schema", "response_format of type 'json_schema' needs 'json_schema.schema'.")
 		}
 		schema := rf.JSONSchema.Schema
 		key = "schema:" + string(schema)
-		compile = func() (*grammar.Grammar, error) { return grammar.CompileSchema(schema, grammar.Options{}) }
+		compile = func() (*grammar.Grammar, error) { return grammar.CompileSchema(schema, o) }
 	default:
 		return nil, badRequest("response_format.type", "Unknown response_format type %q; expected 'text', 'json_object' or 'json_schema'.", rf.Type)
 	}
-	t, err := m.grammars().tableFor(key, compile)
+	t, err := m.grammars().tableFor(thinkKey(o)+key, compile)
 	if err != nil {
 		return nil, badRequest("response_format.json_schema.schema", "The schema cannot be enforced: %v", err)
 	}
@@ -123,14 +124,14 @@ func (m *served) responseFormatConstraint(raw json.RawMessage) (engine.Constrain
 // the request's tools) or of a named function (tools: just it): one call
 // in the call syntax of parser (a toolcall parser name), its arguments
 // constrained by the tool's parameter schema.
-func (m *served) forcedToolCall(parser string, tools []grammar.Tool) (engine.Constraint, *apiError) {
+func (m *served) forcedToolCall(parser string, tools []grammar.Tool, o grammar.Options) (engine.Constraint, *apiError) {
 	var key strings.Builder
-	key.WriteString("tool:" + parser)
+	key.WriteString(thinkKey(o) + "tool:" + parser)
 	for _, t := range tools {
 		fmt.Fprintf(&key, "\x00%s\x00%s", t.Name, t.Parameters)
 	}
 	t, err := m.grammars().tableFor(key.String(), func() (*grammar.Grammar, error) {
-		return grammar.ToolCall(parser, tools, grammar.Options{})
+		return grammar.ToolCall(parser, tools, o)
 	})
 	if err != nil {
 		return nil, badRequest("tool_choice", "The forced tool call cannot be enforced: %v", err)
@@ -149,15 +150,22 @@ func cloneConstraint(c engine.Constraint) engine.Constraint {
 
 // constrain sets greq's constraint: a forced tool call for tool_choice
 // "required" or a named function (in the model's call syntax), else the
-// response_format's JSON, else none.
-func (m *served) constrain(greq *generate.Request, responseFormat json.RawMessage, choice toolChoice, tools []toolDef) *apiError {
+// response_format's JSON, else none. prompt is the rendered chat: with a
+// <think> reasoning model the answer may think first (required when the
+// prompt opened the thought), and the constraint starts after it.
+func (m *served) constrain(greq *generate.Request, responseFormat json.RawMessage, choice toolChoice, tools []toolDef, prompt string) *apiError {
 	var forced []grammar.Tool
 	for _, t := range tools {
 		if choice.mode == "required" || (choice.mode == "function" && choice.name == t.Name) {
 			forced = append(forced, grammar.Tool{Name: t.Name, Parameters: t.Parameters})
 		}
 	}
-	c, e := m.responseFormatConstraint(responseFormat)
+	var o grammar.Options
+	if p := m.agent.reasoningParser; p == "think" {
+		mk := reasoning.Markers(p)
+		o.Think = &grammar.Thinking{Open: mk[0], Close: mk[1], Opened: reasoning.OpenedIn(p, prompt)}
+	}
+	c, e := m.responseFormatConstraint(responseFormat, o)
 	if e != nil {
 		return e
 	}
@@ -165,7 +173,7 @@ func (m *served) constrain(greq *generate.Request, responseFormat json.RawMessag
 		if m.agent.toolParser == "" {
 			return badRequest("tool_choice", "tool_choice %q needs the model's tool-call syntax, which is unknown for %s (set --tool-call-parser).", choice.mode, m.name)
 		}
-		if c, e = m.forcedToolCall(m.agent.toolParser, forced); e != nil {
+		if c, e = m.forcedToolCall(m.agent.toolParser, forced, o); e != nil {
 			return e
 		}
 	}
@@ -173,4 +181,13 @@ func (m *served) constrain(greq *generate.Request, responseFormat json.RawMessag
 		greq.Constraint = c
 	}
 	return nil
+}
+
+// thinkKey tells apart the cached grammars of one source compiled with
+// and without a thought before the value.
+func thinkKey(o grammar.Options) string {
+	if t := o.Think; t != nil {
+		return fmt.Sprintf("think:%v:", t.Opened)
+	}
+	return ""
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/mlxcel/mlxcel/internal/generate"
 )
 
 // The schema of the end-to-end tests: every part bounded (string lengths,
@@ -290,5 +292,49 @@ func TestResponsesTextFormat(t *testing.T) {
 		if err := validates(ref, text); err != nil {
 			t.Fatalf("seed %d: %q: %v", seed, text, err)
 		}
+	}
+}
+
+// TestConstraintAfterThought: with a <think> reasoning parser the value
+// may follow a thought; when the prompt opened the thought, the answer
+// is inside it until </think>, so a bare value is thought text there and
+// cannot end the answer.
+func TestConstraintAfterThought(t *testing.T) {
+	l := loadModel(t, "")
+	s := startServer(t, l, Options{Agent: AgentOptions{ReasoningParser: "think"}})
+	m := s.model()
+	rf := json.RawMessage(`{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}}`)
+	eos := m.stopIDs[0]
+	ends := func(prompt, answer string) bool {
+		var greq generate.Request
+		if e := m.constrain(&greq, rf, toolChoice{mode: "auto"}, nil, prompt); e != nil {
+			t.Fatal(e)
+		}
+		ids, err := l.Tokenizer.Encode(answer, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = ids[1:] // the SentencePiece normalizer's leading "▁"
+		mask := make([]uint64, (m.vocab+63)/64)
+		c := greq.Constraint
+		for _, id := range ids {
+			if err := c.Mask(mask); err != nil || mask[id/64]&(1<<(id%64)) == 0 {
+				t.Fatalf("%q after %q: token %d refused (%v)", answer, prompt, id, err)
+			}
+			if err := c.Accept(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Mask(mask)
+		return mask[eos/64]&(1<<(eos%64)) != 0
+	}
+	if !ends("User: hi\nAssistant:", `{"a":1}`) || !ends("User: hi\nAssistant:", "<think>hm</think>\n\n{\"a\":1}") {
+		t.Fatal("a value (after an optional thought) does not end the answer")
+	}
+	if ends("Assistant: <think>\n", `{"a":1}`) {
+		t.Fatal("inside an opened thought a value ended the answer")
+	}
+	if !ends("Assistant: <think>\n", "so {\"a\":1}\n</think>\n\n{\"a\":1}") {
+		t.Fatal("the value after the opened thought does not end the answer")
 	}
 }
