@@ -119,7 +119,8 @@ func TestAnthropicToolUse(t *testing.T) {
 	// Errors in Anthropic's shape.
 	wrong := s.anthropicClient("wrong")
 	_, err = wrong.Messages.New(ctx, anthParams("<s_plain>"))
-	if e, ok := err.(*anthropic.Error); !ok || e.StatusCode != 401 {
+	if e, ok := err.(*anthropic.Error); !ok || e.StatusCode != 401 || !strings.Contains(e.RawJSON(), `"type":"authentication_error"`) ||
+		!strings.Contains(e.RawJSON(), `"type":"error"`) {
 		t.Errorf("wrong key: %v", err)
 	}
 	bad := anthParams("<s_plain>")

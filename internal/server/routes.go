@@ -99,8 +99,14 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		got := sha256.Sum256([]byte(strings.TrimSpace(key)))
 		if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mlxcel"`)
-			s.refuse(w, &apiError{status: http.StatusUnauthorized, typ: typeAuth, code: "invalid_api_key",
-				msg: "Incorrect or missing API key: send it as 'Authorization: Bearer <key>'."})
+			e := &apiError{status: http.StatusUnauthorized, typ: typeAuth, code: "invalid_api_key",
+				msg: "Incorrect or missing API key: send it as 'Authorization: Bearer <key>'."}
+			if strings.HasPrefix(r.URL.Path, "/v1/messages") {
+				w.Header().Set("Connection", "close")
+				writeAnthError(w, e) // Anthropic clients read their own shape
+				return
+			}
+			s.refuse(w, e)
 			return
 		}
 		next.ServeHTTP(w, r)
