@@ -315,6 +315,11 @@ func TestSDKLogitBias(t *testing.T) {
 	if got := resp.Choices[0].Message.Content; !strings.HasPrefix(got, " world") || strings.Contains(got, "Hello") {
 		t.Errorf("with Hello banned: %q", got)
 	}
+	// Completions take the bias too.
+	status, body := s.post(t, "/v1/completions", fmt.Sprintf(`{"prompt": "x <s_plain>", "temperature": 0, "max_tokens": 2, "logit_bias": {"%d": 30}}`, sm.ids["Bye"]))
+	if ch, _ := body["choices"].([]any); status != 200 || len(ch) != 1 || ch[0].(map[string]any)["text"] != "ByeBye" {
+		t.Errorf("completions with a bias: %d %v", status, body)
+	}
 	p.LogitBias = map[string]int64{"7": 101}
 	_, err = c.Chat.Completions.New(context.Background(), p)
 	var apiErr *openai.Error
