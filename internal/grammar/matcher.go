@@ -15,6 +15,7 @@ type TokenTable struct {
 	v       *Vocab
 	classes []uint64 // per sorted token, its byte classes (Vocab.tokenClasses)
 	masks   []atomic.Pointer[maskEntry]
+	bytes   atomic.Int64 // memory held by the computed masks
 }
 
 // maskEntry is one state's mask; done is closed once m is filled.
@@ -44,9 +45,14 @@ func (t *TokenTable) stateMask(s int32) []uint64 {
 	}
 	e.m = make([]uint64, t.v.Words())
 	t.v.mask(t.g.d, s, t.classes, e.m)
+	t.bytes.Add(int64(8 * len(e.m)))
 	close(e.done)
 	return e.m
 }
+
+// MaskBytes is the memory the table's computed masks hold, for a cache
+// to bound.
+func (t *TokenTable) MaskBytes() int64 { return t.bytes.Load() }
 
 // prefetch starts computing state s's mask in the background when it is
 // not cached: called on Accept, it overlaps a first visit's vocabulary

@@ -28,8 +28,14 @@ type responseFormat struct {
 	} `json:"json_schema"`
 }
 
-// maxCachedGrammars bounds the compiled grammars kept per model.
-const maxCachedGrammars = 64
+// The compiled grammars kept per model: at most maxCachedGrammars, and
+// their cached masks (a state's mask is vocab/8 bytes, 19 KB for Qwen 3)
+// at most maxCachedMaskBytes; past either, tables are dropped (at random:
+// a bound, not a policy) when the next one is added.
+const (
+	maxCachedGrammars  = 64
+	maxCachedMaskBytes = 256 << 20
+)
 
 // grammars caches, per tokenizer and vocabulary width, the vocabulary
 // layout and the compiled token tables by their source, so a schema sent
@@ -72,14 +78,19 @@ func (gs *grammars) tableFor(key string, compile func() (*grammar.Grammar, error
 	}
 	t = grammar.NewTokenTable(g, gs.vocab)
 	gs.mu.Lock()
-	if len(gs.table) >= maxCachedGrammars {
-		for k := range gs.table { // evict one at random: a bound, not a policy
-			delete(gs.table, k)
+	defer gs.mu.Unlock()
+	var held int64
+	for _, x := range gs.table {
+		held += x.MaskBytes()
+	}
+	for k, x := range gs.table {
+		if len(gs.table) < maxCachedGrammars && held <= maxCachedMaskBytes {
 			break
 		}
+		held -= x.MaskBytes()
+		delete(gs.table, k)
 	}
 	gs.table[key] = t
-	gs.mu.Unlock()
 	return t, nil
 }
 
