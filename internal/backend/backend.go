@@ -57,6 +57,9 @@ const (
 	// [-Limit, Limit], then gate*sigmoid(Alpha*gate) * (up+1). Its
 	// constants are MoEParams.Alpha and Limit, so only MoE takes it.
 	SwiGLUClamped
+	// GELU is the exact erf GELU, x*(1+erf(x/sqrt 2))/2: configs saying
+	// hidden_act "gelu" (transformers' GELUActivation), not the tanh form.
+	GELU
 )
 
 // RoPE describes rotary embeddings for one attention layer. Inverse

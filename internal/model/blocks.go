@@ -14,7 +14,7 @@ type Attention struct {
 	Q, K, V, O   backend.Weight
 	QBias, KBias backend.Weight
 	VBias        backend.Weight
-	OBias        backend.Weight // gpt-oss
+	OBias        backend.Weight // gpt-oss, Llama with attention_bias
 	QNorm, KNorm backend.Weight
 	VNorm        bool // RMSNorm without weight on values (Gemma 4)
 	KEqV         bool // values are the key projection (before k norm)
@@ -121,25 +121,33 @@ func (a *Attention) Forward(s *Step, h, out backend.Tensor) {
 	b.Linear(out, att, a.O, a.OBias)
 }
 
-// MLP is a gated feed-forward block: down(act(gate(x)) * up(x)).
+// MLP is a gated feed-forward block: down(act(gate(x)) * up(x)), each
+// projection with an optional bias (Llama's mlp_bias).
 type MLP struct {
-	Gate, Up, Down backend.Weight
-	Act            backend.Activation
-	Inter          int
+	Gate, Up, Down             backend.Weight
+	GateBias, UpBias, DownBias backend.Weight
+	Act                        backend.Activation
+	Inter                      int
 }
 
-// LoadMLP reads prefix.{gate,up,down}_proj.
+// LoadMLP reads prefix.{gate,up,down}_proj and their biases when present.
 func LoadMLP(src Source, prefix string, hidden, inter int, act backend.Activation) (*MLP, error) {
 	m := &MLP{Act: act, Inter: inter}
-	var err error
-	if m.Gate, err = src.Linear(prefix+".gate_proj", inter, hidden); err != nil {
-		return nil, err
-	}
-	if m.Up, err = src.Linear(prefix+".up_proj", inter, hidden); err != nil {
-		return nil, err
-	}
-	if m.Down, err = src.Linear(prefix+".down_proj", hidden, inter); err != nil {
-		return nil, err
+	for _, p := range []struct {
+		w, b    *backend.Weight
+		name    string
+		out, in int
+	}{{&m.Gate, &m.GateBias, ".gate_proj", inter, hidden}, {&m.Up, &m.UpBias, ".up_proj", inter, hidden},
+		{&m.Down, &m.DownBias, ".down_proj", hidden, inter}} {
+		var err error
+		if *p.w, err = src.Linear(prefix+p.name, p.out, p.in); err != nil {
+			return nil, err
+		}
+		if src.Has(prefix + p.name + ".bias") {
+			if *p.b, err = src.Dense(prefix+p.name+".bias", p.out); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return m, nil
 }
@@ -148,10 +156,10 @@ func LoadMLP(src Source, prefix string, hidden, inter int, act backend.Activatio
 func (m *MLP) Forward(s *Step, h, out backend.Tensor) {
 	g := s.Scratch("gate", m.Inter)
 	u := s.Scratch("up", m.Inter)
-	s.B.Linear(g, h, m.Gate, nil)
-	s.B.Linear(u, h, m.Up, nil)
+	s.B.Linear(g, h, m.Gate, m.GateBias)
+	s.B.Linear(u, h, m.Up, m.UpBias)
 	s.B.GatedAct(g, g, u, m.Act)
-	s.B.Linear(out, g, m.Down, nil)
+	s.B.Linear(out, g, m.Down, m.DownBias)
 }
 
 // MoE is a routed mixture of gated-MLP experts.
@@ -175,8 +183,11 @@ func activation(name string) (backend.Activation, error) {
 	switch name {
 	case "", "silu", "swish":
 		return backend.SiLU, nil
-	case "gelu_pytorch_tanh", "gelu_tanh", "gelu":
+	case "gelu_pytorch_tanh", "gelu_tanh", "gelu_new", "gelu_fast":
 		return backend.GELUTanh, nil
+	case "gelu":
+		// transformers' "gelu" is the exact erf form.
+		return backend.GELU, nil
 	}
 	return 0, fmt.Errorf("unsupported activation %q", name)
 }

@@ -2,7 +2,7 @@ package model
 
 import (
 	"fmt"
-	"slices"
+	"strings"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/weights"
@@ -71,10 +71,12 @@ func buildLlamaWith(cfg *weights.Config, src Source, m *Model, ffn func(i int, p
 	}
 	eps := float32(cfg.RMSNormEps)
 	p := backend.AttnParams{Heads: cfg.Heads, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, Scale: DefaultScale(cfg.HeadDim)}
-	if cfg.SlidingWindow > 0 && slices.Contains(cfg.LayerTypes, "sliding_attention") {
-		return fmt.Errorf("%s: sliding-window layers are not supported for %s", cfg.Path, cfg.ModelType)
+	windows, err := llamaWindows(cfg)
+	if err != nil {
+		return err
 	}
 	for i := range cfg.Layers {
+		p.Window = windows[i]
 		prefix := fmt.Sprintf("model.layers.%d", i)
 		l := &llamaLayer{hidden: cfg.Hidden, eps: eps}
 		if l.inNorm, err = src.Dense(prefix+".input_layernorm.weight", cfg.Hidden); err != nil {
@@ -95,8 +97,54 @@ func buildLlamaWith(cfg *weights.Config, src Source, m *Model, ffn func(i int, p
 	return nil
 }
 
-// loadTop reads the embedding, final norm and LM head (tied when the
-// config says so or the checkpoint has no lm_head).
+// llamaWindows is each layer's sliding window (0: full attention), as
+// transformers decides it: layer_types when the config has them; else
+// Mistral's and Mixtral's sliding_window on every layer whenever it is
+// set; else Qwen's use_sliding_window from layer max_window_layers on.
+// The window counts the current token, as AttnParams.Window does.
+func llamaWindows(cfg *weights.Config) ([]int, error) {
+	w := make([]int, cfg.Layers)
+	if cfg.LayerTypes != nil {
+		if len(cfg.LayerTypes) != cfg.Layers {
+			return nil, fmt.Errorf("layer_types has %d entries for %d layers", len(cfg.LayerTypes), cfg.Layers)
+		}
+		for i, t := range cfg.LayerTypes {
+			switch {
+			case t == "full_attention":
+			case t == "sliding_attention" && cfg.SlidingWindow > 0:
+				w[i] = cfg.SlidingWindow
+			case t == "sliding_attention":
+				return nil, fmt.Errorf("layer %d is sliding_attention but sliding_window is not set", i)
+			default:
+				return nil, fmt.Errorf("layer %d: unsupported layer type %q", i, t)
+			}
+		}
+		return w, nil
+	}
+	mt := cfg.ModelType
+	if t, ok := cfg.Raw["text_model_type"].(string); ok {
+		mt = t
+	}
+	from := cfg.Layers // first windowed layer
+	switch {
+	case mt == "mistral" || mt == "mixtral":
+		from = 0
+	case strings.HasPrefix(mt, "qwen") && cfg.Raw["use_sliding_window"] == true:
+		from = 0
+		if f, ok := cfg.Raw["max_window_layers"].(float64); ok {
+			from = int(f)
+		}
+	}
+	for i := from; i < cfg.Layers && cfg.SlidingWindow > 0; i++ {
+		w[i] = cfg.SlidingWindow
+	}
+	return w, nil
+}
+
+// loadTop reads the embedding, final norm and LM head: tied when the
+// config says so (a stored lm_head is then ignored, as transformers ties
+// it) or says nothing and the checkpoint has none; a config that unties
+// them needs the lm_head.
 func loadTop(cfg *weights.Config, src Source, m *Model) error {
 	var err error
 	if m.Embed, err = src.Linear("model.embed_tokens", cfg.Vocab, cfg.Hidden); err != nil {
@@ -105,7 +153,17 @@ func loadTop(cfg *weights.Config, src Source, m *Model) error {
 	if m.Norm, err = src.Dense("model.norm.weight", cfg.Hidden); err != nil {
 		return err
 	}
-	if cfg.TieEmbeddings || !src.Has("lm_head.weight") {
+	hasHead := src.Has("lm_head.weight")
+	switch {
+	case cfg.TieEmbeddings:
+		if ig, ok := src.(ignorer); ok && hasHead {
+			ig.Ignore("lm_head.weight", "lm_head.scales", "lm_head.biases")
+		}
+		m.LMHead = m.Embed
+		return nil
+	case !hasHead && cfg.Raw["tie_word_embeddings"] == false:
+		return fmt.Errorf("tie_word_embeddings is false but the checkpoint has no lm_head.weight")
+	case !hasHead:
 		m.LMHead = m.Embed
 		return nil
 	}

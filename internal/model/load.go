@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/tensor"
@@ -73,5 +74,23 @@ func Load(dir string, be backend.Backend, opts LoadOptions) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", dir, err)
 	}
+	if unused := ck.Unused(); len(unused) > 0 {
+		return nil, fmt.Errorf("%s: %d tensors of the checkpoint are not used by the %s model (a weight it would silently drop): %s",
+			dir, len(unused), cfg.ModelType, listSome(unused, 8))
+	}
 	return m, nil
+}
+
+// Ignore declares checkpoint tensors the model knowingly leaves unused.
+func (c *checkpointSource) Ignore(names ...string) { c.ck.Ignore(names...) }
+
+// ignorer is a source that accounts for unused tensors (the checkpoint).
+type ignorer interface{ Ignore(names ...string) }
+
+// listSome joins up to n names, saying how many more there are.
+func listSome(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }

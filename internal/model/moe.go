@@ -125,19 +125,8 @@ func buildMixtral(cfg *weights.Config, src Source, m *Model) error {
 	// over all experts renormalised over the top k. Every layer is MoE and
 	// each expert is intermediate_size wide.
 	p := backend.MoEParams{TopK: cfg.TopK, Renorm: true, Act: act}
-	err = buildLlamaWith(cfg, src, m, func(i int, prefix string) (FFN, error) {
+	// Mixtral's sliding_window applies to every layer (llamaWindows).
+	return buildLlamaWith(cfg, src, m, func(i int, prefix string) (FFN, error) {
 		return LoadMoE(src, prefix, mixtralMoENaming, cfg.Hidden, cfg.Intermediate, cfg.NumExperts, p)
 	})
-	if err != nil {
-		return err
-	}
-	// transformers' Mixtral applies config.sliding_window to every layer
-	// whenever it is set (released Mixtrals leave it null). The window is
-	// the same `window` tokens including the current one as Gemma's.
-	// llamaLayer.KV reads the window from the attention params, so
-	// KVLayers reports it too and the layers get bounded ring KV.
-	for _, l := range m.Layers {
-		l.(*llamaLayer).attn.Params.Window = cfg.SlidingWindow
-	}
-	return nil
 }

@@ -21,6 +21,7 @@ type Checkpoint struct {
 	Skipped []string // tensors of towers this text-only engine does not run
 	files   []*File
 	entries map[string]entry
+	ignored map[string]bool // see Ignore
 }
 
 type entry struct {
@@ -50,34 +51,15 @@ func Canonical(name string) string {
 	return name
 }
 
-// Open maps every safetensors file of dir (model.safetensors, a sharded
-// model.safetensors.index.json, or all *.safetensors).
+// Open maps the checkpoint's weight files in dir: the shards that
+// model.safetensors.index.json names, else model*.safetensors. Other
+// safetensors in the folder are not the model's (Mistral repos ship a
+// duplicate consolidated.safetensors, test fixtures their reference
+// outputs), so they are never read.
 func Open(dir string, q QuantConfig) (*Checkpoint, error) {
-	var paths []string
-	idx := filepath.Join(dir, "model.safetensors.index.json")
-	if b, err := os.ReadFile(idx); err == nil {
-		var ix struct {
-			WeightMap map[string]string `json:"weight_map"`
-		}
-		if err := json.Unmarshal(b, &ix); err != nil {
-			return nil, fmt.Errorf("%s: %v", idx, err)
-		}
-		seen := map[string]bool{}
-		for _, f := range ix.WeightMap {
-			if strings.Contains(f, "/") || strings.Contains(f, "..") {
-				return nil, fmt.Errorf("%s: shard name %q escapes the model directory", idx, f)
-			}
-			if !seen[f] {
-				seen[f] = true
-				paths = append(paths, filepath.Join(dir, f))
-			}
-		}
-		sort.Strings(paths)
-	} else {
-		paths, _ = filepath.Glob(filepath.Join(dir, "*.safetensors"))
-	}
-	if len(paths) == 0 {
-		return nil, fmt.Errorf("%s: no model.safetensors or *.safetensors files", dir)
+	paths, err := weightFiles(dir)
+	if err != nil {
+		return nil, err
 	}
 	c := &Checkpoint{Dir: dir, Quant: q, entries: map[string]entry{}}
 	for _, p := range paths {
@@ -101,6 +83,85 @@ func Open(dir string, q QuantConfig) (*Checkpoint, error) {
 		}
 	}
 	return c, nil
+}
+
+// weightFiles lists the checkpoint's safetensors files, sorted.
+func weightFiles(dir string) ([]string, error) {
+	idx := filepath.Join(dir, "model.safetensors.index.json")
+	b, err := os.ReadFile(idx)
+	if err != nil {
+		paths, _ := filepath.Glob(filepath.Join(dir, "model*.safetensors"))
+		if len(paths) == 0 {
+			others, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+			for i, o := range others {
+				others[i] = filepath.Base(o)
+			}
+			return nil, fmt.Errorf("%s: no model.safetensors.index.json or model*.safetensors (other safetensors files are not read: %v)", dir, others)
+		}
+		return paths, nil
+	}
+	var ix struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	if err := json.Unmarshal(b, &ix); err != nil {
+		return nil, fmt.Errorf("%s: %v", idx, err)
+	}
+	var paths []string
+	seen := map[string]bool{}
+	for _, f := range ix.WeightMap {
+		if strings.Contains(f, "/") || strings.Contains(f, "..") {
+			return nil, fmt.Errorf("%s: shard name %q escapes the model directory", idx, f)
+		}
+		if !seen[f] {
+			seen[f] = true
+			paths = append(paths, filepath.Join(dir, f))
+		}
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("%s: weight_map names no files", idx)
+	}
+	sort.Strings(paths)
+	return paths, nil
+}
+
+// leftovers are tensors checkpoints carry that no forward pass reads:
+// rotary inverse frequencies saved by older transformers versions (the
+// engine computes them from the config).
+var leftovers = []string{".rotary_emb.inv_freq"}
+
+// Unused lists the canonical names of tensors no one read (Dense, Linear,
+// StackLinear or the quantized readers) and nobody declared ignored:
+// after a model is built, each one is a weight the model would silently
+// drop. Skipped towers and known leftovers are not listed.
+func (c *Checkpoint) Unused() []string {
+	var out []string
+	for name, e := range c.entries {
+		if !e.file.wasRead(e.info.Name) && !c.ignored[name] && !hasAnySuffix(name, leftovers) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Ignore declares tensors a model knowingly does not use (a stored
+// lm_head that tie_word_embeddings replaces by the embedding).
+func (c *Checkpoint) Ignore(names ...string) {
+	if c.ignored == nil {
+		c.ignored = map[string]bool{}
+	}
+	for _, n := range names {
+		c.ignored[n] = true
+	}
+}
+
+func hasAnySuffix(s string, ps []string) bool {
+	for _, p := range ps {
+		if strings.HasSuffix(s, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasAnyPrefix(s string, ps []string) bool {

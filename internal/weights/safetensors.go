@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
@@ -117,6 +118,9 @@ type File struct {
 	data    []byte // the whole mapped file
 	start   int64
 	unmap   func() error
+
+	mu   sync.Mutex
+	read map[string]bool // tensors whose bytes were handed out (Checkpoint.Unused)
 }
 
 // OpenFile maps path and validates its header.
@@ -133,16 +137,29 @@ func OpenFile(path string) (*File, error) {
 		unmap()
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
-	f := &File{Path: path, Meta: meta, Tensors: map[string]TensorInfo{}, data: data, start: start, unmap: unmap}
+	f := &File{Path: path, Meta: meta, Tensors: map[string]TensorInfo{}, data: data, start: start, unmap: unmap, read: map[string]bool{}}
 	for _, t := range infos {
 		f.Tensors[t.Name] = t
 	}
 	return f, nil
 }
 
-// Bytes returns the raw bytes of a tensor (a view of the mapping).
+// Bytes returns the raw bytes of a tensor (a view of the mapping) and
+// records that the tensor was read.
 func (f *File) Bytes(t TensorInfo) []byte {
+	f.mu.Lock()
+	if f.read != nil {
+		f.read[t.Name] = true
+	}
+	f.mu.Unlock()
 	return f.data[f.start+t.Begin : f.start+t.End]
+}
+
+// wasRead reports whether Bytes handed out the tensor named name.
+func (f *File) wasRead(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.read[name]
 }
 
 // Close unmaps the file; byte views become invalid.

@@ -129,7 +129,7 @@ func init() {
 	register("Elementwise", func(e *env) {
 		rows, cols := 5, 1000
 		e.simpleStep(rows)
-		for _, act := range []backend.Activation{backend.SiLU, backend.GELUTanh} {
+		for _, act := range []backend.Activation{backend.SiLU, backend.GELUTanh, backend.GELU} {
 			g := e.input(rows, cols, e.randn(rows*cols, 2))
 			u := e.input(rows, cols, e.randn(rows*cols, 1))
 			out := e.poisoned(rows, cols)

@@ -100,6 +100,11 @@ func gatedAct(d, g, u []float32, act backend.Activation) {
 			x64 := float64(x)
 			d[i] = float32(0.5*x64*(1+math.Tanh(c*(x64+0.044715*x64*x64*x64)))) * u[i]
 		}
+	case backend.GELU:
+		for i, x := range g {
+			x64 := float64(x)
+			d[i] = float32(0.5*x64*(1+math.Erf(x64/math.Sqrt2))) * u[i]
+		}
 	case backend.SwiGLUClamped:
 		panic("cpu: SwiGLUClamped needs MoEParams' alpha and limit (MoE only)")
 	default:
