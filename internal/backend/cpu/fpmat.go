@@ -30,17 +30,22 @@ func uploadFP(w *weight, h *tensor.Host, experts, out, in int) (*weight, error) 
 	return w, nil
 }
 
-// fpmul runs an FPMatrix product with output rows split over the pool in
-// blocks of 16 (whole cache lines of out per activation row); each task
-// decodes its weight rows into its own buffer.
+// fpmul runs an FPMatrix product with the activations packed once and
+// output rows split over the pool in blocks of 16 (whole cache lines of
+// out per activation row); tasks decode or convert their own rows.
 func (b *Backend) fpmul(m *qmat.FPMatrix, out, x []float32, rows, threads int) {
 	if threads <= 1 {
-		m.MulRange(out, x, rows, 0, m.Out, make([]float32, m.In))
+		p := m.PrepareWith(x, rows, nil)
+		m.MulPrepared(p, out, 0, m.Out)
+		p.Release()
 		return
 	}
 	blk := max(16, (m.Out/(threads*8)+15)&^15)
+	if rows == 1 {
+		blk = max(64, blk)
+	}
 	nblk := (m.Out + blk - 1) / blk
-	b.workers().run(nblk, func(t int) {
-		m.MulRange(out, x, rows, t*blk, min((t+1)*blk, m.Out), make([]float32, m.In))
-	})
+	p := m.PrepareWith(x, rows, b.workers().run)
+	b.workers().run(nblk, func(t int) { m.MulPrepared(p, out, t*blk, min((t+1)*blk, m.Out)) })
+	p.Release()
 }

@@ -92,11 +92,46 @@ func (m *FPMatrix) MulRange(out, x []float32, nRows, o0, o1 int, buf []float32) 
 	if len(x) < nRows*m.In || len(out) < nRows*m.Out || o0 < 0 || o1 > m.Out || len(buf) < m.In {
 		panic(fmt.Sprintf("qmat.FPMatrix.MulRange: [%d, %d) of %d for %d rows, x %d, out %d", o0, o1, m.Out, nRows, len(x), len(out)))
 	}
+	if nRows == 1 {
+		m.mulOneRow(out, x, o0, o1)
+		return
+	}
 	w := buf[:m.In]
 	for o := o0; o < o1; o++ {
 		m.DequantRow(w, o)
 		for r := range nRows {
 			out[r*m.Out+o] = Dot(x[r*m.In:(r+1)*m.In], w)
 		}
+	}
+}
+
+// mulOneRow is the decode product: per group the codes' dot with x through
+// the lookup tables, times the group's scale once, with no row buffer.
+func (m *FPMatrix) mulOneRow(out, x []float32, o0, o1 int) {
+	gs, G := m.In/m.Group, m.Group
+	x = x[:m.In]
+	for o := o0; o < o1; o++ {
+		row := m.packed[o*m.rowBytes : (o+1)*m.rowBytes]
+		sc := m.scales[o*gs : (o+1)*gs]
+		var acc float32
+		for g, sb := range sc {
+			xg := x[g*G : (g+1)*G]
+			var s0, s1 float32
+			if m.Bits == 8 {
+				for i, b := range row[g*G : (g+1)*G] {
+					s0 += xg[i] * m.elem[b]
+				}
+			} else {
+				src := row[g*G/2 : (g+1)*G/2]
+				xg = xg[:2*len(src)]
+				for i, b := range src {
+					p := &m.pair[b]
+					s0 += xg[2*i] * p[0]
+					s1 += xg[2*i+1] * p[1]
+				}
+			}
+			acc += (s0 + s1) * m.scale[sb]
+		}
+		out[o] = acc
 	}
 }

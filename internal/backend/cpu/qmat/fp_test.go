@@ -1,6 +1,7 @@
 package qmat
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
@@ -9,7 +10,8 @@ import (
 )
 
 // FPMatrix against the reference dequantization of package quant and a
-// plain f32 product, for every mode and 1, 3 and 70 activation rows.
+// plain f32 product, for every mode and 1, 3 and 70 activation rows (70:
+// mxfp4 through the converted affine gemm path where the CPU has it).
 func TestFPMatrixMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	const out, in = 40, 96
@@ -42,7 +44,11 @@ func TestFPMatrixMatchesReference(t *testing.T) {
 				x[i] = float32(rng.NormFloat64())
 			}
 			got := make([]float32, rows*out)
-			m.MulRange(got, x, rows, 0, out, make([]float32, in))
+			// Two column ranges, as the backend hands them to workers.
+			p := m.PrepareWith(x, rows, nil)
+			m.MulPrepared(p, got, 0, 24)
+			m.MulPrepared(p, got, 24, out)
+			p.Release()
 			for r := range rows {
 				for o := range out {
 					var want, mag float64
@@ -60,5 +66,36 @@ func TestFPMatrixMatchesReference(t *testing.T) {
 	}
 	if _, err := NewFP(quant.MXFP4, out, in, make([]byte, 10), nil); err == nil {
 		t.Error("short packed data accepted")
+	}
+}
+
+// BenchmarkFPMatrix: one-row (decode) and 64-row products of a
+// [2880, 2880] weight (gpt-oss-20b's hidden size), one thread; bytes/s
+// are weight bytes read.
+func BenchmarkFPMatrix(b *testing.B) {
+	const out, in = 2880, 2880
+	rng := rand.New(rand.NewSource(1))
+	w := make([]float32, out*in)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64())
+	}
+	for _, mode := range []string{quant.MXFP4, quant.MXFP8} {
+		packed, scales, _ := quant.QuantizeFP(mode, w, out, in)
+		m, _ := NewFP(mode, out, in, packed, scales)
+		for _, rows := range []int{1, 64} {
+			x := make([]float32, rows*in)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			y := make([]float32, rows*out)
+			b.Run(fmt.Sprintf("%s/rows=%d", mode, rows), func(b *testing.B) {
+				b.SetBytes(m.WeightBytes())
+				for range b.N {
+					p := m.PrepareWith(x, rows, nil)
+					m.MulPrepared(p, y, 0, out)
+					p.Release()
+				}
+			})
+		}
 	}
 }

@@ -154,7 +154,7 @@ func (m *Matrix) mulRangeGemm(p *prep, out []float32, o0, o1 int) {
 					for g := range ng {
 						sc.sb[2*g], sc.sb[2*g+1] = m.scaleBias(o, g0+g)
 					}
-					w := &m.packed[o*m.rowBytes+g0*gb]
+					w := &m.packed[(o-m.rowBase)*m.rowBytes+g0*gb]
 					if m.Bits == 4 {
 						dequant4(&wr[0], w, &sc.sb[0], ng, m.Group)
 					} else {

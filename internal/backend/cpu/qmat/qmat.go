@@ -74,6 +74,10 @@ type Matrix struct {
 	// data they decode: harmless inside the matrix, but the end of packed
 	// may be the end of a mapping.
 	tail []byte
+
+	// rowBase is the first row packed and meta hold (0 but for the
+	// many-row path's transient blocks of converted FP rows, fp_gemm.go).
+	rowBase int
 }
 
 // New wraps a quantized weight. packed holds out*in*bits/8 bytes
@@ -131,6 +135,7 @@ func (m *Matrix) WeightBytes() int64 {
 // scaleBias returns the scale and bias of group g of row o as float32.
 func (m *Matrix) scaleBias(o, g int) (float32, float32) {
 	es := m.es
+	o -= m.rowBase
 	s := m.meta[o*m.metaStride+g*es:]
 	b := m.meta[o*m.metaStride+(m.gpad+g)*es:]
 	switch m.metaType {

@@ -1,0 +1,115 @@
+package qmat
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+
+	"github.com/mlxcel/mlxcel/internal/quant"
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+// The many-row path of FPMatrix. An E2M1 value times its scale s is
+// exactly an 8-bit affine code: v*s = (s/2)*(2v+6*2) - 6s with 2v+12 in
+// 0..24, and s/2, -6s exact in f32. So a block of mxfp4 rows is converted
+// on the fly, per call, into a transient 8-bit affine Matrix (group 32,
+// f32 scales and biases) and run through the affine gemm path
+// (mulRangeGemm: dequant8 and the 6x16 micro-kernel), with the results
+// bit-for-bit those of the exact products summed in that kernel's order.
+// The weights stay 4-bit in memory; the conversion costs about one pass
+// over a block's codes, against 64+ multiply-adds per weight. nvfp4
+// (groups of 16) and mxfp8 (E4M3 is not affine) keep the Go path.
+
+// FPPrep is one call's activation state for MulPrepared.
+type FPPrep struct {
+	x     []float32
+	nRows int
+	p     *prep // transposed strips (gemm path), nil otherwise
+}
+
+// Release returns the panel to its pool.
+func (p *FPPrep) Release() {
+	if p.p != nil {
+		p.p.release()
+	}
+}
+
+// gemmable reports whether nRows rows take the converted affine path.
+func (m *FPMatrix) gemmable(nRows int) bool {
+	return useAsm && m.Mode == quant.MXFP4 && nRows >= gemmMinRows && m.In%16 == 0
+}
+
+// shape8 is the 8-bit group-32 affine shape of m, for the panel layout.
+func (m *FPMatrix) shape8() *Matrix {
+	return &Matrix{Out: m.Out, In: m.In, Bits: 8, Group: 32, groups: m.In / 32, gpad: (m.In/32 + 7) &^ 7,
+		rowBytes: m.In, es: 4, metaType: tensor.F32}
+}
+
+// PrepareWith packs x once for every MulPrepared of this call; par runs
+// independent parts in parallel (nil: here).
+func (m *FPMatrix) PrepareWith(x []float32, nRows int, par func(n int, f func(i int))) *FPPrep {
+	fp := &FPPrep{x: x, nRows: nRows}
+	if m.gemmable(nRows) {
+		fp.p = m.shape8().prepare(x, nRows, par)
+	}
+	return fp
+}
+
+var convPool = sync.Pool{New: func() any { return new(convScratch) }}
+
+type convScratch struct{ packed, meta []byte }
+
+// MulPrepared computes output columns [o0, o1) of out for p's rows.
+func (m *FPMatrix) MulPrepared(p *FPPrep, out []float32, o0, o1 int) {
+	if p.p == nil {
+		m.MulRange(out, p.x, p.nRows, o0, o1, make([]float32, m.In))
+		return
+	}
+	blk := m.shape8()
+	blk.rowBase = o0
+	blk.metaStride = 2 * blk.gpad * 4
+	sc := convPool.Get().(*convScratch)
+	defer convPool.Put(sc)
+	n := o1 - o0
+	sc.packed = growBytes(sc.packed, n*m.In)
+	sc.meta = growBytes(sc.meta, n*blk.metaStride)
+	clear(sc.meta)
+	blk.packed, blk.meta = sc.packed, sc.meta
+	for r := range n {
+		m.toAffine8(blk, r, o0+r)
+	}
+	blk.mulRangeGemm(p.p, out, o0, o1)
+}
+
+// e2m1Code8 is 2v+12 for each E2M1 code: the affine 8-bit value.
+var e2m1Code8 = func() (t [16]uint8) {
+	for c := range t {
+		t[c] = uint8(2*quant.E2M1(uint8(c)) + 12)
+	}
+	return t
+}()
+
+// toAffine8 writes row o of m as row r of the 8-bit block.
+func (m *FPMatrix) toAffine8(blk *Matrix, r, o int) {
+	src := m.packed[o*m.rowBytes : (o+1)*m.rowBytes]
+	dst := blk.packed[r*m.In : (r+1)*m.In]
+	for i, b := range src {
+		dst[2*i], dst[2*i+1] = e2m1Code8[b&15], e2m1Code8[b>>4]
+	}
+	meta := blk.meta[r*blk.metaStride:]
+	gs := m.In / 32
+	for g, sb := range m.scales[o*gs : (o+1)*gs] {
+		s := m.scale[sb]
+		putF32(meta[4*g:], s/2)
+		putF32(meta[4*(blk.gpad+g):], -6*s)
+	}
+}
+
+func growBytes(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
+
+func putF32(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) }
