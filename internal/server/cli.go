@@ -51,7 +51,10 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&f.Threads, "threads", 0, "CPU threads (0: all cores)")
 	fs.StringVar(&f.Host, "host", "127.0.0.1", "address to listen on (0.0.0.0: all interfaces)")
 	fs.IntVar(&f.Port, "port", 8080, "port to listen on")
-	fs.IntVar(&o.Parallel, "parallel", engine.DefaultParallel, "sequences decoded concurrently (batch slots)")
+	fs.IntVar(&o.Parallel, "parallel", 0, fmt.Sprintf("sequences decoded concurrently (batch slots; 0: on a GPU as many as the KV cache holds at "+
+		"min(context, %d) tokens each, up to %d; %d on cpu)", DefaultKVTokensPerSeq, MaxAutoParallel, engine.DefaultParallel))
+	fs.Float64Var(&o.GPUMemoryUtilization, "gpu-memory-utilization", DefaultGPUMemoryUtilization,
+		"share of the GPU's memory to plan for (weights, KV cache, activations) when no --kv-blocks or --kv-mem is given")
 	fs.IntVar(&o.CtxSize, "ctx-size", 0, "maximum tokens per sequence, prompt + completion (0: the model's context length)")
 	fs.IntVar(&o.KVBlocks, "kv-blocks", 0, "KV cache size in blocks (0: see --kv-mem)")
 	fs.IntVar(&o.KVMemMiB, "kv-mem", 0, "KV cache size in MiB (0 with --kv-blocks 0: 4096 tokens per --parallel slot, capped by the context)")
@@ -79,8 +82,10 @@ func (f *Flags) check() error {
 	switch {
 	case f.Port < 0 || f.Port > 65535:
 		return fmt.Errorf("--port %d is not a port", f.Port)
-	case o.Parallel < 1:
-		return fmt.Errorf("--parallel must be at least 1")
+	case o.Parallel < 0:
+		return fmt.Errorf("--parallel must not be negative (0: sized from memory on a GPU)")
+	case o.GPUMemoryUtilization <= 0 || o.GPUMemoryUtilization > 1:
+		return fmt.Errorf("--gpu-memory-utilization %g: want a fraction in (0, 1]", o.GPUMemoryUtilization)
 	case o.CtxSize < 0, o.KVBlocks < 0, o.KVMemMiB < 0, o.PrefillChunk < 0, o.BlockSize < 1:
 		return fmt.Errorf("--ctx-size, --kv-blocks, --kv-mem and --prefill-chunk must not be negative, --block-size at least 1")
 	case f.Profile != "" && f.Model != "":

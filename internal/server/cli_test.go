@@ -44,7 +44,8 @@ func TestFlags(t *testing.T) {
 	if f.Model != "/d" || f.Host != "127.0.0.1" || f.Port != 8080 || f.Options.PrefillChunk != 0 { // 0: the engine picks by backend
 		t.Errorf("defaults %+v", f)
 	}
-	for _, bad := range [][]string{{"--kv-mem", "8", "--kv-blocks", "8"}, {"--parallel", "0"}, {"--port", "70000"}, {"--ctx-size", "-1"}} {
+	for _, bad := range [][]string{{"--kv-mem", "8", "--kv-blocks", "8"}, {"--parallel", "-1"}, {"--port", "70000"}, {"--ctx-size", "-1"},
+		{"--gpu-memory-utilization", "0"}, {"--gpu-memory-utilization", "1.5"}} {
 		if _, err := parseFlags(t, bad...); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

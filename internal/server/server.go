@@ -44,10 +44,14 @@ type Options struct {
 	PrefillChunk int
 	// MaxBatchedTokens caps a step that also decodes (engine.Config.MixedBatchTokens).
 	MaxBatchedTokens int
-	CtxSize          int
-	KVBlocks         int
-	KVMemMiB         int
-	BlockSize        int
+	// GPUMemoryUtilization is the share of a device's memory planned for
+	// (0: DefaultGPUMemoryUtilization): with no KV size given, the KV
+	// cache (and, with Parallel 0, the slots) are sized from it.
+	GPUMemoryUtilization float64
+	CtxSize              int
+	KVBlocks             int
+	KVMemMiB             int
+	BlockSize            int
 	// NoPrefixCache turns automatic prefix caching off
 	// (engine.Config.DisablePrefixCache).
 	NoPrefixCache bool
@@ -235,17 +239,36 @@ func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 	if o.KVBlocks > 0 && o.KVMemMiB > 0 {
 		return cfg, errors.New("server: give the KV cache size as blocks or as MiB, not both")
 	}
+	util := o.GPUMemoryUtilization
+	if util == 0 {
+		util = DefaultGPUMemoryUtilization
+	}
+	ctx := l.Model.MaxContext()
+	if o.CtxSize > 0 {
+		ctx = min(ctx, o.CtxSize)
+	}
+	if o.KVBlocks == 0 && o.KVMemMiB == 0 {
+		bs := max(o.BlockSize, 1)
+		blocks, slots, note, ok, err := kvFromDeviceMemory(l, util, bs, o.Parallel, ctx, engine.DefaultPrefillChunkFor(l.Model.Backend()))
+		if err != nil {
+			return cfg, err
+		}
+		if ok {
+			cfg.NumBlocks, cfg.Parallel = blocks, slots
+			s.log.Info(note)
+			return cfg, nil
+		}
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = engine.DefaultParallel
+	}
 	if o.KVBlocks == 0 && o.KVMemMiB == 0 {
 		// Default budget: every slot can hold min(context, 4096) tokens.
 		// Sizing for Parallel full contexts of a 128k-token model would
 		// ask for hundreds of GiB; a longer sequence still runs, borrowing
 		// blocks (the engine preempts when they run out).
 		bs := max(o.BlockSize, 1)
-		ctx := l.Model.MaxContext()
-		if o.CtxSize > 0 {
-			ctx = min(ctx, o.CtxSize)
-		}
-		tokens := max(o.Parallel, 1) * min(ctx, DefaultKVTokensPerSeq)
+		tokens := cfg.Parallel * min(ctx, DefaultKVTokensPerSeq)
 		cfg.NumBlocks = (tokens + bs - 1) / bs
 	}
 	if o.KVMemMiB > 0 {

@@ -1,0 +1,62 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/mlxcel/mlxcel/internal/app"
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/memplan"
+)
+
+// DefaultGPUMemoryUtilization is the share of the device's memory the
+// server plans to use (vLLM's gpu_memory_utilization default): weights,
+// KV cache and activations together; the rest is left to the driver,
+// cuBLAS and other processes.
+const DefaultGPUMemoryUtilization = 0.9
+
+// MaxAutoParallel caps the slots the server sizes from memory (vLLM's
+// max_num_seqs default).
+const MaxAutoParallel = 256
+
+// kvFromDeviceMemory sizes the KV cache of a device backend that reports
+// its memory: what --gpu-memory-utilization of the device leaves after the
+// loaded weights (and anything else already using it) and one prefill
+// step's activations, in blocks of blockSize tokens. With parallel 0 it
+// also picks the slots: as many as the cache holds sequences of
+// min(context, DefaultKVTokensPerSeq) tokens, 1 to MaxAutoParallel. ok is
+// false when the backend runs on the host or cannot say.
+func kvFromDeviceMemory(l *app.Loaded, util float64, blockSize, parallel, ctx, chunk int) (blocks, slots int, note string, ok bool, err error) {
+	return kvSizeOn(l, l.Model.Backend(), util, blockSize, parallel, ctx, chunk)
+}
+
+// kvSizeOn is kvFromDeviceMemory on backend be (tests pass a stand-in).
+func kvSizeOn(l *app.Loaded, be backend.Backend, util float64, blockSize, parallel, ctx, chunk int) (blocks, slots int, note string, ok bool, err error) {
+	mr, isMR := be.(backend.MemoryReporter)
+	if !backend.IsAccelerator(be) || !isMR {
+		return 0, 0, "", false, nil
+	}
+	free, total, err := mr.MemoryInfo()
+	if err != nil {
+		return 0, 0, "", false, nil // sized the host's way
+	}
+	if util <= 0 || util > 1 {
+		return 0, 0, "", false, fmt.Errorf("--gpu-memory-utilization %g: want a fraction in (0, 1]", util)
+	}
+	act := memplan.New(l.Model.Cfg, be, 0, chunk).ActBytes
+	budget := int64(util*float64(total)) - (total - free) - act
+	per := kvBytesPerBlock(l, blockSize)
+	blocks = int(budget / per)
+	if blocks < 1 {
+		return 0, 0, "", false, fmt.Errorf("server: %s of the device's %s (--gpu-memory-utilization %g) leaves no room for a KV block after the "+
+			"%s in use and %s of activations; raise --gpu-memory-utilization or pass --kv-mem", byteSize(int64(util*float64(total))),
+			byteSize(total), util, byteSize(total-free), byteSize(act))
+	}
+	slots = parallel
+	if slots <= 0 {
+		perSeq := (min(ctx, DefaultKVTokensPerSeq) + blockSize - 1) / blockSize
+		slots = min(max(blocks/perSeq, 1), MaxAutoParallel)
+	}
+	note = fmt.Sprintf("KV cache %d blocks of %d tokens (%s) from %.0f%% of %s (%s in use, %s kept for activations); %d parallel slots",
+		blocks, blockSize, byteSize(int64(blocks)*per), util*100, byteSize(total), byteSize(total-free), byteSize(act), slots)
+	return blocks, slots, note, true, nil
+}

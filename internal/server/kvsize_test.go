@@ -1,0 +1,57 @@
+package server
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+)
+
+// fakeDevice is the embedded model's backend dressed as a device with a
+// given memory: the sizing arithmetic is checked without a GPU.
+type fakeDevice struct {
+	backend.Backend
+	free, total int64
+}
+
+func (fakeDevice) DeviceName() string { return "test device" }
+func (d fakeDevice) MemoryInfo() (int64, int64, error) {
+	return d.free, d.total, nil
+}
+
+// With no KV size given, a device backend's KV cache is what the
+// utilization leaves after the memory in use and the activations, and
+// --parallel 0 becomes as many slots as that holds 4096-token sequences.
+func TestKVFromDeviceMemory(t *testing.T) {
+	l := loadModel(t, "")
+	per := kvBytesPerBlock(l, 16)
+	const gib = int64(1) << 30
+	be := fakeDevice{Backend: l.Model.Backend(), free: 10 * gib, total: 16 * gib}
+	blocks, slots, note, ok, err := kvSizeOn(l, be, 0.9, 16, 0, 512, 512)
+	if err != nil || !ok {
+		t.Fatalf("sizing: ok %v err %v", ok, err)
+	}
+	// 0.9*16 GiB planned, 6 GiB in use: 8.4 GiB less the activations.
+	if got := int64(blocks) * per; got > 84*gib/10 || got < 8*gib {
+		t.Errorf("%d blocks of %d bytes = %d bytes, want a little under 8.4 GiB", blocks, per, got)
+	}
+	if want := min(blocks/(512/16), MaxAutoParallel); slots != want {
+		t.Errorf("slots %d, want %d", slots, want)
+	}
+	if !strings.Contains(note, "parallel slots") || !strings.Contains(note, "90%") {
+		t.Errorf("note %q", note)
+	}
+	// An explicit --parallel is kept.
+	if _, slots, _, _, _ := kvSizeOn(l, be, 0.9, 16, 3, 512, 512); slots != 3 {
+		t.Errorf("--parallel 3 became %d", slots)
+	}
+	// Nothing left: a clear error naming the flags.
+	full := fakeDevice{Backend: l.Model.Backend(), free: gib, total: 16 * gib}
+	if _, _, _, _, err := kvSizeOn(l, full, 0.9, 16, 0, 512, 512); err == nil || !strings.Contains(err.Error(), "--gpu-memory-utilization") {
+		t.Errorf("a full device: %v", err)
+	}
+	// A host backend is not sized this way.
+	if _, _, _, ok, _ := kvSizeOn(l, l.Model.Backend(), 0.9, 16, 0, 512, 512); ok {
+		t.Error("the CPU backend was sized from device memory")
+	}
+}
