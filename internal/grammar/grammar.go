@@ -70,17 +70,11 @@ type Grammar struct {
 	d *dfa
 }
 
-// States is the number of automaton states.
-func (g *Grammar) States() int { return g.d.numStates() }
-
 // Accepts reports whether b is a complete value of the grammar.
 func (g *Grammar) Accepts(b []byte) bool {
 	s := g.walk(g.d.start, b)
 	return s >= 0 && g.d.accept[s]
 }
-
-// Prefix reports whether b can be extended to a complete value.
-func (g *Grammar) Prefix(b []byte) bool { return g.walk(g.d.start, b) >= 0 }
 
 func (g *Grammar) walk(s int32, b []byte) int32 {
 	for _, c := range b {

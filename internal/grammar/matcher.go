@@ -29,9 +29,6 @@ func NewTokenTable(g *Grammar, v *Vocab) *TokenTable {
 	return &TokenTable{g: g, v: v, classes: v.tokenClasses(g.d), masks: make([]atomic.Pointer[maskEntry], g.d.numStates())}
 }
 
-// Vocab is the table's vocabulary.
-func (t *TokenTable) Vocab() *Vocab { return t.v }
-
 // stateMask returns the mask of state s, computing it on first use; a
 // caller arriving while another computes it waits for that one.
 func (t *TokenTable) stateMask(s int32) []uint64 {
@@ -60,13 +57,6 @@ func (t *TokenTable) MaskBytes() int64 { return t.bytes.Load() }
 func (t *TokenTable) prefetch(s int32) {
 	if t.masks[s].Load() == nil {
 		go t.stateMask(s)
-	}
-}
-
-// Warm computes the masks of every state now (e.g. off the decode path).
-func (t *TokenTable) Warm() {
-	for s := range t.masks {
-		t.stateMask(int32(s))
 	}
 }
 

@@ -132,9 +132,6 @@ func (v *Vocab) Size() int { return v.size }
 // Words is the length of a mask in uint64 words.
 func (v *Vocab) Words() int { return (v.size + 63) / 64 }
 
-// Tokens is the number of tokens a constraint can ever allow.
-func (v *Vocab) Tokens() int { return len(v.ids) }
-
 // mask computes the tokens whose whole byte string the automaton can
 // read from state s. Tokens come in byte order, so a token walks only
 // the bytes after the prefix it shares with the last token walked, and a
