@@ -142,7 +142,7 @@ func newBar(dir string, quiet bool) *progressbar.ProgressBar {
 		return nil
 	}
 	var total int64
-	files, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	files, _ := weights.WeightFiles(dir)
 	for _, f := range files {
 		if st, err := os.Stat(f); err == nil {
 			total += st.Size()

@@ -8,7 +8,6 @@ package memplan
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
@@ -135,12 +134,9 @@ func uploadProbe(be backend.Backend, out, in, bits, group int, quantized bool) (
 
 // CheckpointBytes is the size of a model folder's safetensors files.
 func CheckpointBytes(dir string) int64 {
-	paths, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	paths, _ := weights.WeightFiles(dir) // not a consolidated.safetensors or a fixture's references
 	var n int64
 	for _, p := range paths {
-		if filepath.Base(p) == "reference.safetensors" {
-			continue // test fixtures' reference outputs, not weights
-		}
 		if st, err := os.Stat(p); err == nil {
 			n += st.Size()
 		}

@@ -57,7 +57,7 @@ func Canonical(name string) string {
 // duplicate consolidated.safetensors, test fixtures their reference
 // outputs), so they are never read.
 func Open(dir string, q QuantConfig) (*Checkpoint, error) {
-	paths, err := weightFiles(dir)
+	paths, err := WeightFiles(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -85,8 +85,9 @@ func Open(dir string, q QuantConfig) (*Checkpoint, error) {
 	return c, nil
 }
 
-// weightFiles lists the checkpoint's safetensors files, sorted.
-func weightFiles(dir string) ([]string, error) {
+// WeightFiles lists the checkpoint's safetensors files, sorted: what Open
+// maps, and what size estimates should add up.
+func WeightFiles(dir string) ([]string, error) {
 	idx := filepath.Join(dir, "model.safetensors.index.json")
 	b, err := os.ReadFile(idx)
 	if err != nil {
