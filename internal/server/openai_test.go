@@ -176,7 +176,8 @@ func TestSDKCompletionTokenPromptLogprobs(t *testing.T) {
 // TestSDKFixturesGreedy: each tiny fixture, served, returns the greedy
 // continuation HF transformers computed for its reference prompt.
 func TestSDKFixturesGreedy(t *testing.T) {
-	for _, name := range []string{"llama-bf16", "qwen2-bf16", "qwen3-bf16", "llama-mlx-q4g64", "qwen2-mlx-q4g64", "qwen3-mlx-q4g64"} {
+	for _, name := range []string{"llama-bf16", "qwen2-bf16", "qwen3-bf16", "llama-mlx-q4g64", "qwen2-mlx-q4g64", "qwen3-mlx-q4g64",
+		"gemma3_text-bf16", "gemma3_text-mlx-q4g64", "qwen2_yarn-bf16"} {
 		t.Run(name, func(t *testing.T) {
 			dir := fixture(name)
 			ref, err := modeltest.LoadReference(dir)
