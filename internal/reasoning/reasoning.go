@@ -27,7 +27,7 @@ var registry = map[string]markers{
 
 // Parsers lists the names --reasoning-parser accepts.
 func Parsers() []string {
-	names := make([]string, 0, len(registry))
+	names := []string{"harmony"}
 	for n := range registry {
 		names = append(names, n)
 	}
@@ -36,11 +36,14 @@ func Parsers() []string {
 }
 
 // Known reports whether name is a parser.
-func Known(name string) bool { _, ok := registry[name]; return ok }
+func Known(name string) bool { _, ok := registry[name]; return ok || name == "harmony" }
 
 // Markers lists the parser's markup strings (to check whether the
 // tokenizer marks them special).
 func Markers(name string) []string {
+	if name == "harmony" {
+		return []string{hChannel, hMessage, hEnd}
+	}
 	m := registry[name]
 	if name == "gemma4" {
 		return []string{"<|channel>", m.close}
@@ -52,6 +55,8 @@ func Markers(name string) []string {
 // the model has no thinking syntax.
 func Detect(template, modelType string) string {
 	switch {
+	case strings.Contains(template, hChannel) && strings.Contains(template, hMessage):
+		return "harmony"
 	case strings.Contains(template, "<|channel>") && strings.Contains(template, "thought"):
 		return "gemma4"
 	case strings.Contains(template, "<think>"):
@@ -60,6 +65,8 @@ func Detect(template, modelType string) string {
 		return "think"
 	case strings.HasPrefix(modelType, "gemma4"):
 		return "gemma4"
+	case modelType == "gpt_oss":
+		return "harmony"
 	}
 	return ""
 }
@@ -90,6 +97,7 @@ type Stream struct {
 	buf     string
 	lead    bool // drop leading newlines of the part being read
 	pending string
+	harmony *harmony // gpt-oss's channels instead of markers
 }
 
 // Piece is what a push made final.
@@ -100,6 +108,9 @@ type Piece struct {
 // NewStream starts an answer; opened says the prompt already opened the
 // thought (OpenedIn).
 func NewStream(name string, opened bool) (*Stream, error) {
+	if name == "harmony" {
+		return &Stream{harmony: &harmony{}}, nil
+	}
 	m, ok := registry[name]
 	if !ok {
 		return nil, fmt.Errorf("reasoning: unknown parser %q (known: %s)", name, strings.Join(Parsers(), ", "))
@@ -116,13 +127,21 @@ func (s *Stream) InThought() bool { return s.st == sThought }
 
 // Push adds text and returns what is final.
 func (s *Stream) Push(text string) Piece {
+	if s.harmony != nil {
+		return s.harmony.push(text, false)
+	}
 	s.buf += text
 	return s.run(false)
 }
 
 // Close returns the rest: a thought cut off by the length limit stays
 // reasoning.
-func (s *Stream) Close() Piece { return s.run(true) }
+func (s *Stream) Close() Piece {
+	if s.harmony != nil {
+		return s.harmony.push("", true)
+	}
+	return s.run(true)
+}
 
 func (s *Stream) run(final bool) Piece {
 	var p Piece

@@ -25,6 +25,11 @@ func TestSplit(t *testing.T) {
 		{"think", "<think>\n\n</think>\n\nHi", false, "", "Hi"},
 		{"gemma4", "<|channel>thought\nPlan: add.<channel|>4", false, "Plan: add.", "4"},
 		{"gemma4", "4", false, "", "4"},
+		{"harmony", "<|channel|>analysis<|message|>Add.<|end|><|start|>assistant<|channel|>final<|message|>4<|return|>", false, "Add.", "4"},
+		// A model that does not write harmony: all content.
+		{"harmony", "Just 4.", false, "", "Just 4."},
+		// Cut off in the analysis: all reasoning.
+		{"harmony", "<|channel|>analysis<|message|>Hmm, 2+", false, "Hmm, 2+", ""},
 	}
 	for _, c := range cases {
 		r, a, err := Split(c.parser, c.text, c.opened)

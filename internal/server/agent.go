@@ -56,6 +56,9 @@ type agentModel struct {
 	// The template's own kwargs, so reasoning_effort maps onto the one
 	// it reads.
 	readsEnableThinking, readsReasoningEffort bool
+	// readsThinking: the template takes an assistant turn's reasoning as
+	// message.thinking (gpt-oss) rather than reasoning_content.
+	readsThinking bool
 }
 
 // setupAgent loads the --chat-template override and picks the parsers.
@@ -81,6 +84,7 @@ func (o *AgentOptions) setupAgent(l *app.Loaded) (*chat.Template, agentModel, er
 		reasoningParser:      pick(o.ReasoningParser, reasoning.Detect(src, modelType)),
 		readsEnableThinking:  strings.Contains(src, "enable_thinking"),
 		readsReasoningEffort: strings.Contains(src, "reasoning_effort"),
+		readsThinking:        strings.Contains(src, "message.thinking") || strings.Contains(src, `"thinking" in message`),
 	}
 	var markers []string
 	if a.toolParser != "" {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"strings"
@@ -128,5 +129,48 @@ func TestReasoningKwargs(t *testing.T) {
 	extra := (&chatRequest{ReasoningEffort: str("low")}).templateKwargs(agentModel{readsReasoningEffort: true})
 	if extra["reasoning_effort"] != "low" || extra["enable_thinking"] != nil {
 		t.Errorf("gpt-oss style kwargs %v", extra)
+	}
+}
+
+// TestThinkingForGptOss: reasoning_content sent back reaches gpt-oss's
+// template, which reads message.thinking (its real template renders the
+// analysis of a tool-calling turn).
+func TestThinkingForGptOss(t *testing.T) {
+	src, err := os.ReadFile("../toolcall/testdata/gpt_oss.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := chat.Parse(string(src), "", "<|return|>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := agentModel{readsThinking: strings.Contains(string(src), "message.thinking")}
+	if !a.readsThinking {
+		t.Fatal("the gpt-oss template does not read message.thinking")
+	}
+	reason := "Need the weather."
+	ins := []chatMessageIn{
+		textMessage("user", "Weather in Paris?"),
+		{Role: "assistant", ReasoningContent: &reason, ToolCalls: []json.RawMessage{json.RawMessage(
+			`{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}`)}},
+		{Role: "tool", ToolCallID: "call_1", Content: json.RawMessage(`"sunny"`)},
+	}
+	msgs := make([]chat.Message, len(ins))
+	for i, in := range ins {
+		content, _, e := messageContent(in.Content, i)
+		if e != nil {
+			t.Fatal(e)
+		}
+		if msgs[i], e = historyMessage(in, i, content, a); e != nil {
+			t.Fatal(e)
+		}
+	}
+	out, err := tmpl.Render(msgs, true, map[string]any{"tools": json.RawMessage(`[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `<|start|>assistant<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Paris"}<|call|>`
+	if !strings.Contains(out, want) {
+		t.Errorf("render lacks %q:\n%s", want, out)
 	}
 }

@@ -100,7 +100,7 @@ func (req *chatRequest) prompt(m *served) (ids []int32, text string, e *apiError
 		if content == nil && !(in.Role == "assistant" && len(in.ToolCalls) > 0) {
 			return nil, "", badRequest(fmt.Sprintf("messages[%d].content", i), "Message %d (%s) has no content.", i, in.Role)
 		}
-		msg, e := historyMessage(in, i, content)
+		msg, e := historyMessage(in, i, content, m.agent)
 		if e != nil {
 			return nil, "", e
 		}

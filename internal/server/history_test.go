@@ -53,7 +53,7 @@ func TestHistoryRendersLikeJinja2(t *testing.T) {
 				if e != nil {
 					t.Fatal(e)
 				}
-				if msgs[i], e = historyMessage(in, i, content); e != nil {
+				if msgs[i], e = historyMessage(in, i, content, agentModel{}); e != nil {
 					t.Fatal(e)
 				}
 			}

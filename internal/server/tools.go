@@ -190,8 +190,9 @@ func (req *chatRequest) templateKwargs(a agentModel) map[string]any {
 	return extra
 }
 
-// historyMessage converts one request message for the template.
-func historyMessage(in chatMessageIn, i int, content any) (chat.Message, *apiError) {
+// historyMessage converts one request message for the template; a
+// template that reads message.thinking gets reasoning_content there too.
+func historyMessage(in chatMessageIn, i int, content any, a agentModel) (chat.Message, *apiError) {
 	calls, e := historyToolCalls(in.ToolCalls, i)
 	if e != nil {
 		return chat.Message{}, e
@@ -203,6 +204,9 @@ func historyMessage(in chatMessageIn, i int, content any) (chat.Message, *apiErr
 	msg := chat.Message{Role: role, Content: content, Name: in.Name, ToolCalls: calls, ToolCallID: in.ToolCallID}
 	if in.ReasoningContent != nil && *in.ReasoningContent != "" {
 		msg.Extra = map[string]any{"reasoning_content": *in.ReasoningContent}
+		if a.readsThinking {
+			msg.Extra["thinking"] = *in.ReasoningContent
+		}
 	}
 	return msg, nil
 }

@@ -72,6 +72,7 @@ var registry = map[string]func() syntax{
 	"mistral":     func() syntax { return &mistral{} },
 	"gemma4":      func() syntax { return &gemma4{} },
 	"qwen3_coder": func() syntax { return &qwenXML{} },
+	"harmony":     func() syntax { return &harmonyCalls{} },
 }
 
 // Known reports whether name is a parser.
@@ -92,6 +93,8 @@ func Markers(name string) []string {
 		return []string{gemmaOpen, gemmaClose, gemmaQuote, gemmaResponse}
 	case "qwen3_coder":
 		return []string{hermesOpen, hermesClose}
+	case "harmony":
+		return []string{harmonyChannel, harmonyMessage, harmonyCall}
 	}
 	return nil
 }
@@ -101,6 +104,8 @@ func Markers(name string) []string {
 // config.json model_type. It returns "" when neither says.
 func Detect(template, modelType string) string {
 	switch {
+	case strings.Contains(template, harmonyChannel) && strings.Contains(template, harmonyMessage):
+		return "harmony"
 	case strings.Contains(template, gemmaOpen):
 		return "gemma4"
 	case strings.Contains(template, hermesOpen) && strings.Contains(template, xmlFunction):
@@ -123,6 +128,8 @@ func Detect(template, modelType string) string {
 		return "mistral"
 	case strings.HasPrefix(modelType, "gemma4"):
 		return "gemma4"
+	case modelType == "gpt_oss":
+		return "harmony"
 	}
 	return ""
 }

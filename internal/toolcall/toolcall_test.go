@@ -315,3 +315,56 @@ func TestLlamaBuiltinTools(t *testing.T) {
 	}
 	t.Fatal("the golden file has no llama3_1/builtin_tools case")
 }
+
+// TestHarmony: gpt-oss's answers as its real template renders them: the
+// reasoning parser takes the analysis channel and unwraps the final one,
+// this parser finds the commentary call to a function.
+func TestHarmony(t *testing.T) {
+	src, err := os.ReadFile("testdata/gpt_oss.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Detect(string(src), "") != "harmony" || reasoning.Detect(string(src), "") != "harmony" {
+		t.Fatalf("Detect: %q %q", Detect(string(src), ""), reasoning.Detect(string(src), ""))
+	}
+	call := chat.Message{Role: "assistant", Content: "", ToolCalls: []map[string]any{toolCall("get_weather", `{"city": "Paris", "days": 3}`)},
+		Extra: map[string]any{"thinking": "Need the weather."}}
+	_, text := renderAnswer(t, "testdata/gpt_oss.jinja", "<|return|>", call, weatherTools)
+	t.Logf("model text: %q", text)
+	r, content, _ := reasoning.Split("harmony", text, false)
+	if r != "Need the weather." {
+		t.Errorf("reasoning %q", r)
+	}
+	rest, calls, _ := Parse("harmony", content)
+	if rest != "" {
+		t.Errorf("content %q", rest)
+	}
+	checkCalls(t, calls, []Call{{"get_weather", `{"city": "Paris", "days": 3}`}})
+	checkSplits(t, "harmony", content)
+
+	// A final answer after the analysis.
+	answer := chat.Message{Role: "assistant", Content: "It is sunny.", Extra: map[string]any{"thinking": "Easy."}}
+	_, text = renderAnswer(t, "testdata/gpt_oss.jinja", "<|return|>", answer, nil)
+	t.Logf("model text: %q", text)
+	r, content, _ = reasoning.Split("harmony", text, false)
+	rest, calls, _ = Parse("harmony", content)
+	if r != "Easy." || rest != "It is sunny." || len(calls) != 0 {
+		t.Errorf("final: reasoning %q content %q calls %+v", r, rest, calls)
+	}
+	// Streamed a byte at a time, the two stages give the same.
+	rs, _ := reasoning.NewStream("harmony", false)
+	tc, _ := NewStream("harmony")
+	var reason strings.Builder
+	var evs []Event
+	for i := range len(text) {
+		p := rs.Push(text[i : i+1])
+		reason.WriteString(p.Reasoning)
+		evs = append(evs, tc.Push(p.Content)...)
+	}
+	p := rs.Close()
+	reason.WriteString(p.Reasoning)
+	evs = append(append(evs, tc.Push(p.Content)...), tc.Close()...)
+	if c, _ := Collect(evs); reason.String() != "Easy." || c != "It is sunny." {
+		t.Errorf("streamed: %q %q", reason.String(), c)
+	}
+}
