@@ -39,6 +39,9 @@ func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *apiEr
 		case isTimeout(err):
 			closeAfterAnswer(w)
 			return stalledBodyError()
+		case errors.Is(err, errBodyBudget):
+			closeAfterAnswer(w)
+			return busyError()
 		}
 		return badRequest("", "reading the request body: %v", err)
 	}

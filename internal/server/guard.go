@@ -36,25 +36,13 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		// writes that net/http makes itself.
 		dw.rc.SetWriteDeadline(time.Time{})
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-			n := bodyReservation(r, s.opts.MaxBodyBytes)
-			if r.URL.Path == "/tokenize" {
-				// Tokenizing the whole text is what /tokenize does, at up
-				// to ~45 bytes per byte of text (generation requests are
-				// refused before tokenizing when they cannot fit).
-				n = min(n*tokenizeWeight, s.opts.BodyBudget)
-			}
-			if !s.budget.take(n) {
-				s.refuse(w, busyError())
+			var release func()
+			var e *apiError
+			if r, release, e = s.budgetBody(dw, r); e != nil {
+				s.refuse(w, e)
 				return
 			}
-			defer s.releaseBody(n)
-			dw.rc.SetReadDeadline(time.Now().Add(s.opts.StallTimeout))
-			r2 := *r
-			r2.Body = &progressBody{ReadCloser: r.Body, rc: dw.rc, timeout: s.opts.StallTimeout}
-			if n >= freeAfterBytes {
-				r2 = *r2.WithContext(context.WithValue(r.Context(), decodeGateKey{}, s.decode))
-			}
-			r = &r2
+			defer release()
 		}
 		if !probe && r.URL.Path != "/metrics" {
 			s.inflight.Add(1)
@@ -62,6 +50,35 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(dw, r)
 	})
+}
+
+// budgetBody reserves r's body in the byte budget and gives it its
+// progress deadline. A declared length is reserved at once; a chunked
+// body (length unknown) reserves as it arrives, so it holds no more than
+// it sent. A /tokenize body weighs tokenizeWeight times its size: it
+// tokenizes the whole text, at up to ~45 bytes per byte (generation
+// requests are refused before tokenizing when they cannot fit).
+func (s *Server) budgetBody(dw *deadlineWriter, r *http.Request) (*http.Request, func(), *apiError) {
+	weight := int64(1)
+	if r.URL.Path == "/tokenize" {
+		weight = tokenizeWeight
+	}
+	pb := &progressBody{ReadCloser: r.Body, rc: dw.rc, timeout: s.opts.StallTimeout, budget: &s.budget, weight: weight,
+		limit: s.opts.BodyBudget}
+	n := int64(chunkReservation)
+	if r.ContentLength > 0 {
+		n = min(r.ContentLength, s.opts.MaxBodyBytes)
+		pb.fixed = true
+	}
+	n = min(n*weight, s.opts.BodyBudget)
+	if !s.budget.take(n) {
+		return r, nil, busyError()
+	}
+	pb.held = n
+	dw.rc.SetReadDeadline(time.Now().Add(s.opts.StallTimeout))
+	r2 := r.WithContext(context.WithValue(r.Context(), decodeGateKey{}, s.decode))
+	r2.Body = pb
+	return r2, func() { s.releaseBody(pb.held) }, nil
 }
 
 // refuse answers a request turned away before its body was read. The

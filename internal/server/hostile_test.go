@@ -181,11 +181,14 @@ func TestConnCap(t *testing.T) {
 func TestConnCapReclaimsIdle(t *testing.T) {
 	s := startServer(t, loadModel(t, ""), Options{MaxConns: 2})
 	idle := []*rawConn{dialRaw(t, s), dialRaw(t, s)}
-	for _, c := range idle {
+	for i, c := range idle {
 		c.send(t, "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
 		if resp, _ := c.response(t, time.Second); resp.StatusCode != 200 {
 			t.Fatal(resp.Status)
 		}
+		// The server marks a connection idle after the client has its
+		// answer: wait, so that idle[0] is the older idle one.
+		waitFor(t, func() bool { return idleConns(s.conns) == i+1 })
 	}
 	waitFor(t, func() bool { n, _ := s.conns.open(); return n == 2 })
 	c := dialRaw(t, s)
@@ -445,4 +448,41 @@ func TestPromptTooLongEarly(t *testing.T) {
 	if code, got := s.post(t, "/v1/completions", `{"prompt":"Once upon a time","max_tokens":2}`); code != 200 {
 		t.Errorf("a short prompt: %d %v", code, got)
 	}
+}
+
+// TestChunkedBodyBudget: a body of unknown length reserves the budget as
+// it arrives: small chunked requests are served side by side, and one
+// that outgrows what is left gets 503 server_busy.
+func TestChunkedBodyBudget(t *testing.T) {
+	s := startServer(t, loadModel(t, ""), Options{BodyBudget: 600 << 10, MaxBodyBytes: 2 << 20, StallTimeout: 30 * time.Second})
+	hog := dialRaw(t, s)
+	hog.send(t, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"pro\r\n")
+	waitFor(t, func() bool { return s.budget.inUse() == chunkReservation })
+	small := `{"prompt":"Once","max_tokens":2}`
+	c := dialRaw(t, s)
+	c.send(t, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(small), small)
+	if resp, body := c.response(t, 2*time.Second); resp.StatusCode != 200 {
+		t.Fatalf("a small chunked body beside another: %d %s", resp.StatusCode, body)
+	}
+	big := `{"prompt":"` + strings.Repeat("a", 1<<20) + `"}`
+	c = dialRaw(t, s)
+	c.send(t, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(big), big)
+	resp, body := c.response(t, 5*time.Second)
+	if resp.StatusCode != 503 || !strings.Contains(body, "server_busy") {
+		t.Fatalf("a chunked body past the budget: %d %.200s", resp.StatusCode, body)
+	}
+	hog.Close()
+	waitFor(t, func() bool { return s.budget.inUse() == 0 })
+}
+
+func idleConns(l *connLimiter) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, info := range l.conns {
+		if info.state == http.StateIdle {
+			n++
+		}
+	}
+	return n
 }

@@ -25,6 +25,9 @@ const (
 	// freeAfterBytes: a request whose body was at least this large hands
 	// its memory back to the OS when no other large body is in flight.
 	freeAfterBytes = 1 << 20
+	// chunkReservation is what a body of unknown length reserves first,
+	// and then per step as it arrives.
+	chunkReservation = 256 << 10
 	// tokenizeWeight: a /tokenize body holds this many times its size of
 	// the budget, as its tokenization takes that much more memory than
 	// decoding a body does; a 15 MiB one takes the default budget alone.
@@ -92,10 +95,31 @@ type progressBody struct {
 	rc      *http.ResponseController
 	timeout time.Duration
 	ended   bool
+
+	// The body's share of the byte budget: held bytes reserved (weight
+	// per byte read); a chunked body (not fixed) reserves more as it
+	// arrives, up to limit.
+	budget       *byteBudget
+	held, weight int64
+	limit, read  int64
+	fixed        bool
 }
+
+// errBodyBudget: a chunked body outgrew what the budget had left.
+var errBodyBudget = errors.New("the server's budget for request bodies is spent")
 
 func (b *progressBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	b.read += int64(n)
+	if !b.fixed && b.read*b.weight > b.held {
+		more := min(max(chunkReservation, b.read*b.weight-b.held), b.limit-b.held)
+		if more <= 0 || !b.budget.take(more) {
+			b.ended = true
+			b.rc.SetReadDeadline(time.Now())
+			return n, errBodyBudget
+		}
+		b.held += more
+	}
 	switch {
 	case err == io.EOF && !b.ended:
 		b.ended = true
@@ -143,15 +167,6 @@ func (b *byteBudget) inUse() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used
-}
-
-// bodyReservation is what a request with a body holds of the budget: its
-// declared length, or the whole --max-body when it is sent chunked.
-func bodyReservation(r *http.Request, maxBody int64) int64 {
-	if r.ContentLength >= 0 {
-		return min(r.ContentLength, maxBody)
-	}
-	return maxBody
 }
 
 // decodeGate limits how many large bodies are decoded at once to half
