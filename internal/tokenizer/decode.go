@@ -52,7 +52,7 @@ func parseDecoder(raw []byte) (decoder, error) {
 		}
 		r, n := utf8.DecodeRuneInString(c.Content)
 		if n == 0 || n != len(c.Content) {
-			return nil, fmt.Errorf("Strip content %q is not one character", c.Content)
+			return nil, fmt.Errorf("decoder Strip: content %q is not one character", c.Content)
 		}
 		return stripDec{content: r, start: c.Start, stop: c.Stop}, nil
 	case "Metaspace":
@@ -66,7 +66,7 @@ func parseDecoder(raw []byte) (decoder, error) {
 		}
 		r, n := utf8.DecodeRuneInString(c.Replacement)
 		if n == 0 || n != len(c.Replacement) {
-			return nil, fmt.Errorf("Metaspace replacement %q is not one character", c.Replacement)
+			return nil, fmt.Errorf("decoder Metaspace: replacement %q is not one character", c.Replacement)
 		}
 		p, err := parsePrependScheme(c.PrependScheme, c.AddPrefixSpace)
 		if err != nil {

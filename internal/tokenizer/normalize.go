@@ -187,15 +187,15 @@ func newReplacer(p pattern, content string) (*replacer, error) {
 	case p.Regex != nil:
 		conv, err := onigToRE2(*p.Regex)
 		if err != nil {
-			return nil, fmt.Errorf("Replace pattern %q: %w", *p.Regex, err)
+			return nil, fmt.Errorf("normalizer Replace: pattern %q: %w", *p.Regex, err)
 		}
 		re, err := regexp.Compile(conv)
 		if err != nil {
-			return nil, fmt.Errorf("Replace pattern %q: %w", *p.Regex, err)
+			return nil, fmt.Errorf("normalizer Replace: pattern %q: %w", *p.Regex, err)
 		}
 		return &replacer{re: re, content: []byte(content)}, nil
 	}
-	return nil, fmt.Errorf("Replace: %s", p.describe())
+	return nil, fmt.Errorf("normalizer Replace: %s", p.describe())
 }
 
 func (r *replacer) replace(s []byte) []byte {

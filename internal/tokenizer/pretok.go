@@ -53,11 +53,11 @@ func newMatcher(p pattern) (matcher, error) {
 		}
 		m, err := compileOnig(*p.Regex)
 		if err != nil {
-			return nil, fmt.Errorf("Split pattern %q is not supported: %w", *p.Regex, err)
+			return nil, fmt.Errorf("pre-tokenizer Split: pattern %q is not supported: %w", *p.Regex, err)
 		}
 		return m, nil
 	}
-	return nil, fmt.Errorf("Split: %s", p.describe())
+	return nil, fmt.Errorf("pre-tokenizer Split: %s", p.describe())
 }
 
 type literalMatcher []byte
@@ -445,7 +445,7 @@ func parsePreTokenizer(raw []byte, slots *slotAlloc) (preTokenizer, error) {
 			return nil, err
 		}
 		if utf8.RuneCountInString(c.Replacement) != 1 {
-			return nil, fmt.Errorf("Metaspace replacement %q is not one character", c.Replacement)
+			return nil, fmt.Errorf("pre-tokenizer Metaspace: replacement %q is not one character", c.Replacement)
 		}
 		p, err := parsePrependScheme(c.PrependScheme, c.AddPrefixSpace)
 		if err != nil {
