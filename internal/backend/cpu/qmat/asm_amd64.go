@@ -130,14 +130,14 @@ func (m *Matrix) mulRangeAsm(p *prep, out []float32, o0, o1 int) {
 // activation row 0 of the chunk.
 func (m *Matrix) kernel(r int, a *kargs, g0, o int, x *float32, outRow []float32) {
 	gb := m.Group * m.Bits / 8
-	w := m.packed[o*m.rowBytes+g0*gb:]
+	w := m.packed[(o-m.rowBase)*m.rowBytes+g0*gb:]
 	if m.tail != nil && o+a.nout == m.Out && r == 1 && a.nout == 1 {
 		// The very last row: the generic decoders read a few bytes past
 		// it, so it runs from a padded copy.
 		w = m.tail[g0*gb:]
 	}
 	callKernel(m.Bits, dtCode(m.metaType), r, &w[0],
-		&m.meta[o*m.metaStride+g0*m.es], x, &outRow[o], a)
+		&m.meta[(o-m.rowBase)*m.metaStride+g0*m.es], x, &outRow[o], a)
 }
 
 // oneRow runs the one-row kernels over output rows [o0, o1): pairs first,

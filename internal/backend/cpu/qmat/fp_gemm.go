@@ -9,22 +9,23 @@ import (
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
-// The many-row path of FPMatrix. An E2M1 value times its scale s is
-// exactly an 8-bit affine code: v*s = (s/2)*(2v+6*2) - 6s with 2v+12 in
-// 0..24, and s/2, -6s exact in f32. So a block of mxfp4 rows is converted
-// on the fly, per call, into a transient 8-bit affine Matrix (group 32,
-// f32 scales and biases) and run through the affine gemm path
-// (mulRangeGemm: dequant8 and the 6x16 micro-kernel), with the results
-// bit-for-bit those of the exact products summed in that kernel's order.
-// The weights stay 4-bit in memory; the conversion costs about one pass
-// over a block's codes, against 64+ multiply-adds per weight. nvfp4
+// The assembly path of FPMatrix. An E2M1 value times its scale s is
+// exactly an 8-bit affine code: v*s = (s/2)*(2v+12) - 6s with 2v+12 in
+// 0..24, and s/2, -6s exact in f32. So each task's block of mxfp4 rows is
+// converted on the fly, per call, into a transient 8-bit affine Matrix
+// (group 32, f32 scales and biases; rowBase makes it stand for rows
+// o0..o1) and run through the affine kernels (mulRangeAsm: the few-row
+// kernels, or from 64 rows the gemm micro-kernel), over
+// activations packed once per call. The decoded values are exact, so only
+// the summation order differs from a dense product. The weights stay
+// 4-bit in memory; the conversion is one pass over a block's codes. nvfp4
 // (groups of 16) and mxfp8 (E4M3 is not affine) keep the Go path.
 
 // FPPrep is one call's activation state for MulPrepared.
 type FPPrep struct {
 	x     []float32
 	nRows int
-	p     *prep // transposed strips (gemm path), nil otherwise
+	p     *prep // the 8-bit kernels' panel (asmPath), nil otherwise
 }
 
 // Release returns the panel to its pool.
@@ -34,9 +35,9 @@ func (p *FPPrep) Release() {
 	}
 }
 
-// gemmable reports whether nRows rows take the converted affine path.
-func (m *FPMatrix) gemmable(nRows int) bool {
-	return useAsm && m.Mode == quant.MXFP4 && nRows >= gemmMinRows && m.In%16 == 0
+// asmPath reports whether products take the converted affine path.
+func (m *FPMatrix) asmPath() bool {
+	return useAsm && m.Mode == quant.MXFP4 && m.In%32 == 0
 }
 
 // shape8 is the 8-bit group-32 affine shape of m, for the panel layout.
@@ -49,7 +50,9 @@ func (m *FPMatrix) shape8() *Matrix {
 // independent parts in parallel (nil: here).
 func (m *FPMatrix) PrepareWith(x []float32, nRows int, par func(n int, f func(i int))) *FPPrep {
 	fp := &FPPrep{x: x, nRows: nRows}
-	if m.gemmable(nRows) {
+	// One row: converting costs what decoding does (measured equal), so
+	// decode stays on the lookup loop.
+	if m.asmPath() && nRows > 1 {
 		fp.p = m.shape8().prepare(x, nRows, par)
 	}
 	return fp
@@ -78,7 +81,7 @@ func (m *FPMatrix) MulPrepared(p *FPPrep, out []float32, o0, o1 int) {
 	for r := range n {
 		m.toAffine8(blk, r, o0+r)
 	}
-	blk.mulRangeGemm(p.p, out, o0, o1)
+	blk.mulRangeAsm(p.p, out, o0, o1)
 }
 
 // e2m1Code8 is 2v+12 for each E2M1 code: the affine 8-bit value.

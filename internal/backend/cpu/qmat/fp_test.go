@@ -69,7 +69,7 @@ func TestFPMatrixMatchesReference(t *testing.T) {
 	}
 }
 
-// BenchmarkFPMatrix: one-row (decode) and 64-row products of a
+// BenchmarkFPMatrix: one-row (decode), 8- and 64-row products of a
 // [2880, 2880] weight (gpt-oss-20b's hidden size), one thread; bytes/s
 // are weight bytes read.
 func BenchmarkFPMatrix(b *testing.B) {
@@ -82,20 +82,28 @@ func BenchmarkFPMatrix(b *testing.B) {
 	for _, mode := range []string{quant.MXFP4, quant.MXFP8} {
 		packed, scales, _ := quant.QuantizeFP(mode, w, out, in)
 		m, _ := NewFP(mode, out, in, packed, scales)
-		for _, rows := range []int{1, 64} {
+		for _, rows := range []int{1, 8, 64} {
 			x := make([]float32, rows*in)
 			for i := range x {
 				x[i] = float32(rng.NormFloat64())
 			}
 			y := make([]float32, rows*out)
-			b.Run(fmt.Sprintf("%s/rows=%d", mode, rows), func(b *testing.B) {
-				b.SetBytes(m.WeightBytes())
-				for range b.N {
-					p := m.PrepareWith(x, rows, nil)
-					m.MulPrepared(p, y, 0, out)
-					p.Release()
-				}
-			})
+			for _, asm := range []bool{true, false} {
+				b.Run(fmt.Sprintf("%s/rows=%d/asm=%v", mode, rows, asm), func(b *testing.B) {
+					if asm && !useAsm {
+						b.Skip("no assembly kernels")
+					}
+					saved := useAsm
+					useAsm = asm
+					defer func() { useAsm = saved }()
+					b.SetBytes(m.WeightBytes())
+					for range b.N {
+						p := m.PrepareWith(x, rows, nil)
+						m.MulPrepared(p, y, 0, out)
+						p.Release()
+					}
+				})
+			}
 		}
 	}
 }
