@@ -1,6 +1,7 @@
 package weights
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -85,6 +86,22 @@ func TestRopeRefusesUnknown(t *testing.T) {
 		_, err := ParseConfig([]byte(tc.cfg))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error naming %s", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+// Every config in the shared testdata parses under the strict rope rules
+// (fixtures and the profiles of real checkpoints).
+func TestSharedConfigsParse(t *testing.T) {
+	paths, _ := filepath.Glob(testdata + "tiny/*/config.json")
+	more, _ := filepath.Glob(testdata + "profiles/*/config.json")
+	paths = append(paths, more...)
+	if len(paths) < 20 {
+		t.Fatalf("only %d configs under %s", len(paths), testdata)
+	}
+	for _, p := range paths {
+		if _, err := LoadConfig(filepath.Dir(p)); err != nil {
+			t.Errorf("%v", err)
 		}
 	}
 }
