@@ -46,6 +46,9 @@ func (b *Backend) UploadWeight(h *tensor.Host) (backend.Weight, error) {
 	if quant.IsFP(q.Mode) {
 		return uploadFP(w, h, experts, out, in) // fpmat.go
 	}
+	if q.Mode != "" && q.Mode != quant.Affine {
+		return nil, fmt.Errorf("%s: quantization mode %q is not supported", h.Name, q.Mode)
+	}
 	wBytes := out * in * q.Bits / 8
 	sBytes := out * (in / q.GroupSize) * q.ScaleDType.Size()
 	if len(h.Data) != experts*wBytes || len(q.Scales) != experts*sBytes || len(q.Biases) != experts*sBytes {
