@@ -227,3 +227,24 @@ func f32Tensor(v []float32) stTensor {
 	}
 	return stTensor{tensor.F32, []int{len(v)}, b}
 }
+
+// A yarn block added to a Qwen config that keeps max_position_embeddings
+// at the original length serves factor x original tokens.
+func TestYarnMaxContext(t *testing.T) {
+	d := copyFixture(t, testdata+"tiny/qwen2_yarn-bf16", func(c map[string]any) { c["max_position_embeddings"] = 64 }, nil)
+	m, err := model.Load(d, cpu.New(0), model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.MaxContext(); got != 256 {
+		t.Errorf("MaxContext %d, want 4 x 64", got)
+	}
+	ref, err := modeltest.LoadReference(testdata + "tiny/qwen2_yarn-bf16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The frequencies do not depend on max_position_embeddings.
+	if diff := modeltest.RelDiff(logitsOf(t, d, ref.InputIDs), ref.Logits); diff > 1e-3 {
+		t.Errorf("logits off by %.3g", diff)
+	}
+}

@@ -73,10 +73,17 @@ func (m *Model) Backend() backend.Backend { return m.be }
 // Vocab is the logits width.
 func (m *Model) Vocab() int { return m.Cfg.Vocab }
 
-// MaxContext is the longest sequence the model supports.
+// MaxContext is the longest sequence the model supports. Yarn extends
+// the original context by its factor: Qwen's model cards tell users to
+// add a yarn rope_scaling block and leave max_position_embeddings at the
+// original length, as vLLM then serves factor x original tokens.
 func (m *Model) MaxContext() int {
-	if m.Cfg.MaxPosition > 0 {
-		return m.Cfg.MaxPosition
+	n := m.Cfg.MaxPosition
+	if r := m.Cfg.Rope; r.Type == "yarn" && r.Factor > 1 && r.OriginalMaxPosition > 0 {
+		n = max(n, int(r.Factor*float64(r.OriginalMaxPosition)))
+	}
+	if n > 0 {
+		return n
 	}
 	return 4096
 }
