@@ -155,6 +155,15 @@ func inspect(dir string) (*inspectReport, error) {
 			r.Quantization[strings.TrimSuffix(kind, ".weight")] = desc
 			continue
 		}
+		if strings.HasSuffix(name, "_scales") && ck.Has(strings.TrimSuffix(name, "_scales")+"_blocks") {
+			continue
+		}
+		if strings.HasSuffix(name, "_blocks") && info.DType == tensor.U8 {
+			// openai's MXFP4 experts: two E2M1 codes a byte.
+			r.Parameters += 2 * info.Elements()
+			r.Quantization[strings.TrimSuffix(kind, "_blocks")] = "mxfp4 (openai blocks, 4-bit, group 32)"
+			continue
+		}
 		r.Parameters += info.Elements()
 		if strings.HasSuffix(name, ".weight") && len(info.Shape) >= 2 {
 			r.Quantization[strings.TrimSuffix(kind, ".weight")] = "unquantized " + info.DType.String()
