@@ -25,7 +25,8 @@ import (
 type FPPrep struct {
 	x     []float32
 	nRows int
-	p     *prep // the 8-bit kernels' panel (asmPath), nil otherwise
+	p     *prep     // the 8-bit kernels' panel (asmPath), nil otherwise
+	xp    []float32 // one mxfp4 row: x evens-then-odds per group (fp4Dot1)
 }
 
 // Release returns the panel to its pool.
@@ -50,10 +51,18 @@ func (m *FPMatrix) shape8() *Matrix {
 // independent parts in parallel (nil: here).
 func (m *FPMatrix) PrepareWith(x []float32, nRows int, par func(n int, f func(i int))) *FPPrep {
 	fp := &FPPrep{x: x, nRows: nRows}
-	// One row: converting costs what decoding does (measured equal), so
-	// decode stays on the lookup loop.
+	// One row: converting costs what the Go lookup loop does (measured
+	// equal); fp4Dot1 decodes in registers instead.
 	if m.asmPath() && nRows > 1 {
 		fp.p = m.shape8().prepare(x, nRows, par)
+	}
+	if m.asmPath() && nRows == 1 && haveFP4Dot1 {
+		fp.xp = make([]float32, m.In)
+		for g := 0; g < m.In; g += 32 {
+			for i := range 16 {
+				fp.xp[g+i], fp.xp[g+16+i] = x[g+2*i], x[g+2*i+1]
+			}
+		}
 	}
 	return fp
 }
@@ -64,6 +73,10 @@ type convScratch struct{ packed, meta []byte }
 
 // MulPrepared computes output columns [o0, o1) of out for p's rows.
 func (m *FPMatrix) MulPrepared(p *FPPrep, out []float32, o0, o1 int) {
+	if p.xp != nil {
+		m.mulOneRowAsm(p.xp, out, o0, o1)
+		return
+	}
 	if p.p == nil {
 		m.MulRange(out, p.x, p.nRows, o0, o1, make([]float32, m.In))
 		return
@@ -116,3 +129,32 @@ func growBytes(b []byte, n int) []byte {
 }
 
 func putF32(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) }
+
+// fp4Tab is fp4Dot1's table: each E2M1 code's value times 2 as an int8,
+// then the nibble mask.
+var fp4Tab = func() (t [32]byte) {
+	for c := range 16 {
+		t[c] = byte(int8(2 * quant.E2M1(uint8(c))))
+		t[16+c] = 0x0F
+	}
+	return t
+}()
+
+// mulOneRowAsm is the decode product of an mxfp4 matrix: fp4Dot1 per
+// row, with the row's scales halved (the table holds 2v) and decoded to
+// f32 first.
+func (m *FPMatrix) mulOneRowAsm(xp, out []float32, o0, o1 int) {
+	gs := m.In / 32
+	var buf [256]float32
+	sc := buf[:0]
+	if gs > len(buf) {
+		sc = make([]float32, 0, gs)
+	}
+	for o := o0; o < o1; o++ {
+		sc = sc[:0]
+		for _, b := range m.scales[o*gs : (o+1)*gs] {
+			sc = append(sc, m.scale[b]/2)
+		}
+		out[o] = fp4Dot1(&xp[0], &m.packed[o*m.rowBytes], &sc[0], gs, &fp4Tab[0])
+	}
+}

@@ -1,0 +1,9 @@
+//go:build !amd64 || purego
+
+package qmat
+
+func fp4Dot1(x *float32, w *byte, sc *float32, groups int, tab *byte) float32 {
+	panic("qmat: fp4Dot1 needs the assembly kernels")
+}
+
+const haveFP4Dot1 = false
