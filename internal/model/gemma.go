@@ -155,26 +155,27 @@ func (c *checkpointSource) HostDense(name string, shape ...int) (*tensor.Host, e
 	return c.ck.Dense(name, shape...)
 }
 
-// hostFloats reads a float tensor's values on the host.
-func hostFloats(src Source, name string, n int) ([]float32, error) {
+// hostFloats reads a float tensor's values on the host, and its stored
+// size in bytes.
+func hostFloats(src Source, name string, n int) ([]float32, int64, error) {
 	hr, ok := src.(hostReader)
 	if !ok {
-		return nil, fmt.Errorf("%s: this weight source cannot read values on the host", name)
+		return nil, 0, fmt.Errorf("%s: this weight source cannot read values on the host", name)
 	}
 	h, err := hr.HostDense(name, n)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	v := make([]float32, n)
 	if err := tensor.ToFloat32(v, h.Data, h.DType); err != nil {
-		return nil, fmt.Errorf("%s: %v", name, err)
+		return nil, 0, fmt.Errorf("%s: %v", name, err)
 	}
-	return v, nil
+	return v, int64(len(h.Data)), nil
 }
 
 // hostScalar reads a one-element float tensor.
 func hostScalar(src Source, name string) (float32, error) {
-	v, err := hostFloats(src, name, 1)
+	v, _, err := hostFloats(src, name, 1)
 	if err != nil {
 		return 0, err
 	}

@@ -89,11 +89,8 @@ func buildGemma3(cfg *weights.Config, src Source, m *Model) error {
 	if err != nil {
 		return err
 	}
-	if err := loadTop(cfg, src, m); err != nil {
-		return err
-	}
 	norm := func(name string, n int) (backend.Weight, error) { return onePlusNorm(src, m.be, name, n) }
-	if m.Norm, err = norm("model.norm.weight", cfg.Hidden); err != nil {
+	if err := loadTopNorm(cfg, src, m, norm); err != nil {
 		return err
 	}
 	m.EmbedScale = float32(math.Sqrt(float64(cfg.Hidden)))
@@ -117,7 +114,7 @@ func buildGemma3(cfg *weights.Config, src Source, m *Model) error {
 // onePlusNorm uploads 1+w for the stored norm weight w (float32: the
 // reference computes the norm in float32, and bf16(1+w) would round).
 func onePlusNorm(src Source, be backend.Backend, name string, n int) (backend.Weight, error) {
-	v, err := hostFloats(src, name, n)
+	v, stored, err := hostFloats(src, name, n)
 	if err != nil {
 		return nil, err
 	}
@@ -125,5 +122,25 @@ func onePlusNorm(src Source, be backend.Backend, name string, n int) (backend.We
 	for i, w := range v {
 		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(1+w))
 	}
-	return be.UploadWeight(&tensor.Host{Name: name, Shape: []int{n}, DType: tensor.F32, Data: data})
+	h := &tensor.Host{Name: name, Shape: []int{n}, DType: tensor.F32, Data: data}
+	if u, ok := src.(hostUploader); ok {
+		return u.UploadHost(h, stored)
+	}
+	return be.UploadWeight(h)
+}
+
+// hostUploader is a source that uploads a tensor the model derived on the
+// host from one of its own, accounting for the stored one's bytes
+// (progress, uploaded totals), as if it had been uploaded unchanged.
+type hostUploader interface {
+	UploadHost(h *tensor.Host, stored int64) (backend.Weight, error)
+}
+
+// UploadHost uploads a derived tensor, reported as the stored bytes.
+func (c *checkpointSource) UploadHost(h *tensor.Host, stored int64) (backend.Weight, error) {
+	w, err := c.be.UploadWeight(h)
+	if err == nil && c.onTensor != nil {
+		c.onTensor(h.Name, stored)
+	}
+	return w, err
 }

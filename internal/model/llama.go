@@ -146,11 +146,17 @@ func llamaWindows(cfg *weights.Config) ([]int, error) {
 // it) or says nothing and the checkpoint has none; a config that unties
 // them needs the lm_head.
 func loadTop(cfg *weights.Config, src Source, m *Model) error {
+	return loadTopNorm(cfg, src, m, func(name string, n int) (backend.Weight, error) { return src.Dense(name, n) })
+}
+
+// loadTopNorm is loadTop with the final norm read through norm (Gemma 3
+// offsets its weights).
+func loadTopNorm(cfg *weights.Config, src Source, m *Model, norm func(name string, n int) (backend.Weight, error)) error {
 	var err error
 	if m.Embed, err = src.Linear("model.embed_tokens", cfg.Vocab, cfg.Hidden); err != nil {
 		return err
 	}
-	if m.Norm, err = src.Dense("model.norm.weight", cfg.Hidden); err != nil {
+	if m.Norm, err = norm("model.norm.weight", cfg.Hidden); err != nil {
 		return err
 	}
 	hasHead := src.Has("lm_head.weight")

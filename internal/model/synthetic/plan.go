@@ -165,6 +165,14 @@ func (p *planner) run() error {
 			p.mlp(prefix+".mlp", c.Intermediate)
 			return nil
 		}
+	case "gemma3_text", "gemma3":
+		layer = func(i int, prefix string) error {
+			p.attention(prefix, c.Heads, c.KVHeads, c.HeadDim, c.AttentionBias, true, true)
+			p.dense(prefix+".pre_feedforward_layernorm.weight", c.Hidden)
+			p.dense(prefix+".post_feedforward_layernorm.weight", c.Hidden)
+			p.mlp(prefix+".mlp", c.Intermediate)
+			return nil
+		}
 	default:
 		return fmt.Errorf("synthetic weights: no tensor plan for model_type %q", mt)
 	}

@@ -88,6 +88,21 @@ func (s *Source) Dense(name string, shape ...int) (backend.Weight, error) {
 	return s.upload(h)
 }
 
+// UploadHost uploads a tensor the model derived from a HostDense one
+// (Gemma 3's 1+w norms in float32), counted as the stored bytes of the
+// tensor it came from.
+func (s *Source) UploadHost(h *tensor.Host, stored int64) (backend.Weight, error) {
+	w, err := s.be.UploadWeight(h)
+	if err != nil {
+		return nil, fmt.Errorf("synthetic %s: %v", h.Name, err)
+	}
+	s.uploaded += stored
+	if s.opts.Progress != nil {
+		s.opts.Progress(h.Name, stored)
+	}
+	return w, nil
+}
+
 func (s *Source) upload(h *tensor.Host) (backend.Weight, error) {
 	w, err := s.be.UploadWeight(h)
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 
 const testdata = "../../../../shared/testdata/"
 
-var tinyFixtures = []string{"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma4"}
+var tinyFixtures = []string{"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma4", "gemma3_text"}
 
 func needTestdata(t *testing.T) {
 	t.Helper()
