@@ -60,3 +60,60 @@ done:
 	VZEROUPPER
 	MOVSS X0, ret+40(FP)
 	RET
+
+// func fp4Dot1G16(x *float32, w *byte, sc *float32, blocks int, tab *byte) float32
+//
+// fp4Dot1 for groups of 16 (nvfp4): a block of 32 elements spans two
+// groups, so the even elements 0-14 and odd 1-15 (the first 8 low and 8
+// high nibbles) take sc[2b] and the rest sc[2b+1].
+TEXT ·fp4Dot1G16(SB), NOSPLIT, $0-44
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ sc+16(FP), DX
+	MOVQ blocks+24(FP), CX
+	MOVQ tab+32(FP), AX
+	VMOVDQU (AX), X15
+	VMOVDQU 16(AX), X14
+	VXORPS Y0, Y0, Y0
+
+loop16:
+	TESTQ CX, CX
+	JE    done16
+	VMOVDQU   (DI), X1
+	VPSRLW    $4, X1, X2
+	VPAND     X14, X1, X1
+	VPAND     X14, X2, X2
+	VPSHUFB   X1, X15, X1
+	VPSHUFB   X2, X15, X2
+	VPMOVSXBD X1, Y3
+	VPSRLDQ   $8, X1, X1
+	VPMOVSXBD X1, Y4
+	VPMOVSXBD X2, Y5
+	VPSRLDQ   $8, X2, X2
+	VPMOVSXBD X2, Y6
+	VCVTDQ2PS Y3, Y3
+	VCVTDQ2PS Y4, Y4
+	VCVTDQ2PS Y5, Y5
+	VCVTDQ2PS Y6, Y6
+	VMULPS      (SI), Y3, Y7
+	VFMADD231PS 64(SI), Y5, Y7
+	VMULPS      32(SI), Y4, Y9
+	VFMADD231PS 96(SI), Y6, Y9
+	VBROADCASTSS (DX), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VBROADCASTSS 4(DX), Y8
+	VFMADD231PS  Y8, Y9, Y0
+	ADDQ $128, SI
+	ADDQ $16, DI
+	ADDQ $8, DX
+	DECQ CX
+	JMP  loop16
+
+done16:
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+40(FP)
+	RET

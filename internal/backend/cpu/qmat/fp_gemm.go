@@ -26,7 +26,7 @@ type FPPrep struct {
 	x     []float32
 	nRows int
 	p     *prep     // the 8-bit kernels' panel (asmPath), nil otherwise
-	xp    []float32 // one mxfp4 row: x evens-then-odds per group (fp4Dot1)
+	xp    []float32 // one E2M1 row: x evens-then-odds per 32 (fp4Dot1)
 }
 
 // Release returns the panel to its pool.
@@ -56,7 +56,7 @@ func (m *FPMatrix) PrepareWith(x []float32, nRows int, par func(n int, f func(i 
 	if m.asmPath() && nRows > 1 {
 		fp.p = m.shape8().prepare(x, nRows, par)
 	}
-	if m.asmPath() && nRows == 1 && haveFP4Dot1 {
+	if useAsm && m.Bits == 4 && nRows == 1 && haveFP4Dot1 && m.In%32 == 0 {
 		fp.xp = make([]float32, m.In)
 		for g := 0; g < m.In; g += 32 {
 			for i := range 16 {
@@ -140,11 +140,11 @@ var fp4Tab = func() (t [32]byte) {
 	return t
 }()
 
-// mulOneRowAsm is the decode product of an mxfp4 matrix: fp4Dot1 per
-// row, with the row's scales halved (the table holds 2v) and decoded to
-// f32 first.
+// mulOneRowAsm is the decode product of an mxfp4 or nvfp4 matrix:
+// fp4Dot1 (fp4Dot1G16) per row, with the row's scales halved (the table
+// holds 2v) and decoded to f32 first.
 func (m *FPMatrix) mulOneRowAsm(xp, out []float32, o0, o1 int) {
-	gs := m.In / 32
+	gs := m.In / m.Group
 	var buf [256]float32
 	sc := buf[:0]
 	if gs > len(buf) {
@@ -154,6 +154,10 @@ func (m *FPMatrix) mulOneRowAsm(xp, out []float32, o0, o1 int) {
 		sc = sc[:0]
 		for _, b := range m.scales[o*gs : (o+1)*gs] {
 			sc = append(sc, m.scale[b]/2)
+		}
+		if m.Group == 16 {
+			out[o] = fp4Dot1G16(&xp[0], &m.packed[o*m.rowBytes], &sc[0], m.In/32, &fp4Tab[0])
+			continue
 		}
 		out[o] = fp4Dot1(&xp[0], &m.packed[o*m.rowBytes], &sc[0], gs, &fp4Tab[0])
 	}
