@@ -9,7 +9,8 @@ import (
 )
 
 // Gemma 4 text decoder, following transformers' modeling_gemma4.py
-// (Gemma4TextModel / Gemma4TextDecoderLayer):
+// (Gemma4TextModel / Gemma4TextDecoderLayer), as a gemmaSpec over the
+// layer Gemma 3 shares (gemma.go):
 //
 //   - embeddings times sqrt(hidden). transformers keeps the scale as a
 //     tensor cast to the weights' dtype, so it is bf16-rounded only when the
