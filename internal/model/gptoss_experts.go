@@ -13,9 +13,9 @@ import (
 // (gpt-oss's interleaved, transposed or openai-MXFP4 experts). The
 // checkpoint source implements it.
 type hostSource interface {
+	hostUploader
 	HostDense(name string, shape ...int) (*tensor.Host, error)
 	HostMXFP4(name string, shape ...int) (*tensor.Host, error)
-	Upload(h *tensor.Host) (backend.Weight, error)
 }
 
 // HostMXFP4 reads openai's name_blocks/name_scales (weights.MXFP4Blocks).
@@ -23,8 +23,15 @@ func (c *checkpointSource) HostMXFP4(name string, shape ...int) (*tensor.Host, e
 	return c.ck.MXFP4Blocks(name, shape...)
 }
 
-// Upload uploads a host tensor the family built.
-func (c *checkpointSource) Upload(h *tensor.Host) (backend.Weight, error) { return c.upload(h) }
+// uploadRearranged uploads a rearranged tensor, counted as the bytes it holds (the
+// halves of a split add up to the stored tensor).
+func uploadRearranged(hs hostSource, h *tensor.Host) (backend.Weight, error) {
+	n := int64(len(h.Data))
+	if h.Quant != nil {
+		n += int64(len(h.Quant.Scales) + len(h.Quant.Biases))
+	}
+	return hs.UploadHost(h, n)
+}
 
 // loadGptOssMoE reads pre's router and experts in whichever layout the
 // checkpoint has.
@@ -95,11 +102,11 @@ func loadHFExperts(src Source, ex string, e *backend.Experts, E, H, I int) error
 	}
 	hosts[2].Shape, hosts[3].Shape = []int{E, I}, []int{E, I}
 	for j, dst := range []*backend.Weight{&e.Gate, &e.Up, &e.GateBias, &e.UpBias} {
-		if *dst, err = hs.Upload(hosts[j]); err != nil {
+		if *dst, err = uploadRearranged(hs, hosts[j]); err != nil {
 			return err
 		}
 	}
-	if e.Down, err = hs.Upload(down); err != nil {
+	if e.Down, err = uploadRearranged(hs, down); err != nil {
 		return err
 	}
 	e.DownBias, err = src.Dense(ex+".down_proj_bias", E, H)
