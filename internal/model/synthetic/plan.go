@@ -53,7 +53,7 @@ func TotalBytes(plan []Tensor) int64 {
 // DecodeBytes is what one decode token reads of plan's weights at batch
 // 1: every tensor once, except the embedding table, of which it reads one
 // row (the whole table when it is also the tied output head), and the
-// stacked experts (switch_mlp), of which it reads the top-k.
+// stacked experts (switch_mlp, gpt-oss's mlp.experts), of which it reads the top-k.
 func DecodeBytes(plan []Tensor, cfg *weights.Config) int64 {
 	var n int64
 	for _, t := range plan {
@@ -61,7 +61,7 @@ func DecodeBytes(plan []Tensor, cfg *weights.Config) int64 {
 		switch {
 		case strings.HasPrefix(t.Name, "model.embed_tokens.") && !cfg.TieEmbeddings:
 			b /= int64(max(cfg.Vocab, 1))
-		case strings.Contains(t.Name, ".switch_mlp.") && cfg.NumExperts > 0:
+		case (strings.Contains(t.Name, ".switch_mlp.") || strings.Contains(t.Name, ".mlp.experts.")) && cfg.NumExperts > 0:
 			b = b * int64(min(cfg.TopK, cfg.NumExperts)) / int64(cfg.NumExperts)
 		}
 		n += b
@@ -106,6 +106,11 @@ func (p *planner) linear(module string, shape ...int) {
 	}
 	w := append(slices.Clone(lead), in*spec.Bits/32)
 	g := append(slices.Clone(lead), in/spec.GroupSize)
+	if quant.IsFP(spec.Mode) {
+		// MLX's floating-point modes: uint8 scales, no biases.
+		p.out = append(p.out, Tensor{module + ".weight", w, tensor.U32}, Tensor{module + ".scales", g, tensor.U8})
+		return
+	}
 	p.out = append(p.out,
 		Tensor{module + ".weight", w, tensor.U32},
 		Tensor{module + ".scales", g, tensor.BF16},
@@ -173,6 +178,8 @@ func (p *planner) run() error {
 			p.mlp(prefix+".mlp", c.Intermediate)
 			return nil
 		}
+	case "gpt_oss":
+		layer = func(i int, prefix string) error { p.gptOss(prefix); return nil }
 	default:
 		return fmt.Errorf("synthetic weights: no tensor plan for model_type %q", mt)
 	}
@@ -217,6 +224,25 @@ func (p *planner) mlp(prefix string, inter int) {
 	p.linear(prefix+".gate_proj", inter, h)
 	p.linear(prefix+".up_proj", inter, h)
 	p.linear(prefix+".down_proj", h, inter)
+}
+
+// gptOss adds a gpt-oss layer as mlx-lm stores it: biased attention with
+// sinks, a biased router, and biased experts split into gate/up/down.
+func (p *planner) gptOss(prefix string) {
+	c := p.cfg
+	p.attention(prefix, c.Heads, c.KVHeads, c.HeadDim, true, false, true)
+	p.dense(prefix+".self_attn.o_proj.bias", c.Hidden)
+	p.dense(prefix+".self_attn.sinks", c.Heads)
+	m := prefix + ".mlp"
+	p.linear(m+".router", c.NumExperts, c.Hidden)
+	p.dense(m+".router.bias", c.NumExperts)
+	for _, e := range []struct {
+		name    string
+		out, in int
+	}{{"gate_proj", c.Intermediate, c.Hidden}, {"up_proj", c.Intermediate, c.Hidden}, {"down_proj", c.Hidden, c.Intermediate}} {
+		p.linear(m+".experts."+e.name, c.NumExperts, e.out, e.in)
+		p.dense(m+".experts."+e.name+".bias", c.NumExperts, e.out)
+	}
 }
 
 // experts adds a router and the stacked expert weights in mlx_lm's

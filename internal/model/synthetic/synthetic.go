@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/quant"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 	"github.com/mlxcel/mlxcel/internal/weights"
 )
@@ -164,6 +165,9 @@ func (s *Source) HostLinear(module string, shape ...int) (*tensor.Host, error) {
 	r := newRNG(s.opts.Seed, module+".weight")
 	data := make([]byte, rows*in*spec.Bits/8)
 	r.fill(data)
+	if quant.IsFP(spec.Mode) {
+		return s.fpHost(module, shape, spec, data, rows*in/spec.GroupSize), nil
+	}
 	// Uniform random codes have std (2^bits)/sqrt(12) in units of the
 	// scale; choose the scale for targetStd and centre the codes with the
 	// bias so weights have mean zero. A +-25% jitter per group keeps the
@@ -256,4 +260,40 @@ func (r *rng) fill(b []byte) {
 		binary.LittleEndian.PutUint64(tail[:], r.next())
 		copy(b[i:], tail[:])
 	}
+}
+
+// fpHost finishes a floating-point-mode weight (fp quantization): random
+// codes (E4M3's NaN codes nudged to their neighbour) and per-group scales
+// around the one that gives targetStd, uint8 and no biases.
+func (s *Source) fpHost(module string, shape []int, spec weights.QuantSpec, data []byte, groups int) *tensor.Host {
+	if spec.Bits == 8 {
+		for i, b := range data {
+			if b&0x7F == 0x7F {
+				data[i] = b ^ 1
+			}
+		}
+	}
+	// RMS of a uniformly random code's value.
+	var ss float64
+	n := 1 << spec.Bits
+	for c := range n {
+		v := float64(quant.FPElement([]byte{byte(c)}, 0, spec.Bits))
+		if spec.Bits == 8 && c&0x7F == 0x7F {
+			v = 0
+		}
+		ss += v * v
+	}
+	base := targetStd(shape[len(shape)-1]) / math.Sqrt(ss/float64(n))
+	scales := make([]byte, groups)
+	rs := newRNG(s.opts.Seed, module+".scales")
+	for g := range scales {
+		sc := base * (0.75 + 0.5*rs.float())
+		if spec.Mode == quant.NVFP4 {
+			scales[g] = quant.EncodeE4M3(float32(sc))
+			continue
+		}
+		scales[g] = uint8(127 + int(math.Round(math.Log2(sc))))
+	}
+	return &tensor.Host{Name: module + ".weight", Shape: slices.Clone(shape), DType: tensor.U32, Data: data,
+		Quant: &tensor.Quant{Bits: spec.Bits, GroupSize: spec.GroupSize, Scales: scales, ScaleDType: tensor.U8, Mode: spec.Mode}}
 }

@@ -43,51 +43,58 @@ func TestPlanMatchesFixtures(t *testing.T) {
 					// every MLX checkpoint (and the loader) uses.
 					t.Skip("HF per-expert layout")
 				}
-				cfg, err := weights.LoadConfig(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				plan, err := synthetic.Plan(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				f, err := weights.OpenFile(filepath.Join(dir, "model.safetensors"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer f.Close()
-				have := map[string]weights.TensorInfo{}
-				for name, ti := range f.Tensors {
-					have[weights.Canonical(name)] = ti
-				}
-				var fileBytes int64
-				for _, ti := range have {
-					fileBytes += ti.End - ti.Begin
-				}
-				for _, p := range plan {
-					ti, ok := have[p.Name]
-					if !ok {
-						t.Errorf("plan has %s, the checkpoint does not", p.Name)
-						continue
-					}
-					if !slices.Equal(ti.Shape, p.Shape) || ti.DType != p.DType {
-						t.Errorf("%s: plan %v %s, checkpoint %v %s", p.Name, p.Shape, p.DType, ti.Shape, ti.DType)
-					}
-					delete(have, p.Name)
-				}
-				var missing []string
-				for n := range have {
-					missing = append(missing, n)
-				}
-				sort.Strings(missing)
-				for _, n := range missing {
-					t.Errorf("checkpoint has %s, the plan does not", n)
-				}
-				if got := synthetic.TotalBytes(plan); !t.Failed() && got != fileBytes {
-					t.Errorf("plan bytes %d, checkpoint data bytes %d", got, fileBytes)
-				}
+				checkPlan(t, dir)
 			})
 		}
+	}
+}
+
+// checkPlan compares the plan of dir's config with its checkpoint: names,
+// stored shapes and dtypes, and total bytes.
+func checkPlan(t *testing.T, dir string) {
+	t.Helper()
+	cfg, err := weights.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := synthetic.Plan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := weights.OpenFile(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	have := map[string]weights.TensorInfo{}
+	for name, ti := range f.Tensors {
+		have[weights.Canonical(name)] = ti
+	}
+	var fileBytes int64
+	for _, ti := range have {
+		fileBytes += ti.End - ti.Begin
+	}
+	for _, p := range plan {
+		ti, ok := have[p.Name]
+		if !ok {
+			t.Errorf("plan has %s, the checkpoint does not", p.Name)
+			continue
+		}
+		if !slices.Equal(ti.Shape, p.Shape) || ti.DType != p.DType {
+			t.Errorf("%s: plan %v %s, checkpoint %v %s", p.Name, p.Shape, p.DType, ti.Shape, ti.DType)
+		}
+		delete(have, p.Name)
+	}
+	var missing []string
+	for n := range have {
+		missing = append(missing, n)
+	}
+	sort.Strings(missing)
+	for _, n := range missing {
+		t.Errorf("checkpoint has %s, the plan does not", n)
+	}
+	if got := synthetic.TotalBytes(plan); !t.Failed() && got != fileBytes {
+		t.Errorf("plan bytes %d, checkpoint data bytes %d", got, fileBytes)
 	}
 }
 
@@ -187,47 +194,55 @@ func TestBuildAndForward(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mt := synthetic.ModelType(cfg)
-			if !slices.Contains(model.Supported(), mt) && !slices.Contains(model.Supported(), cfg.ModelType) {
-				t.Fatalf("model family %s is not registered (have %v)", mt, model.Supported())
-			}
-			be := cpu.New(2)
-			m, src, err := synthetic.Build(cfg, be, synthetic.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if u := src.Unpredicted(); len(u) > 0 {
-				t.Errorf("family asked for tensors a real checkpoint lacks: %v", u)
-			}
-			plan, _ := synthetic.Plan(cfg)
-			if got, want := src.UploadedBytes(), synthetic.TotalBytes(plan); got != want {
-				t.Errorf("uploaded %d bytes, plan says %d", got, want)
-			}
-			const n = 20
-			kv, err := be.NewKVStore(backend.KVSpec{NumBlocks: 2, BlockSize: 16, Layers: m.KVLayers()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b := &backend.Batch{Seqs: []backend.SeqSlice{{Start: 0, Len: n, Blocks: []int32{1, 0}}}, LogitRows: []int{n - 1}}
-			for i := range n {
-				b.Tokens = append(b.Tokens, int32(i*37%cfg.Vocab))
-				b.Positions = append(b.Positions, int32(i))
-			}
-			logits, err := m.Forward(b, kv)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var spread float32
-			for _, v := range logits {
-				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-					t.Fatal("non-finite logit")
-				}
-				spread = max(spread, float32(math.Abs(float64(v-logits[0]))))
-			}
-			if spread == 0 {
-				t.Error("all logits equal: weights did not reach the output")
-			}
+			checkBuildForward(t, cfg)
 		})
+	}
+}
+
+// checkBuildForward builds cfg's model on synthetic weights and runs a
+// 20-token forward: every tensor the family asks for is predicted, the
+// uploaded bytes are the plan's, and the logits are finite and vary.
+func checkBuildForward(t *testing.T, cfg *weights.Config) {
+	t.Helper()
+	mt := synthetic.ModelType(cfg)
+	if !slices.Contains(model.Supported(), mt) && !slices.Contains(model.Supported(), cfg.ModelType) {
+		t.Fatalf("model family %s is not registered (have %v)", mt, model.Supported())
+	}
+	be := cpu.New(2)
+	m, src, err := synthetic.Build(cfg, be, synthetic.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := src.Unpredicted(); len(u) > 0 {
+		t.Errorf("family asked for tensors a real checkpoint lacks: %v", u)
+	}
+	plan, _ := synthetic.Plan(cfg)
+	if got, want := src.UploadedBytes(), synthetic.TotalBytes(plan); got != want {
+		t.Errorf("uploaded %d bytes, plan says %d", got, want)
+	}
+	const n = 20
+	kv, err := be.NewKVStore(backend.KVSpec{NumBlocks: 2, BlockSize: 16, Layers: m.KVLayers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &backend.Batch{Seqs: []backend.SeqSlice{{Start: 0, Len: n, Blocks: []int32{1, 0}}}, LogitRows: []int{n - 1}}
+	for i := range n {
+		b.Tokens = append(b.Tokens, int32(i*37%cfg.Vocab))
+		b.Positions = append(b.Positions, int32(i))
+	}
+	logits, err := m.Forward(b, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spread float32
+	for _, v := range logits {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			t.Fatal("non-finite logit")
+		}
+		spread = max(spread, float32(math.Abs(float64(v-logits[0]))))
+	}
+	if spread == 0 {
+		t.Error("all logits equal: weights did not reach the output")
 	}
 }
 
