@@ -73,13 +73,15 @@ func okBusy(code int) bool { return code == 200 || code == 429 || code == 503 }
 // reclaimed: the connection cap closed an idle keep-alive connection as
 // the client reused it, the race every keep-alive close has (clients do
 // not retry a POST on it).
-func reclaimed(code int, detail string) bool { return code == -1 && strings.HasSuffix(detail, ": EOF") }
+func reclaimed(code int, detail string) bool {
+	return code == -1 && (strings.HasSuffix(detail, ": EOF") || strings.HasSuffix(detail, "server closed idle connection"))
+}
 
 func (c *chaosRun) badInput(rng *rand.Rand) {
 	body := chaosBadBodies[rng.IntN(len(chaosBadBodies))]
 	path := []string{"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}[rng.IntN(4)]
 	code, got := c.post(context.Background(), path, body, false)
-	ok := code >= 400 && code < 500 && strings.Contains(got, `"error"`) || code == 503 || code == 429
+	ok := code >= 400 && code < 500 && strings.Contains(got, `"error"`) || code == 503 || code == 429 || reclaimed(code, got)
 	if code == 200 && (path == "/tokenize" || path == "/detokenize") {
 		ok = true // some bodies are fine for these
 	}
