@@ -117,8 +117,9 @@ type Batch struct {
 // queued by ArgmaxAsync. Real ids are never negative.
 func FeedToken(j int) int32 { return int32(-1 - j) }
 
-// NonFiniteRow is Argmax's answer for a row with NaN or Inf values: the
-// engine fails that request instead of emitting a token.
+// NonFiniteRow is Argmax's answer for a row with NaN or +Inf values (-Inf
+// is a masked logit and allowed): the engine fails that request instead
+// of emitting a token.
 const NonFiniteRow = math.MinInt32
 
 // FedRow reports whether id is a FeedToken and the argmax row it names.
@@ -278,7 +279,7 @@ type Backend interface {
 	// ReadRows copies t to host memory (row-major, len Rows*Cols).
 	ReadRows(t Tensor, out []float32)
 	// Argmax returns the index of the largest element of each row of t,
-	// or NonFiniteRow for a row holding NaN or Inf.
+	// or NonFiniteRow for a row holding NaN or +Inf.
 	Argmax(t Tensor) []int32
 	// Sync waits for queued work (no-op on synchronous backends).
 	Sync() error

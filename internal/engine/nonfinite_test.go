@@ -23,10 +23,16 @@ func (m nanModel) Forward(b *backend.Batch, kv backend.KVStore) ([]float32, erro
 	return l, err
 }
 
-// TestNonFiniteLogitsFail: NaN or Inf logits end the request with
-// ErrNonFiniteLogits and no token, whatever the sampling parameters.
+// TestNonFiniteLogitsFail: NaN or +Inf logits end the request with
+// ErrNonFiniteLogits and no token, whatever the sampling parameters; a
+// -Inf logit is a mask and decodes normally.
 func TestNonFiniteLogitsFail(t *testing.T) {
-	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+	e := newEngine(t, nanModel{newFake(), float32(math.Inf(-1))}, Config{})
+	e.Start()
+	if r := collect(t, submit(t, e, Request{Prompt: prompt(5, 1), Params: sample.DefaultParams(), MaxTokens: 8})); len(r.tokens) != 8 || r.last.Err != nil {
+		t.Errorf("logit -Inf: %d tokens, err %v; want 8 tokens", len(r.tokens), r.last.Err)
+	}
+	for _, v := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
 		e := newEngine(t, nanModel{newFake(), v}, Config{})
 		e.Start()
 		p := sample.DefaultParams()

@@ -273,26 +273,27 @@ func (e *Engine) forward(b *backend.Batch) (logits []float32, err error) {
 	return e.m.Forward(b, e.kvStore)
 }
 
-// ErrNonFiniteLogits fails a request whose logits hold NaN or Inf (broken
-// weights, an overflowing kernel): sampling them would emit arbitrary
-// tokens with a 200.
+// ErrNonFiniteLogits fails a request whose logits hold NaN or +Inf
+// (broken weights, an overflowing kernel): sampling them would emit
+// arbitrary tokens with a 200. -Inf is a masked logit, not a failure (the
+// backends' Argmax agrees: backend.NonFiniteRow).
 var ErrNonFiniteLogits = errors.New("engine: the model produced non-finite logits (NaN or Inf): its weights or its computation are broken")
 
-// finiteRow reports whether every logit is finite: v*0 is 0 for a finite
-// v and NaN otherwise, so sums tell, without a branch per value (a
-// fraction of the sampling pass over the same row).
+// finiteRow reports whether no logit is NaN or +Inf: max(v, 0)*0 is 0 for
+// a finite v or -Inf and NaN otherwise, so sums tell, without a branch per
+// value (a fraction of the sampling pass over the same row).
 func finiteRow(l []float32) bool {
 	var a0, a1, a2, a3 float32
 	i := 0
 	for ; i+4 <= len(l); i += 4 {
 		v := l[i : i+4 : i+4]
-		a0 += v[0] * 0
-		a1 += v[1] * 0
-		a2 += v[2] * 0
-		a3 += v[3] * 0
+		a0 += max(v[0], 0) * 0
+		a1 += max(v[1], 0) * 0
+		a2 += max(v[2], 0) * 0
+		a3 += max(v[3], 0) * 0
 	}
 	for ; i < len(l); i++ {
-		a0 += l[i] * 0
+		a0 += max(l[i], 0) * 0
 	}
 	return a0+a1+a2+a3 == 0
 }

@@ -222,7 +222,9 @@ func (m *Model) ForwardArgmaxAsync(b *backend.Batch, kv backend.KVStore) (backen
 					if j >= len(m.fed) {
 						return nil, fmt.Errorf("feed token for argmax row %d, but the last argmax had %d rows", j, len(m.fed))
 					}
-					resolved.Tokens[i] = m.fed[j]
+					// A non-finite row's successor embeds token 0: the
+					// engine fails that request and drops the step's result.
+					resolved.Tokens[i] = max(m.fed[j], 0)
 				}
 			}
 			b = &resolved

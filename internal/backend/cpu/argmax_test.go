@@ -7,8 +7,9 @@ import (
 	"github.com/mlxcel/mlxcel/internal/backend"
 )
 
-// TestArgmaxNonFinite: a row holding NaN or Inf gives NonFiniteRow, so
-// broken weights fail the request instead of serving token 0.
+// TestArgmaxNonFinite: a row holding NaN or +Inf gives NonFiniteRow, so
+// broken weights fail the request instead of serving token 0; -Inf is a
+// masked logit (logit_bias, constraints), not a failure.
 func TestArgmaxNonFinite(t *testing.T) {
 	b := New(1)
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
@@ -20,7 +21,7 @@ func TestArgmaxNonFinite(t *testing.T) {
 	}
 	WriteRows(x, flat)
 	got := b.Argmax(x)
-	want := []int32{1, backend.NonFiniteRow, backend.NonFiniteRow, backend.NonFiniteRow, backend.NonFiniteRow}
+	want := []int32{1, backend.NonFiniteRow, backend.NonFiniteRow, backend.NonFiniteRow, 0}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("row %d %v: argmax %d, want %d", i, rows[i], got[i], want[i])

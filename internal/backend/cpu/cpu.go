@@ -9,6 +9,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -139,7 +140,7 @@ func (b *Backend) Argmax(t backend.Tensor) []int32 {
 			if v > row[best] {
 				best = i
 			}
-			if v-v != 0 { // NaN or ±Inf
+			if !(v <= math.MaxFloat32) { // NaN or +Inf: a broken model (-Inf is a mask)
 				finite = false
 			}
 		}

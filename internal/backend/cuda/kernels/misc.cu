@@ -9,10 +9,12 @@
 extern "C" __global__ void fill_f32(float* p, float v, long long n) { grid_dep_start(); GRID_STRIDE(i, n) p[i] = v; }
 
 // token_id is this block's token: a negative id -(j+1) is a feed token,
-// the id the last argmax left in feed[j] (async.go).
+// the id the last argmax left in feed[j] (async.go). A non-finite row's
+// id (INT_MIN) embeds token 0: the engine fails that request and drops
+// the step queued after it.
 DEV long long token_id(const int* tokens, const int* feed) {
     const int id = tokens[blockIdx.x];
-    return id >= 0 ? id : feed[-id - 1];
+    return id >= 0 ? id : max(feed[-id - 1], 0);
 }
 // Embedding rows: dst[r] = table[tokens[r]], one block per row.
 template <class T>
@@ -227,17 +229,21 @@ DEV void argmax_block(float& best, int& idx) {
 }
 
 // argmax_scan is the first index of the largest value of x[c0, c1) seen by
-// this thread (0x7fffffff when none is above -inf).
+// this thread (0x7fffffff when none is above -inf). NaN or +Inf (a broken
+// model; -inf is a mask) makes (+inf, INT_MIN), which wins every pick: the
+// row's answer is then backend.NonFiniteRow.
 DEV void argmax_scan(const float* x, int c0, int c1, float& best, int& idx) {
     best = NEG_INF, idx = 0x7fffffff;
     for (int c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
         float v = x[c];
-        if (v > best) { best = v; idx = c; }
+        if (!(v <= 3.402823466e38f)) { best = __int_as_float(0x7f800000); idx = (int)0x80000000; }
+        else if (v > best) { best = v; idx = c; }
     }
 }
 
 // argmax_rows: the first index of the largest value of each row. One block
-// per row. An all-NaN or all -inf row gives index 0, as the CPU scan does.
+// per row. An all -inf row gives index 0, as the CPU scan does; a row
+// holding NaN or +Inf, INT_MIN (backend.NonFiniteRow).
 extern "C" __global__ void argmax_rows(int* out, const float* x, int cols) { grid_dep_start();
     float best;
     int idx;
