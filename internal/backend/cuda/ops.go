@@ -282,14 +282,7 @@ func (b *Backend) GatedAct(dst, gate, up backend.Tensor, act backend.Activation)
 	if n == 0 {
 		return
 	}
-	name := "gated_silu"
-	switch act {
-	case backend.SiLU:
-	case backend.GELUTanh:
-		name = "gated_gelu"
-	default:
-		panic("cuda: unknown activation")
-	}
+	name := gatedKernel(act)
 	if b.fuseGLU(d, g, u, act) {
 		return
 	}
@@ -407,10 +400,7 @@ func (b *Backend) moeGrouped(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoE
 	} else {
 		b.newLaunch("moe_route", (T+127)/128, 1, 1, 128).p(logits).i(T).i(E).i(p.TopK).i(renorm).p(idx).p(wts)
 	}
-	act := "gated_silu"
-	if p.Act == backend.GELUTanh {
-		act = "gated_gelu"
-	}
+	act := gatedKernel(p.Act)
 	b.gemv(g, s.ptr, gw, 0, T, inter, hidden, idx, p.TopK, -1)
 	b.gemv(u, s.ptr, uw, 0, T, inter, hidden, idx, p.TopK, -1)
 	n := slots * T * inter

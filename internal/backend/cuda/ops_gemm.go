@@ -131,7 +131,7 @@ func (b *Backend) producerSlots(l *launch) (dst uintptr, elems, slot int, ok boo
 		return uintptr(l.args[0]), int(l.gx) * int(int32(l.args[3])), 5, true
 	case b.fn("add_rmsnorm"): // sum, a, b, dst, w, cols, eps, dbf
 		return uintptr(l.args[3]), int(l.gx) * int(int32(l.args[5])), 7, true
-	case b.fn("gated_silu"), b.fn("gated_gelu"): // d, g, u, n, dbf
+	case b.fn("gated_silu"), b.fn("gated_gelu"), b.fn("gated_gelu_erf"): // d, g, u, n, dbf
 		return uintptr(l.args[0]), int(l.args[3]), 4, true
 	}
 	return 0, 0, 0, false

@@ -58,8 +58,26 @@ const (
 	mSeg0, mSegLen       = 3, 5 // y, w, sb, bias, N per matrix
 	mNB0, mNB1, mGLU, mD = 18, 19, 20, 21
 	multiRows            = 8 // MULTI_NR
-	actSiLU, actGELU     = 1, 2
 )
+
+// actCode is a gated activation's code in the kernels (gate_act in
+// kernels/common.cu).
+func actCode(act backend.Activation) int {
+	switch act {
+	case backend.SiLU:
+		return 1
+	case backend.GELUTanh:
+		return 2
+	case backend.GELU:
+		return 3
+	}
+	panic(fmt.Sprintf("cuda: unknown activation %v", act))
+}
+
+// gatedKernel is the elementwise kernel of a gated activation.
+func gatedKernel(act backend.Activation) string {
+	return [...]string{1: "gated_silu", 2: "gated_gelu", 3: "gated_gelu_erf"}[actCode(act)]
+}
 
 // multiKernels are the qgemvm kernels: by bits and scale type, with their
 // row-group forms for short rows (_g64, _g32).
@@ -188,11 +206,7 @@ func (b *Backend) fuseGLU(d, g, u *Tensor, act backend.Activation) bool {
 		l.args[s0+4] != l.args[s1+4] || int(int32(l.args[s0+4])) != g.cols {
 		return false
 	}
-	code := actSiLU
-	if act == backend.GELUTanh {
-		code = actGELU
-	}
-	l.args[mGLU], l.args[mD] = uint64(code), uint64(d.ptr)
+	l.args[mGLU], l.args[mD] = uint64(actCode(act)), uint64(d.ptr)
 	l.gx = uint32((g.cols + nr/2 - 1) / (nr / 2))
 	return true
 }

@@ -91,10 +91,7 @@ func (b *Backend) moeGEMM(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEPar
 	b.newLaunch("moe_align", 1, 1, 1, 1024).p(idx).i(P).i(E).p(sorted).p(inv).p(tileE).p(ntiles)
 	b.newLaunch("moe_gather", tiles, 1, 1, min(256, roundUp(hidden/4, 32))).p(xs).p(s.ptr).p(sorted).p(ntiles).i(topk).i(hidden)
 	b.moeQMMA(g, u, xs, gw, uw, tileE, ntiles, tiles)
-	act := actSiLU
-	if p.Act == backend.GELUTanh {
-		act = actGELU
-	}
+	act := actCode(p.Act)
 	b.newLaunch("moe_act", tiles, 1, 1, 256).p(g).p(u).p(ntiles).i(inter).i(act)
 	b.moeQMMA(xs, 0, g, dw, nil, tileE, ntiles, tiles)
 	b.newLaunch("moe_unsort_sum", T, 1, 1, min(256, roundUp(hidden, 32))).p(d.ptr).p(xs).p(wts).p(inv).i(topk).i(hidden)

@@ -148,10 +148,7 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	b.newLaunchFn(rk.fn, rk.name, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
 		i(topk).i(renorm).p(idx).p(wts)
 
-	act := actSiLU
-	if p.Act == backend.GELUTanh {
-		act = actGELU
-	}
+	act := actCode(p.Act)
 	wstride, sbstride := expertStrides(gw)
 	// Gate/up lets the down kernel launch only after the router is done,
 	// and the down kernel loads its expert's first weight chunk before

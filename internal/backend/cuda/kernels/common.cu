@@ -175,3 +175,12 @@ DEV u32 qval(const u32* row, long long e, int bits) {
     if (sh + bits > 32) v |= row[wi + 1] << (32 - sh);
     return v & ((1u << bits) - 1u);
 }
+
+// gate_act is a gated MLP's activation of its gate (the Go side's
+// actCode): 1 SiLU, 2 GELU in its tanh form (gelu_pytorch_tanh), 3 the
+// exact erf GELU (hidden_act "gelu").
+DEV float gate_act(int act, float x) {
+    if (act == 2) return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    if (act == 3) return 0.5f * x * (1.f + erff(x * 0.7071067811865476f));
+    return x / (1.f + expf(-x));
+}

@@ -273,11 +273,9 @@ DEV void multi_rows(int bx, int grp, int RG, QMULTI_PARAMS, const uint4* (&wr)[N
     }
 }
 
-// glu_act is the gate's activation in a fused gate/up product: glu 1 is
-// SiLU, 2 the tanh form of GELU.
-DEV float glu_act(int glu, float g) {
-    return glu == 1 ? g / (1.f + expf(-g)) : 0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
-}
+// glu_act is the gate's activation in a fused gate/up product (glu is
+// gate_act's code).
+DEV float glu_act(int glu, float g) { return gate_act(glu, g); }
 
 template <int BITS, class SB, int NR, int L = 32 * QW>
 DEV void qgemv_multi_impl(QMULTI_PARAMS) {

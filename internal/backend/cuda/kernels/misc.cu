@@ -192,6 +192,13 @@ extern "C" __global__ void gated_gelu(float* d, const float* g, const float* u, 
         if (dbf) dbf[i] = bf16rn(v);
     }
 }
+extern "C" __global__ void gated_gelu_erf(float* d, const float* g, const float* u, long long n, u16* dbf) { grid_dep_start();
+    GRID_STRIDE(i, n) {
+        float v = gate_act(3, g[i]) * u[i];
+        d[i] = v;
+        if (dbf) dbf[i] = bf16rn(v);
+    }
+}
 extern "C" __global__ void add_f32(float* d, const float* a, const float* b, long long n) { grid_dep_start(); GRID_STRIDE(i, n) d[i] = a[i] + b[i]; }
 extern "C" __global__ void scale_f32(float* x, float s, long long n) { grid_dep_start(); GRID_STRIDE(i, n) x[i] *= s; }
 extern "C" __global__ void softcap_f32(float* x, float c, long long n) { grid_dep_start(); GRID_STRIDE(i, n) x[i] = c * tanhf(x[i] / c); }

@@ -128,17 +128,15 @@ extern "C" __global__ void __launch_bounds__(256) moe_qmma4_f32(MOE_QMMA_PARAMS)
     moe_qmma4<SBf32>(MOE_QMMA_ARGS);
 }
 
-// moe_act: g = act(g) * u over the real tiles' rows (act 1: SiLU, 2: GELU
-// tanh, the formulas of gated_silu and gated_gelu), one block per tile.
+// moe_act: g = act(g) * u over the real tiles' rows (act: gate_act's
+// code), one block per tile.
 extern "C" __global__ void moe_act(float* g, const float* u, const int* ntiles, int N, int act) {
     grid_dep_start();
     if ((int)blockIdx.x >= *ntiles) return;
     const long long o = (long long)blockIdx.x * MOE_TILE * N;
     for (int i = threadIdx.x; i < MOE_TILE * N; i += blockDim.x) {
         const float x = g[o + i];
-        const float a = act == 2 ? 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)))
-                                 : x / (1.f + expf(-x));
-        g[o + i] = a * u[o + i];
+        g[o + i] = gate_act(act, x) * u[o + i];
     }
 }
 

@@ -198,7 +198,7 @@ DEV void moe_router_impl(MR_PARAMS) {
 // groups take MD_NR/2 rows each of gate and of up of expert
 // idx[t*topk+slot] (shared x chunk loads, as the glu mode of
 // qgemv_multi_impl) and write a[slot][t][row] = act(gate) * up (act 1:
-// SiLU, 2: GELU-tanh, the formulas of gated_silu/gated_gelu).
+// gate_act's code).
 //
 // The next kernel (moe_down_*) may launch only once every block has
 // passed its wait, i.e. once the router is done, so that it can read idx
@@ -233,9 +233,7 @@ DEV void moe_gateup_impl(GU_PARAMS) {
     md_warps<MD_NR>(acc, red);
     if (li < H && row0 + li < N) {
         const float g = md_group<MD_NR, L>(red, li), u = md_group<MD_NR, L>(red, li + H);
-        const float ag = act == 2 ? 0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)))
-                                  : g / (1.f + expf(-g));
-        a[((long long)slot * gridDim.y + t) * N + row0 + li] = ag * u;
+        a[((long long)slot * gridDim.y + t) * N + row0 + li] = gate_act(act, g) * u;
     }
 }
 
