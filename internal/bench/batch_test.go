@@ -1,10 +1,7 @@
 package bench
 
 import (
-	"encoding/csv"
-	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"testing"
 
@@ -22,7 +19,7 @@ func TestBatchLadder(t *testing.T) {
 		"--context", "24", "--steps", "4", "--csv", csvPath); err != nil {
 		t.Fatal(err)
 	}
-	rows := readBatchRecords(t, csvPath)
+	rows := readCSVAs(t, csvPath, BatchColumns)
 	if len(rows) != 3 {
 		t.Fatalf("%d rows, want 3", len(rows))
 	}
@@ -78,29 +75,4 @@ func TestBatchStepsAreBatchInvariant(t *testing.T) {
 	if _, _, err := batchSteps(m, 0, 1, m.MaxContext(), 4, 8); err == nil {
 		t.Error("a context past the model's was accepted")
 	}
-}
-
-func readBatchRecords(t *testing.T, path string) []map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) == 0 || !slices.Equal(recs[0], BatchColumns) {
-		t.Fatalf("header %v, want %v", recs[:min(len(recs), 1)], BatchColumns)
-	}
-	var out []map[string]string
-	for _, r := range recs[1:] {
-		m := map[string]string{}
-		for i, c := range BatchColumns {
-			m[c] = r[i]
-		}
-		out = append(out, m)
-	}
-	return out
 }
