@@ -358,6 +358,40 @@ type Accelerator interface {
 	DeviceName() string
 }
 
+// Feature names an op or option beyond what every backend runs. A model
+// family that needs one asks Supports at load and refuses a backend
+// without it, rather than let that backend ignore a field it does not
+// know (a missing softmax column or bias gives plausible wrong logits).
+type Feature string
+
+const (
+	FeatureAttentionSinks Feature = "attention sinks (AttnParams.Sinks)"
+	FeatureMoEBiases      Feature = "MoE router and expert biases (Experts.*Bias)"
+	FeatureSwiGLUClamped  Feature = "the clamped SwiGLU activation (SwiGLUClamped)"
+	FeatureFPQuant        Feature = "MLX floating-point quantization (mxfp4, nvfp4, mxfp8 weights)"
+)
+
+// Featurer is a backend that runs some Features.
+type Featurer interface {
+	Supports(f Feature) bool
+}
+
+// Supports reports whether b runs f.
+func Supports(b Backend, f Feature) bool {
+	s, ok := b.(Featurer)
+	return ok && s.Supports(f)
+}
+
+// Upload is b.UploadWeight, first refusing by name a weight in a
+// floating-point quantization mode on a backend without FeatureFPQuant
+// (whose own check would only see sizes it does not expect).
+func Upload(b Backend, h *WeightData) (Weight, error) {
+	if q := h.Quant; q != nil && q.Mode != "" && q.Mode != "affine" && !Supports(b, FeatureFPQuant) {
+		return nil, fmt.Errorf("%s: %s weights need %s, which the %s backend does not run", h.Name, q.Mode, FeatureFPQuant, b.Name())
+	}
+	return b.UploadWeight(h)
+}
+
 // IsAccelerator reports whether b runs its ops on a separate device.
 func IsAccelerator(b Backend) bool {
 	_, ok := b.(Accelerator)

@@ -138,7 +138,7 @@ type hostUploader interface {
 
 // UploadHost uploads a derived tensor, reported as the stored bytes.
 func (c *checkpointSource) UploadHost(h *tensor.Host, stored int64) (backend.Weight, error) {
-	w, err := c.be.UploadWeight(h)
+	w, err := backend.Upload(c.be, h)
 	if err == nil && c.onTensor != nil {
 		c.onTensor(h.Name, stored)
 	}

@@ -32,7 +32,15 @@ func init() { Register("gpt_oss", buildGptOss) }
 // transformers, not a config key).
 const gptOssAlpha = 1.702
 
+// gptOssFeatures are the ops beyond the base contract gpt-oss needs.
+var gptOssFeatures = []backend.Feature{backend.FeatureAttentionSinks, backend.FeatureMoEBiases, backend.FeatureSwiGLUClamped}
+
 func buildGptOss(cfg *weights.Config, src Source, m *Model) error {
+	for _, f := range gptOssFeatures {
+		if !backend.Supports(m.be, f) {
+			return fmt.Errorf("gpt_oss needs %s, which the %s backend does not run", f, m.be.Name())
+		}
+	}
 	if err := loadTop(cfg, src, m); err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func (c *checkpointSource) Dense(name string, shape ...int) (backend.Weight, err
 }
 
 func (c *checkpointSource) upload(h *tensor.Host) (backend.Weight, error) {
-	w, err := c.be.UploadWeight(h)
+	w, err := backend.Upload(c.be, h)
 	if err != nil {
 		return nil, err
 	}

@@ -13,11 +13,26 @@ import (
 // under test gets the packed weights; the reference gets them dequantized
 // by package quant as dense f32, so the CPU backend's own fp kernels are
 // checked against the format reference too, not only against themselves.
+//
+// A backend that does not declare a case's backend.Features skips it (the
+// model families that need them refuse that backend at load, so nothing
+// runs on it silently wrong); one that declares them must pass.
 func init() {
-	register("LinearFP", runLinearFP)
-	register("EmbedFP", runEmbedFP)
-	register("MoEGptOss", runMoEGptOss)
-	register("AttentionSinks", runAttentionSinks)
+	register("LinearFP", needs(runLinearFP, backend.FeatureFPQuant))
+	register("EmbedFP", needs(runEmbedFP, backend.FeatureFPQuant))
+	register("MoEGptOss", needs(runMoEGptOss, backend.FeatureFPQuant, backend.FeatureMoEBiases, backend.FeatureSwiGLUClamped))
+	register("AttentionSinks", needs(runAttentionSinks, backend.FeatureAttentionSinks))
+}
+
+func needs(run func(e *env), fs ...backend.Feature) func(e *env) {
+	return func(e *env) {
+		for _, f := range fs {
+			if !backend.Supports(e.test, f) {
+				e.t.Skipf("the %s backend does not declare %s", e.test.Name(), f)
+			}
+		}
+		run(e)
+	}
 }
 
 var fpModes = []string{quant.MXFP4, quant.NVFP4, quant.MXFP8}

@@ -60,6 +60,10 @@ func (b *Backend) Close() error {
 	return nil
 }
 
+// Supports: the CPU backend runs every backend.Feature (it is the
+// reference the conformance suite checks the others against).
+func (b *Backend) Supports(backend.Feature) bool { return true }
+
 // workers returns the worker pool, started on first use so that backends
 // made only to upload or inspect weights start no goroutines.
 func (b *Backend) workers() *pool {

@@ -93,7 +93,7 @@ func (s *Source) Dense(name string, shape ...int) (backend.Weight, error) {
 // (Gemma 3's 1+w norms in float32), counted as the stored bytes of the
 // tensor it came from.
 func (s *Source) UploadHost(h *tensor.Host, stored int64) (backend.Weight, error) {
-	w, err := s.be.UploadWeight(h)
+	w, err := backend.Upload(s.be, h)
 	if err != nil {
 		return nil, fmt.Errorf("synthetic %s: %v", h.Name, err)
 	}
@@ -105,7 +105,7 @@ func (s *Source) UploadHost(h *tensor.Host, stored int64) (backend.Weight, error
 }
 
 func (s *Source) upload(h *tensor.Host) (backend.Weight, error) {
-	w, err := s.be.UploadWeight(h)
+	w, err := backend.Upload(s.be, h)
 	if err != nil {
 		return nil, fmt.Errorf("synthetic %s: %v", h.Name, err)
 	}
