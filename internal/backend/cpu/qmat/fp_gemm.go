@@ -19,7 +19,9 @@ import (
 // activations packed once per call. The decoded values are exact, so only
 // the summation order differs from a dense product. The weights stay
 // 4-bit in memory; the conversion is one pass over a block's codes. nvfp4
-// (groups of 16) and mxfp8 (E4M3 is not affine) keep the Go path.
+// (groups of 16) and mxfp8 (E4M3 is not affine) keep the Go path for 2+
+// rows. One row of mxfp4 or nvfp4 goes through fp4Dot1 / fp4Dot1G16
+// (fp4_amd64.s), which decode the codes in registers.
 
 // FPPrep is one call's activation state for MulPrepared.
 type FPPrep struct {
