@@ -12,4 +12,9 @@ func fp4Dot1(x *float32, w *byte, sc *float32, groups int, tab *byte) float32
 //go:noescape
 func fp4Dot1G16(x *float32, w *byte, sc *float32, blocks int, tab *byte) float32
 
+// fp8Dot1 is the one-row mxfp8 kernel (E4M3 elements, groups of 32).
+//
+//go:noescape
+func fp8Dot1(x *float32, w *byte, sc *float32, groups int, tab *uint32) float32
+
 const haveFP4Dot1 = true

@@ -117,3 +117,55 @@ done16:
 	VZEROUPPER
 	MOVSS X0, ret+40(FP)
 	RET
+
+// func fp8Dot1(x *float32, w *byte, sc *float32, groups int, tab *uint32) float32
+//
+// One mxfp8 row dotted with one activation row (natural order). An E4M3
+// byte b becomes the float32 with bits ((b&0x7F)<<20) | ((b&0x80)<<24),
+// which is its value times 2^-120 (subnormals included), so it is scaled
+// by 2^120 before the FMA (tab: sign mask, 0x7F, 2^120). The group sum is
+// then scaled by sc[g].
+TEXT ·fp8Dot1(SB), NOSPLIT, $0-44
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ sc+16(FP), DX
+	MOVQ groups+24(FP), CX
+	MOVQ tab+32(FP), AX
+	VPBROADCASTD (AX), Y13
+	VPBROADCASTD 4(AX), Y14
+	VBROADCASTSS 8(AX), Y15
+	VXORPS Y0, Y0, Y0
+
+loop8:
+	TESTQ CX, CX
+	JE    done8
+	VXORPS Y7, Y7, Y7
+	MOVQ   $4, BX
+
+inner8:
+	VPMOVZXBD   (DI), Y1
+	VPSLLD      $24, Y1, Y2
+	VPAND       Y13, Y2, Y2
+	VPAND       Y14, Y1, Y1
+	VPSLLD      $20, Y1, Y1
+	VPOR        Y2, Y1, Y1
+	VMULPS      Y15, Y1, Y1
+	VFMADD231PS (SI), Y1, Y7
+	ADDQ        $32, SI
+	ADDQ        $8, DI
+	DECQ        BX
+	JNE         inner8
+	VBROADCASTSS (DX), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	ADDQ $4, DX
+	DECQ CX
+	JMP  loop8
+
+done8:
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+40(FP)
+	RET

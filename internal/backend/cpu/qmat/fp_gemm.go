@@ -29,6 +29,7 @@ type FPPrep struct {
 	nRows int
 	p     *prep     // the 8-bit kernels' panel (asmPath), nil otherwise
 	xp    []float32 // one E2M1 row: x evens-then-odds per 32 (fp4Dot1)
+	x8    bool      // one E4M3 row through fp8Dot1
 }
 
 // Release returns the panel to its pool.
@@ -58,6 +59,9 @@ func (m *FPMatrix) PrepareWith(x []float32, nRows int, par func(n int, f func(i 
 	if m.asmPath() && nRows > 1 {
 		fp.p = m.shape8().prepare(x, nRows, par)
 	}
+	if useAsm && m.Bits == 8 && nRows == 1 && haveFP4Dot1 {
+		fp.x8 = true // fp8Dot1 reads x as it is
+	}
 	if useAsm && m.Bits == 4 && nRows == 1 && haveFP4Dot1 && m.In%32 == 0 {
 		fp.xp = make([]float32, m.In)
 		for g := 0; g < m.In; g += 32 {
@@ -75,8 +79,8 @@ type convScratch struct{ packed, meta []byte }
 
 // MulPrepared computes output columns [o0, o1) of out for p's rows.
 func (m *FPMatrix) MulPrepared(p *FPPrep, out []float32, o0, o1 int) {
-	if p.xp != nil {
-		m.mulOneRowAsm(p.xp, out, o0, o1)
+	if p.xp != nil || p.x8 {
+		m.mulOneRowAsm(p, out, o0, o1)
 		return
 	}
 	if p.p == nil {
@@ -142,25 +146,36 @@ var fp4Tab = func() (t [32]byte) {
 	return t
 }()
 
-// mulOneRowAsm is the decode product of an mxfp4 or nvfp4 matrix:
-// fp4Dot1 (fp4Dot1G16) per row, with the row's scales halved (the table
-// holds 2v) and decoded to f32 first.
-func (m *FPMatrix) mulOneRowAsm(xp, out []float32, o0, o1 int) {
+// fp8Tab is fp8Dot1's constants: the sign bit, the magnitude mask and
+// 2^120 (the exponent bias difference between float32 and E4M3).
+var fp8Tab = [3]uint32{0x80000000, 0x7F, math.Float32bits(float32(math.Ldexp(1, 120)))}
+
+// mulOneRowAsm is the decode product of an mxfp4, nvfp4 or mxfp8 matrix:
+// fp4Dot1 (fp4Dot1G16, fp8Dot1) per row, with the row's scales decoded to
+// f32 first (halved for E2M1, whose table holds 2v).
+func (m *FPMatrix) mulOneRowAsm(p *FPPrep, out []float32, o0, o1 int) {
 	gs := m.In / m.Group
 	var buf [256]float32
 	sc := buf[:0]
 	if gs > len(buf) {
 		sc = make([]float32, 0, gs)
 	}
+	div := float32(2) // fp4Tab holds 2v
+	if p.x8 {
+		div = 1
+	}
 	for o := o0; o < o1; o++ {
 		sc = sc[:0]
 		for _, b := range m.scales[o*gs : (o+1)*gs] {
-			sc = append(sc, m.scale[b]/2)
+			sc = append(sc, m.scale[b]/div)
 		}
-		if m.Group == 16 {
-			out[o] = fp4Dot1G16(&xp[0], &m.packed[o*m.rowBytes], &sc[0], m.In/32, &fp4Tab[0])
-			continue
+		switch {
+		case p.x8:
+			out[o] = fp8Dot1(&p.x[0], &m.packed[o*m.rowBytes], &sc[0], gs, &fp8Tab[0])
+		case m.Group == 16:
+			out[o] = fp4Dot1G16(&p.xp[0], &m.packed[o*m.rowBytes], &sc[0], m.In/32, &fp4Tab[0])
+		default:
+			out[o] = fp4Dot1(&p.xp[0], &m.packed[o*m.rowBytes], &sc[0], gs, &fp4Tab[0])
 		}
-		out[o] = fp4Dot1(&xp[0], &m.packed[o*m.rowBytes], &sc[0], gs, &fp4Tab[0])
 	}
 }
