@@ -33,6 +33,9 @@ func TestRunAheadMatchesStepByStep(t *testing.T) {
 		}
 		defer e.Stop()
 		res := generate(t, e, reqs)
+		// The loop publishes a step's counters after sending its tokens:
+		// read them once it has stopped.
+		e.Stop()
 		return res, e.Stats()
 	}
 	want, _ := run(engine.RunAheadOff, reqs)
