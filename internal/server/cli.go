@@ -147,7 +147,7 @@ func (f *Flags) serve(ctx context.Context) error {
 	ln = s.HTTPServer(hs, ln)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
-	log.Info("listening", "addr", "http://"+ln.Addr().String(), "chat page", "http://"+ln.Addr().String()+"/", "auth", f.Options.APIKey != "")
+	log.Info("listening", "addr", "http://"+ln.Addr().String(), "chat", "http://"+ln.Addr().String()+"/", "auth", f.Options.APIKey != "")
 
 	type loadResult struct {
 		l   *app.Loaded

@@ -99,6 +99,31 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// serveReady runs the command's serve loop on the embedded model with
+// args after the test's defaults, and returns once the model is ready: its
+// address, its log, the cancel that shuts it down and serve's result.
+func serveReady(t *testing.T, args ...string) (base string, logs *syncBuffer, cancel context.CancelFunc, done chan error) {
+	t.Helper()
+	f, err := parseFlags(t, append([]string{"--port", "0", "--backend", "cpu", "--threads", "2"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs = &syncBuffer{}
+	f.Options.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	go func() { done <- f.serve(ctx) }()
+	addr := regexp.MustCompile(`addr=(http://\S+)`)
+	waitFor(t, func() bool {
+		m := addr.FindStringSubmatch(logs.String())
+		if m != nil {
+			base = m[1]
+		}
+		return m != nil && strings.Contains(logs.String(), "model ready")
+	})
+	return base, logs, cancel, done
+}
+
 // TestServeLifecycle runs the command's serve loop: it listens, loads the
 // default model, answers, and returns cleanly when its context ends (what
 // SIGINT/SIGTERM do).
@@ -156,24 +181,7 @@ func TestServeLifecycle(t *testing.T) {
 // TestServeGracePeriod: a request still running when the grace period
 // ends is stopped (its stream ends with an error event) and serve returns.
 func TestServeGracePeriod(t *testing.T) {
-	f, err := parseFlags(t, "--port", "0", "--backend", "cpu", "--threads", "2", "--shutdown-timeout", "1ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs syncBuffer
-	f.Options.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.serve(ctx) }()
-	addr := regexp.MustCompile(`addr=(http://\S+)`)
-	var base string
-	waitFor(t, func() bool {
-		m := addr.FindStringSubmatch(logs.String())
-		if m != nil {
-			base = m[1]
-		}
-		return m != nil && strings.Contains(logs.String(), "model ready")
-	})
+	base, logs, cancel, done := serveReady(t, "--shutdown-timeout", "1ms")
 	resp, err := http.Post(base+"/v1/completions", "application/json",
 		strings.NewReader(`{"prompt":"Once","max_tokens":480,"ignore_eos":true,"stream":true}`))
 	if err != nil {

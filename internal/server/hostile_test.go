@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -356,24 +355,7 @@ func TestWatchSignals(t *testing.T) {
 // the grace period: new requests get 503 (not connection refused) while a
 // running stream completes; then serve returns.
 func TestServeDrains(t *testing.T) {
-	f, err := parseFlags(t, "--port", "0", "--backend", "cpu", "--threads", "2", "--shutdown-timeout", "20s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs syncBuffer
-	f.Options.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.serve(ctx) }()
-	addr := regexp.MustCompile(`addr=(http://\S+)`)
-	var base string
-	waitFor(t, func() bool {
-		m := addr.FindStringSubmatch(logs.String())
-		if m != nil {
-			base = m[1]
-		}
-		return m != nil && strings.Contains(logs.String(), "model ready")
-	})
+	base, logs, cancel, done := serveReady(t, "--shutdown-timeout", "20s")
 	resp, err := http.Post(base+"/v1/completions", "application/json",
 		strings.NewReader(`{"prompt":"Once","max_tokens":480,"ignore_eos":true,"stream":true}`))
 	if err != nil {
