@@ -18,8 +18,9 @@ import (
 // tokens of KV (prefilled untimed), then Steps greedy decode steps of all
 // of them run back to back, each queued before the previous step's ids are
 // read. A row gives the step time, the aggregate rate, the bytes a step
-// reads (every weight once, every sequence's KV) and the bandwidth that
-// makes beside the backend's copy rate measured in the same run.
+// reads (the weights once, every sequence's KV; for MoE a lower bound) and
+// the bandwidth that makes beside the backend's copy rate measured in the
+// same run.
 
 // BatchColumns is the batch ladder's CSV header (add columns at the end only).
 var BatchColumns = []string{"model", "batch", "context", "steps", "step_ms", "tok_s", "read_gb_per_step", "gb_s",
@@ -124,8 +125,9 @@ func runBatches(m *model.Model, est Estimate, o DecodeOptions, base Row, perToke
 			fmt.Fprintf(o.Log, "%s: batch %d: %v\n", base.Model, b, err)
 		} else {
 			r.StepMS = stepMS
-			// Each step reads every weight once and each sequence's KV
-			// (its mean context over the measured steps).
+			// A step reads the weights once (for MoE the experts of one
+			// token: a lower bound when a batch's tokens choose more) and
+			// each sequence's KV at its mean context over the steps.
 			ctx := int64(o.Context) + int64(o.Steps)/2
 			r.ReadBytes = perToken + int64(b)*ctx*kvPerToken
 		}
