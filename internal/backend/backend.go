@@ -187,6 +187,10 @@ type KVLayer struct {
 	// Window is the layer's sliding window in tokens (AttnParams.Window);
 	// 0 means full attention, which always uses the paged blocks.
 	Window int
+	// Shared: the layer has no K/V of its own; it attends over an earlier
+	// layer's (Gemma 4's KV-shared layers call Attention with nil k and v
+	// and that layer's index, FeatureSharedKV), so the store keeps none.
+	Shared bool
 }
 
 // KVElemSizer is implemented by a backend whose KV cache elements are not
@@ -211,10 +215,13 @@ type KVStore interface {
 // Experts are the stacked weights of a MoE block, each [experts, out, in].
 // The biases are optional (gpt-oss): GateBias and UpBias [experts, inter],
 // DownBias [experts, hidden] added to each expert's projections, and
-// RouterBias [experts] to the router logits.
+// RouterBias [experts] to the router logits. Scale (optional, Gemma 4's
+// per_expert_scale, FeatureMoERouted) [experts] multiplies each selected
+// expert's routing weight after the renormalisation.
 type Experts struct {
 	Gate, Up, Down                         Weight
 	GateBias, UpBias, DownBias, RouterBias Weight
+	Scale                                  Weight
 }
 
 // MoEParams select the routing rule.
@@ -260,7 +267,9 @@ type Backend interface {
 	// Attention stores k, v ([tokens, KVHeads*HeadDim]) into kv for layer at
 	// the step's positions, then writes causal (optionally windowed)
 	// attention of q ([tokens, Heads*HeadDim]) over each sequence's cache
-	// into dst ([tokens, Heads*HeadDim]).
+	// into dst ([tokens, Heads*HeadDim]). With FeatureSharedKV, nil k and v
+	// store nothing: q attends over what layer holds (written earlier in
+	// the same step by that layer's own call).
 	Attention(dst, q, k, v Tensor, kv KVStore, layer int, p AttnParams)
 	// GatedAct computes dst = act(gate) * up elementwise. dst may alias gate.
 	GatedAct(dst, gate, up Tensor, act Activation)
@@ -369,7 +378,17 @@ const (
 	FeatureMoEBiases      Feature = "MoE router and expert biases (Experts.*Bias)"
 	FeatureSwiGLUClamped  Feature = "the clamped SwiGLU activation (SwiGLUClamped)"
 	FeatureFPQuant        Feature = "MLX floating-point quantization (mxfp4, nvfp4, mxfp8 weights)"
+	FeatureMoERouted      Feature = "MoE routed on its own input with per-expert scales (RoutedMoE, Experts.Scale)"
+	FeatureSharedKV       Feature = "attention over another layer's KV (nil k and v, KVLayer.Shared)"
 )
+
+// RoutedMoE is a backend whose MoE can route on another input than the
+// experts see (FeatureMoERouted): Gemma 4 routes on a differently
+// normalised copy of the residual. MoE(dst, x, ...) equals
+// MoERouted(dst, x, x, ...).
+type RoutedMoE interface {
+	MoERouted(dst, x, routerX Tensor, router Weight, e Experts, p MoEParams)
+}
 
 // Featurer is a backend that runs some Features.
 type Featurer interface {

@@ -22,6 +22,10 @@ type Attention struct {
 	Rope         backend.RoPE
 	NoRope       bool
 	NormEps      float32
+	// KVShared: no K/V of its own; q attends over layer KVFrom's, stored
+	// earlier in the step (Gemma 4, backend.FeatureSharedKV).
+	KVShared bool
+	KVFrom   int
 }
 
 // LoadAttention reads prefix.{q,k,v,o}_proj (+ biases and q/k norms when
@@ -81,6 +85,10 @@ func (a *Attention) Forward(s *Step, h, out backend.Tensor) {
 	b, p := s.B, a.Params
 	qd, kd := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
 	q := s.Scratch("q", qd)
+	if a.KVShared {
+		a.sharedForward(s, h, q, out)
+		return
+	}
 	k := s.Scratch("k", kd)
 	v := s.Scratch("v", kd)
 	b.Linear(q, h, a.Q, a.QBias)
@@ -118,6 +126,24 @@ func (a *Attention) Forward(s *Step, h, out backend.Tensor) {
 	att := s.Scratch("att", qd)
 	p.ScratchQK = true // q and k are this call's scratch
 	b.Attention(att, q, k, v, s.KV, s.Layer, p)
+	b.Linear(out, att, a.O, a.OBias)
+}
+
+// sharedForward is Forward for a KV-shared layer: only the query is
+// projected, normalised and rotated.
+func (a *Attention) sharedForward(s *Step, h, q, out backend.Tensor) {
+	b, p := s.B, a.Params
+	b.Linear(q, h, a.Q, a.QBias)
+	if a.QNorm != nil {
+		qv := b.View(q, s.N*p.Heads, p.HeadDim)
+		b.RMSNorm(qv, qv, a.QNorm, a.NormEps)
+	}
+	if !a.NoRope {
+		b.ApplyRoPE(q, p.Heads, p.HeadDim, a.Rope)
+	}
+	att := s.Scratch("att", p.Heads*p.HeadDim)
+	p.ScratchQK = true
+	b.Attention(att, q, nil, nil, s.KV, a.KVFrom, p)
 	b.Linear(out, att, a.O, a.OBias)
 }
 

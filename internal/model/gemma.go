@@ -19,6 +19,8 @@ type gemmaLayer struct {
 	inNorm, postAttnNorm, preFFNorm, postFFNorm backend.Weight
 	attn                                        *Attention
 	mlp                                         *MLP
+	moe                                         *gemmaMoE      // beside the MLP (Gemma 4 26B-A4B), or nil
+	ple                                         *perLayerInput // Gemma 4 E-series, or nil
 	scalar                                      float32
 	hidden                                      int
 	eps                                         float32
@@ -28,7 +30,7 @@ func (l *gemmaLayer) KV() backend.KVLayer {
 	p := l.attn.Params
 	// The window tells the backend it may keep this layer's KV in a
 	// bounded per-sequence ring instead of the paged blocks.
-	return backend.KVLayer{KVHeads: p.KVHeads, HeadDim: p.HeadDim, Window: p.Window}
+	return backend.KVLayer{KVHeads: p.KVHeads, HeadDim: p.HeadDim, Window: p.Window, Shared: l.attn.KVShared}
 }
 
 func (l *gemmaLayer) Forward(s *Step, x backend.Tensor) {
@@ -41,8 +43,14 @@ func (l *gemmaLayer) Forward(s *Step, x backend.Tensor) {
 	b.Add(x, x, o)
 	b.RMSNorm(h, x, l.preFFNorm, l.eps)
 	l.mlp.Forward(s, h, o)
+	if l.moe != nil {
+		l.moe.forward(s, x, o, l.hidden, l.eps)
+	}
 	b.RMSNorm(o, o, l.postFFNorm, l.eps)
 	b.Add(x, x, o)
+	if l.ple != nil {
+		l.ple.forward(s, x, o, l.eps)
+	}
 	if l.scalar != 1 {
 		b.Scale(x, l.scalar)
 	}
@@ -58,6 +66,15 @@ type gemmaSpec struct {
 	kEqV     bool                      // full layers may take values from k_proj (Gemma 4)
 	// norm loads an RMSNorm weight of n (Gemma 3: stored w, applied 1+w).
 	norm func(name string, n int) (backend.Weight, error)
+	// moe loads layer prefix's MoE block beside the MLP (nil: none).
+	moe func(prefix string) (*gemmaMoE, error)
+	// kvFrom is the layer whose K/V layer i reads, or -1 for its own
+	// (nil: every layer has its own; Gemma 4's num_kv_shared_layers).
+	kvFrom func(i int) int
+	// inter is layer i's MLP width (nil: intermediate_size).
+	inter func(i int) int
+	// ple loads layer i's per-layer input block (nil: none).
+	ple func(i int, prefix string) (*perLayerInput, error)
 }
 
 // buildGemmaLayers loads every decoder layer of spec.
@@ -70,6 +87,13 @@ func buildGemmaLayers(cfg *weights.Config, src Source, m *Model, spec gemmaSpec)
 		l, err := loadGemmaLayer(cfg, src, spec, i, typ, act)
 		if err != nil {
 			return err
+		}
+		if a := l.attn; a.KVShared {
+			// The K/V read must have the layout this layer's query expects.
+			own, src := l.KV(), m.Layers[a.KVFrom].KV()
+			if own.KVHeads != src.KVHeads || own.HeadDim != src.HeadDim || own.Window != src.Window {
+				return fmt.Errorf("layer %d: shares layer %d's KV of %+v, but its own geometry is %+v", i, a.KVFrom, src, own)
+			}
 		}
 		m.Layers = append(m.Layers, l)
 	}
@@ -103,12 +127,35 @@ func loadGemmaLayer(cfg *weights.Config, src Source, spec gemmaSpec, i int, typ 
 			return nil, err
 		}
 	}
-	if l.attn, err = loadGemmaAttention(src, spec, prefix, cfg.Hidden, p, eps, spec.kEqV && !sliding); err != nil {
+	from := -1
+	if spec.kvFrom != nil {
+		from = spec.kvFrom(i)
+	}
+	if from >= 0 {
+		l.attn, err = loadGemmaSharedAttention(src, spec, prefix, cfg.Hidden, p, eps, from)
+	} else {
+		l.attn, err = loadGemmaAttention(src, spec, prefix, cfg.Hidden, p, eps, spec.kEqV && !sliding)
+	}
+	if err != nil {
 		return nil, err
 	}
 	l.attn.Rope = rope
-	if l.mlp, err = LoadMLP(src, prefix+".mlp", cfg.Hidden, cfg.Intermediate, act); err != nil {
+	inter := cfg.Intermediate
+	if spec.inter != nil {
+		inter = spec.inter(i)
+	}
+	if l.mlp, err = LoadMLP(src, prefix+".mlp", cfg.Hidden, inter, act); err != nil {
 		return nil, err
+	}
+	if spec.ple != nil {
+		if l.ple, err = spec.ple(i, prefix); err != nil {
+			return nil, err
+		}
+	}
+	if spec.moe != nil {
+		if l.moe, err = spec.moe(prefix); err != nil {
+			return nil, err
+		}
 	}
 	if src.Has(prefix + ".layer_scalar") {
 		// The value is applied with Scale, so it is read on the host;
@@ -142,12 +189,35 @@ func loadGemmaAttention(src Source, spec gemmaSpec, prefix string, hidden int, p
 	return a, nil
 }
 
+// loadGemmaSharedAttention loads a KV-shared layer: q and o projections
+// and the q norm; keys and values come from layer from.
+func loadGemmaSharedAttention(src Source, spec gemmaSpec, prefix string, hidden int, p backend.AttnParams, eps float32, from int) (*Attention, error) {
+	a := &Attention{Params: p, NormEps: eps, KVShared: true, KVFrom: from}
+	qd := p.Heads * p.HeadDim
+	var err error
+	if a.Q, err = src.Linear(prefix+".self_attn.q_proj", qd, hidden); err != nil {
+		return nil, err
+	}
+	if a.O, err = src.Linear(prefix+".self_attn.o_proj", hidden, qd); err != nil {
+		return nil, err
+	}
+	if a.QNorm, err = spec.norm(prefix+".self_attn.q_norm.weight", p.HeadDim); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
 // hostReader is implemented by sources that can hand a tensor's values to
 // the model itself: layer_scalar is a per-layer constant the model applies
 // with Scale, and Gemma 3's norm weights are offset by one before upload.
 // The checkpoint and synthetic sources both implement it.
 type hostReader interface {
 	HostDense(name string, shape ...int) (*tensor.Host, error)
+}
+
+// HostLinear returns a (possibly quantized) matrix without uploading it.
+func (c *checkpointSource) HostLinear(module string, shape ...int) (*tensor.Host, error) {
+	return c.ck.Linear(module, shape...)
 }
 
 // HostDense returns a float tensor of the given shape without uploading it.

@@ -114,13 +114,19 @@ func buildGemma3(cfg *weights.Config, src Source, m *Model) error {
 // onePlusNorm uploads 1+w for the stored norm weight w (float32: the
 // reference computes the norm in float32, and bf16(1+w) would round).
 func onePlusNorm(src Source, be backend.Backend, name string, n int) (backend.Weight, error) {
+	return derivedNorm(src, be, name, n, func(w float32) float32 { return 1 + w })
+}
+
+// derivedNorm uploads f(w) for each element w of a stored float vector,
+// in float32.
+func derivedNorm(src Source, be backend.Backend, name string, n int, f func(float32) float32) (backend.Weight, error) {
 	v, stored, err := hostFloats(src, name, n)
 	if err != nil {
 		return nil, err
 	}
 	data := make([]byte, 4*n)
 	for i, w := range v {
-		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(1+w))
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(f(w)))
 	}
 	h := &tensor.Host{Name: name, Shape: []int{n}, DType: tensor.F32, Data: data}
 	if u, ok := src.(hostUploader); ok {

@@ -42,11 +42,10 @@ import (
 // and their memory no longer grows with the context. Full layers, and
 // sliding ones on a backend without rings, use the paged cache.
 //
-// Not supported (refused at load): per-layer input embeddings
-// (hidden_size_per_layer_input > 0, the E2B/E4B models), KV sharing
-// between layers (num_kv_shared_layers), the MoE block (enable_moe_block)
-// and bidirectional attention. The vision and audio towers of multimodal
-// checkpoints are skipped by the checkpoint reader (Checkpoint.Skipped).
+// The E-series' per-layer inputs and KV sharing are in gemma4_ple.go, the
+// 26B-A4B MoE block in gemma4_moe.go. Bidirectional attention is refused
+// at load. The vision and audio towers of multimodal checkpoints are
+// skipped by the checkpoint reader (Checkpoint.Skipped).
 func init() {
 	Register("gemma4_text", buildGemma4)
 	// A multimodal config whose text_config lacks model_type.
@@ -112,15 +111,7 @@ func gemma4Geometry(cfg *weights.Config, i int, sliding bool) (headDim, kvHeads 
 
 // gemma4Unsupported names config features this builder does not run.
 func gemma4Unsupported(cfg *weights.Config) error {
-	num := func(k string) float64 { f, _ := cfg.Raw[k].(float64); return f }
-	switch {
-	case num("hidden_size_per_layer_input") > 0:
-		return fmt.Errorf("gemma4: per-layer input embeddings (hidden_size_per_layer_input) are not supported")
-	case num("num_kv_shared_layers") > 0:
-		return fmt.Errorf("gemma4: KV sharing between layers (num_kv_shared_layers) is not supported")
-	case cfg.Raw["enable_moe_block"] == true:
-		return fmt.Errorf("gemma4: the MoE block (enable_moe_block) is not supported")
-	case cfg.Raw["use_bidirectional_attention"] == "all":
+	if cfg.Raw["use_bidirectional_attention"] == "all" {
 		return fmt.Errorf("gemma4: bidirectional attention is not supported")
 	}
 	return nil
@@ -139,6 +130,26 @@ func buildGemma4(cfg *weights.Config, src Source, m *Model) error {
 	}
 	m.EmbedScale = float32(math.Sqrt(float64(cfg.Hidden)))
 	m.FinalSoftcap = float32(cfg.FinalLogitSoftcap)
+	moe, err := gemma4MoELoader(cfg, src, m.be)
+	if err != nil {
+		return err
+	}
+	act, err := activation(cfg.HiddenAct)
+	if err != nil {
+		return err
+	}
+	ple, err := loadGemma4PLE(cfg, src, m, act)
+	if err != nil {
+		return err
+	}
+	kvFrom, err := gemma4KVFrom(cfg, types)
+	if err != nil {
+		return err
+	}
+	if kvFrom != nil && !backend.Supports(m.be, backend.FeatureSharedKV) {
+		return fmt.Errorf("gemma4: KV-shared layers need %s, which the %s backend does not run", backend.FeatureSharedKV, m.be.Name())
+	}
+	doubleWide := cfg.Raw["use_double_wide_mlp"] == true
 	return buildGemmaLayers(cfg, src, m, gemmaSpec{
 		types:    types,
 		geometry: func(i int, sliding bool) (int, int) { return gemma4Geometry(cfg, i, sliding) },
@@ -152,5 +163,19 @@ func buildGemma4(cfg *weights.Config, src Source, m *Model) error {
 		vNorm: true,
 		kEqV:  cfg.AttentionKEqV,
 		norm:  func(name string, n int) (backend.Weight, error) { return src.Dense(name, n) },
+		moe:   moe,
+		ple:   ple,
+		kvFrom: func(i int) int {
+			if kvFrom == nil {
+				return -1
+			}
+			return kvFrom[i]
+		},
+		inter: func(i int) int {
+			if doubleWide && kvFrom != nil && kvFrom[i] >= 0 {
+				return 2 * cfg.Intermediate
+			}
+			return cfg.Intermediate
+		},
 	})
 }

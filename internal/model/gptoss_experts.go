@@ -25,7 +25,7 @@ func (c *checkpointSource) HostMXFP4(name string, shape ...int) (*tensor.Host, e
 
 // uploadRearranged uploads a rearranged tensor, counted as the bytes it holds (the
 // halves of a split add up to the stored tensor).
-func uploadRearranged(hs hostSource, h *tensor.Host) (backend.Weight, error) {
+func uploadRearranged(hs hostUploader, h *tensor.Host) (backend.Weight, error) {
 	n := int64(len(h.Data))
 	if h.Quant != nil {
 		n += int64(len(h.Quant.Scales) + len(h.Quant.Biases))

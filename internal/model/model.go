@@ -62,6 +62,9 @@ type Model struct {
 	EmbedScale float32
 	// FinalSoftcap soft-caps the logits (Gemma); 0 = none.
 	FinalSoftcap float32
+	// Prepare runs after the embedding, before the first layer (Gemma 4's
+	// per-layer inputs, computed from the embeddings); nil = nothing.
+	Prepare func(s *Step, x backend.Tensor)
 
 	buf *buffers
 	fed []int32 // the last argmax ids, for FeedTokens on backends without AsyncArgmaxer
@@ -268,6 +271,9 @@ func (m *Model) forward(b *backend.Batch, kv backend.KVStore) (backend.Tensor, e
 	be.Embed(x, m.Embed)
 	if m.EmbedScale != 0 {
 		be.Scale(x, m.EmbedScale)
+	}
+	if m.Prepare != nil {
+		m.Prepare(s, x)
 	}
 	for i, l := range m.Layers {
 		s.Layer = i

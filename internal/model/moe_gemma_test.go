@@ -89,9 +89,10 @@ func TestGemma4RefusesUnsupported(t *testing.T) {
 	base := `"model_type":"gemma4_text","hidden_size":64,"intermediate_size":96,"num_hidden_layers":2,
 		"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"vocab_size":32`
 	for _, tc := range []struct{ extra, want string }{
-		{`"hidden_size_per_layer_input":256`, "hidden_size_per_layer_input"},
-		{`"num_kv_shared_layers":1`, "num_kv_shared_layers"},
-		{`"enable_moe_block":true`, "enable_moe_block"},
+		{`"use_bidirectional_attention":"all"`, "bidirectional"},
+		// Two layers (sliding, full): the shared full layer has no
+		// earlier full layer to read.
+		{`"num_kv_shared_layers":1`, "no earlier layer of its type"},
 	} {
 		cfg, err := weights.ParseConfig([]byte("{" + base + "," + tc.extra + "}"))
 		if err != nil {

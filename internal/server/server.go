@@ -296,6 +296,9 @@ func kvBytesPerBlock(l *app.Loaded, blockSize int) int64 {
 	elem := int64(backend.KVElemBytes(l.Model.Backend()))
 	var per int64
 	for _, layer := range l.Model.KVLayers() {
+		if layer.Shared {
+			continue // reads another layer's K/V (Gemma 4 E-series)
+		}
 		per += 2 * int64(layer.KVHeads) * int64(layer.HeadDim) * elem
 	}
 	return per * int64(blockSize)

@@ -105,6 +105,18 @@ func (c *Checkpoint) MXFP4Blocks(name string, shape ...int) (*tensor.Host, error
 // axis of a [E, R, in] weight (dense or quantized) as a new [E, R/2, in]
 // host: gpt-oss interleaves its gate and up projections row by row.
 func SplitRows(h *tensor.Host, parity int) (*tensor.Host, error) {
+	return pickRows(h, func(o, r int) bool { return o%2 == parity })
+}
+
+// SplitHalves returns the first (half 0) or second (half 1) half of the
+// rows of a [E, R, in] weight as [E, R/2, in]: Gemma 4's gate_up_proj
+// holds each expert's gate rows, then its up rows.
+func SplitHalves(h *tensor.Host, half int) (*tensor.Host, error) {
+	return pickRows(h, func(o, r int) bool { return o/(r/2) == half })
+}
+
+// pickRows keeps the rows o of each expert's R rows for which keep(o, R).
+func pickRows(h *tensor.Host, keep func(o, r int) bool) (*tensor.Host, error) {
 	if len(h.Shape) != 3 || h.Shape[1]%2 != 0 {
 		return nil, fmt.Errorf("%s: shape %v is not [experts, even rows, in]", h.Name, h.Shape)
 	}
@@ -113,9 +125,11 @@ func SplitRows(h *tensor.Host, parity int) (*tensor.Host, error) {
 		rb := len(b) / (e * r)
 		out := make([]byte, 0, len(b)/2)
 		for x := range e {
-			for o := parity; o < r; o += 2 {
-				i := (x*r + o) * rb
-				out = append(out, b[i:i+rb]...)
+			for o := range r {
+				if keep(o, r) {
+					i := (x*r + o) * rb
+					out = append(out, b[i:i+rb]...)
+				}
 			}
 		}
 		return out

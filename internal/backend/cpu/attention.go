@@ -34,7 +34,10 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 	for i, l := range spec.Layers {
 		ring := rings && l.Window > 0
 		n := spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim
-		if ring {
+		switch {
+		case l.Shared:
+			n = 0 // reads another layer's K/V (FeatureSharedKV)
+		case ring:
 			// A ring shorter than the window could not hold even one
 			// query's keys; Attention checks the stricter per-chunk bound.
 			if spec.RingTokens < l.Window {
@@ -42,7 +45,7 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 			}
 			n = spec.Slots * spec.RingTokens * l.KVHeads * l.HeadDim
 		}
-		s.ring = append(s.ring, ring)
+		s.ring = append(s.ring, ring && !l.Shared)
 		s.k = append(s.k, make([]float32, n))
 		s.v = append(s.v, make([]float32, n))
 	}
@@ -104,7 +107,7 @@ func (s *kvStore) checkRing(layer int, step *backend.Batch, p backend.AttnParams
 
 func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, layer int, p backend.AttnParams) {
 	st := kv.(*kvStore)
-	out, qt, kt, vt := dst.(*Tensor), q.(*Tensor), k.(*Tensor), v.(*Tensor)
+	out, qt := dst.(*Tensor), q.(*Tensor)
 	kvw := p.KVHeads * p.HeadDim
 	K, V := st.k[layer], st.v[layer]
 	step := b.step
@@ -114,7 +117,12 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	// Store this step's keys and values first: every query below may read
 	// any earlier position of its own sequence (the ring bound makes that
 	// hold for rings too).
+	// nil k and v: a KV-shared layer reads layer's K/V as stored.
 	for i := range step.Seqs {
+		if k == nil && v == nil {
+			break
+		}
+		kt, vt := k.(*Tensor), v.(*Tensor)
 		s := &step.Seqs[i]
 		for r := s.Start; r < s.Start+s.Len; r++ {
 			row := st.row(layer, s, int(step.Positions[r]))

@@ -38,7 +38,15 @@ func grow[T any](s []T, n int) []T {
 // the router matmul and the routing scan. Outputs accumulate in ascending
 // expert order, so results do not depend on thread count.
 func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Experts, p backend.MoEParams) {
-	out, in := dst.(*Tensor), x.(*Tensor)
+	b.MoERouted(dst, x, x, router, e, p)
+}
+
+// MoERouted is MoE with the router reading routerX (backend.RoutedMoE).
+func (b *Backend) MoERouted(dst, x, routerX backend.Tensor, router backend.Weight, e backend.Experts, p backend.MoEParams) {
+	out, in, rin := dst.(*Tensor), x.(*Tensor), routerX.(*Tensor)
+	if rin.rows != in.rows {
+		panic("cpu: MoE router input rows differ from the experts' input")
+	}
 	rw := router.(*weight)
 	nExp := rw.shape[0]
 	n, hidden := in.rows, in.cols
@@ -50,7 +58,7 @@ func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Ex
 	defer moePool.Put(s)
 
 	s.logits = grow(s.logits, n*nExp)
-	b.linear(s.logits, in.d, n, rw, 0)
+	b.linear(s.logits, rin.d, n, rw, 0)
 	addBias(s.logits, n, e.RouterBias, 0)
 
 	// Route: per token, the top-k experts and their weights, recorded as
@@ -65,8 +73,11 @@ func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Ex
 	for r := range n {
 		top, w := s.top[r*k:(r+1)*k], tw[r*k:(r+1)*k]
 		route(s.logits[r*nExp:(r+1)*nExp], s.prob, top, w, p.Renorm)
-		for _, ex := range top {
+		for i, ex := range top {
 			s.count[ex]++
+			if e.Scale != nil {
+				w[i] *= e.Scale.(*weight).dense[ex]
+			}
 		}
 	}
 	s.next = grow(s.next, nExp)

@@ -303,7 +303,11 @@ func gemma4Supported(c *weights.Config) error {
 func KVBytesPerToken(c *weights.Config, elemBytes int) int64 {
 	var n int64
 	gemma := ModelType(c) == "gemma4_text" || ModelType(c) == "gemma4"
-	for i := range c.Layers {
+	layers := c.Layers
+	if f, _ := c.Raw["num_kv_shared_layers"].(float64); gemma && int(f) < layers {
+		layers -= int(f) // the last ones read earlier layers' K/V
+	}
+	for i := range layers {
 		hd, kvh := c.HeadDim, c.KVHeads
 		if gemma {
 			hd, kvh, _ = GemmaLayerGeometry(c, i)
