@@ -174,3 +174,30 @@ func TestThinkingForGptOss(t *testing.T) {
 		t.Errorf("render lacks %q:\n%s", want, out)
 	}
 }
+
+// TestNullContentToolTurn: the tool loop's history as the SDKs send it,
+// an assistant turn of only tool calls with content null, renders through
+// the Qwen 3 template (which tests '</think>' in message.content) as the
+// same turn with content "" does, instead of failing the template.
+func TestNullContentToolTurn(t *testing.T) {
+	sm := buildScripted(t)
+	l := sm.load(t)
+	s := startServer(t, l, Options{ServedModelName: "scripted", Agent: AgentOptions{ChatTemplate: testdata + "templates/qwen3.jinja"}})
+	call := []map[string]any{{"id": "call_1", "type": "function", "function": map[string]any{"name": "get_weather", "arguments": `{"city":"Paris"}`}}}
+	usage := func(content any, last bool) float64 {
+		msgs := []map[string]any{{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": content, "tool_calls": call}}
+		if !last {
+			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "sunny"})
+		}
+		code, body := s.post(t, "/v1/chat/completions", map[string]any{"model": "scripted", "max_tokens": 1, "messages": msgs})
+		if code != 200 {
+			t.Fatalf("content %v (last turn %v): status %d: %v", content, last, code, body)
+		}
+		return body["usage"].(map[string]any)["prompt_tokens"].(float64)
+	}
+	for _, last := range []bool{false, true} {
+		if null, empty := usage(nil, last), usage("", last); null != empty || null == 0 {
+			t.Errorf("last turn %v: prompt tokens with content null %v, with \"\" %v", last, null, empty)
+		}
+	}
+}

@@ -100,6 +100,13 @@ func (req *chatRequest) prompt(m *served) (ids []int32, text string, e *apiError
 		if content == nil && !(in.Role == "assistant" && len(in.ToolCalls) > 0) {
 			return nil, "", badRequest(fmt.Sprintf("messages[%d].content", i), "Message %d (%s) has no content.", i, in.Role)
 		}
+		if content == nil {
+			// An assistant turn of only tool calls, as the SDKs send it
+			// (content null): templates get "", as vLLM gives them, since
+			// some test the content as a string (Qwen3's '</think>' in
+			// message.content fails on None).
+			content = ""
+		}
 		msg, e := historyMessage(in, i, content, m.agent)
 		if e != nil {
 			return nil, "", e
