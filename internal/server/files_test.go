@@ -96,7 +96,7 @@ func TestBrokenTemplateAtLoad(t *testing.T) {
 // raise_exception) is a 400 with its message, not a 500 SDKs would retry.
 func TestTemplateRenderError(t *testing.T) {
 	base := loadModel(t, "")
-	tmpl, err := chat.Parse("{% for m in messages %}{{ m.content.lstrip() }}{% endfor %}", "<s>", "</s>")
+	tmpl, err := chat.Parse("{% for m in messages %}{{ m.missing.lstrip() }}{% endfor %}", "<s>", "</s>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestTemplateRenderError(t *testing.T) {
 	l.Template = tmpl
 	s := startServer(t, &l, Options{})
 	code, body := s.post(t, "/v1/chat/completions",
-		`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}],"max_tokens":2}`)
+		`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
 	msg, _ := errorOf(t, body)["message"].(string)
 	if code != 400 || !strings.Contains(msg, "template") {
 		t.Fatalf("render failure: %d %q, want 400 naming the template", code, msg)
