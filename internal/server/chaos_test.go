@@ -72,9 +72,11 @@ func okBusy(code int) bool { return code == 200 || code == 429 || code == 503 }
 
 // reclaimed: the connection cap closed an idle keep-alive connection as
 // the client reused it, the race every keep-alive close has (clients do
-// not retry a POST on it).
+// not retry a POST on it). The client sees EOF, or a reset when its
+// request had already reached the closed socket.
 func reclaimed(code int, detail string) bool {
-	return code == -1 && (strings.HasSuffix(detail, ": EOF") || strings.HasSuffix(detail, "server closed idle connection"))
+	return code == -1 && (strings.HasSuffix(detail, ": EOF") || strings.HasSuffix(detail, "server closed idle connection") ||
+		strings.HasSuffix(detail, "connection reset by peer"))
 }
 
 func (c *chaosRun) badInput(rng *rand.Rand) {
