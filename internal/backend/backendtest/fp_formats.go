@@ -144,11 +144,7 @@ func runAttentionSinks(e *env) {
 			Window: c.window}
 		spec := backend.KVSpec{NumBlocks: 64, BlockSize: c.bs, Layers: []backend.KVLayer{{KVHeads: c.kvh, HeadDim: c.hd}}}
 		kva, kvb := e.kvStores(spec)
-		perm := e.rng.Perm(spec.NumBlocks)
-		tables := [][]int32{{}, {}, {}}
-		for i, blk := range perm[:60] {
-			tables[i%3] = append(tables[i%3], int32(blk))
-		}
+		tables := e.scatteredTables(spec.NumBlocks, 60)
 		lens := []int{0, 0, 0}
 		for si, plan := range [][]int{{13, 1, 0}, {1, 7, 20}, {1, 1, 1}} {
 			T := e.planStep(plan, tables, lens)

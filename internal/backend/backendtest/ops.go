@@ -219,11 +219,7 @@ func runAttention(e *env) {
 			Window: c.window, Softcap: c.softcap}
 		spec := backend.KVSpec{NumBlocks: 64, BlockSize: c.bs, Layers: []backend.KVLayer{{KVHeads: 1, HeadDim: 8}, {KVHeads: c.kvh, HeadDim: c.hd}}}
 		kva, kvb := e.kvStores(spec)
-		perm := e.rng.Perm(spec.NumBlocks)
-		tables := [][]int32{{}, {}, {}}
-		for i, blk := range perm[:30] {
-			tables[i%3] = append(tables[i%3], int32(blk))
-		}
+		tables := e.scatteredTables(spec.NumBlocks, 30)
 		lens := []int{0, 0, 0}
 		// Each step: how many new tokens each sequence gets (0: absent).
 		for si, plan := range [][]int{{13, 1, 0}, {1, 7, 20}, {1, 1, 1}} {
@@ -379,4 +375,16 @@ func runMoE(e *env) {
 			e.check(name+"/norm", x, c.T)
 		}
 	}
+}
+
+// scatteredTables deals the first used of a random permutation of nblocks
+// KV blocks round-robin to three sequences: block tables that are neither
+// contiguous nor ordered, so paging mistakes show.
+func (e *env) scatteredTables(nblocks, used int) [][]int32 {
+	perm := e.rng.Perm(nblocks)
+	tables := [][]int32{{}, {}, {}}
+	for i, blk := range perm[:used] {
+		tables[i%3] = append(tables[i%3], int32(blk))
+	}
+	return tables
 }
