@@ -62,7 +62,7 @@ func init() {
 
 	register("Linear", func(e *env) {
 		shapes := []struct{ n, k int }{{67, 256}, {130, 384}}
-		for _, rows := range []int{1, 2, 3, 5, 8, 13, 40} {
+		for _, rows := range []int{1, 2, 3, 5, 8, 13, 40, 64, 97} {
 			for ki, k := range linearKinds {
 				s := shapes[(rows+ki)%len(shapes)]
 				w := e.weight(k.host("w", []int{s.n, s.k}, e.randn(s.n*s.k, 0.05)))

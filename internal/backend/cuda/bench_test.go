@@ -212,6 +212,37 @@ func TestBench(t *testing.T) {
 	o.print()
 }
 
+// TestBenchQMM times 4-bit products of 8 to 256 activation rows on the
+// fused qmm4 kernels against the paths before them (qmma4 up to 32 rows,
+// cuBLAS on dequantized weights above), interleaved in one run: the
+// measurement behind plan.QMMMinRows and QMMMaxRows.
+func TestBenchQMM(t *testing.T) {
+	o := benchEnabled(t)
+	b := newOrSkip(t)
+	defer b.Close()
+	copyGB := copyRate(t, b, o)
+	def := b.Tuning
+	for _, rows := range []int{17, 32, 48, 64, 128, 256} {
+		for _, s := range [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}} {
+			for _, cfg := range []string{"before", "qmm"} {
+				b.Tuning = def
+				b.Tuning.QMMMinRows, b.Tuning.QMMMaxRows = 0, 0
+				if cfg == "qmm" {
+					b.Tuning.QMMMinRows, b.Tuning.QMMMaxRows = 9, 1<<20
+				}
+				d, wb := timeLinear(t, b, "q4g64", rows, s[0], s[1])
+				gbps := float64(wb) / d.Seconds() / 1e9
+				o.add("linear", "q4g64-"+cfg, rows, fmt.Sprintf("%dx%d", s[0], s[1]), float64(d.Nanoseconds())/1e3, gbps, gbps/copyGB, "")
+			}
+		}
+	}
+	b.Tuning = def
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	o.print()
+}
+
 // gemmCeiling measures cuBLAS bf16 GEMM (f32 accumulation and output, the
 // prefill path's call) on 8192^3: the compute ceiling beside the copy.
 func gemmCeiling(t *testing.T, b *Backend, o *benchOut) {

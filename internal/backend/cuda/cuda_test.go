@@ -126,6 +126,7 @@ func TestConformanceVariants(t *testing.T) {
 		{"longheads4", func(u *plan.Tuning) { u.DecLongHeads = 4 }},
 		{"splitkeys8", func(u *plan.Tuning) { u.DecSplitKeys = 8 }},
 		{"splitkeys64", func(u *plan.Tuning) { u.DecSplitKeys = 64 }},
+		{"noqmm", func(u *plan.Tuning) { u.QMMMinRows = 0 }},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			b := newOrSkip(t)

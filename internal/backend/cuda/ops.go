@@ -80,6 +80,10 @@ func (b *Backend) Linear(dst, x backend.Tensor, wt, bias backend.Weight) {
 	if s.rows == 0 {
 		return
 	}
+	if q, ok := plan.PlanQMM(w.plan(), s.rows, b.SMs, b.Tuning); ok && w.quant {
+		b.qmm(d, s, w, bp, q)
+		return
+	}
 	if s.rows > gemmRows {
 		b.gemm(d, s, w, bp)
 		return

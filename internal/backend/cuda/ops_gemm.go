@@ -4,10 +4,11 @@ package cuda
 
 import (
 	"fmt"
-	"github.com/mlxcel/mlxcel/internal/backend/cuda/cudalib"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/cudalib"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
@@ -79,7 +80,7 @@ func (b *Backend) gemmBF(d, s *Tensor, w *weight, bias uintptr) {
 		b.newLaunch("dequant_bf16_"+w.sbName(), b.gridFor(N*K/8), 1, 1, 256).p(wp).p(w.w).p(w.sb).i(N).i(K).i(w.bits).i(w.gshft)
 	}
 	if !ready {
-		b.newLaunch("f32_to_bf16", b.gridFor(M*K), 1, 1, 256).p(b.scratchX.ptr).p(s.ptr).i64(M * K)
+		b.convertX(s)
 	}
 	b.rec.ls = append(b.rec.ls, launch{fn: fnGemm})
 	l := &b.rec.ls[len(b.rec.ls)-1]
@@ -88,6 +89,99 @@ func (b *Backend) gemmBF(d, s *Tensor, w *weight, bias uintptr) {
 	if bias != 0 {
 		b.newLaunch("add_bias", b.gridFor(M*N), 1, 1, 256).p(d.ptr).p(bias).i(M).i(N)
 	}
+}
+
+// convertX records the rounding of x into its bf16 copy in scratchX.
+func (b *Backend) convertX(s *Tensor) {
+	n := s.rows * s.cols
+	b.newLaunch("f32_to_bf16", b.gridFor(n), 1, 1, 256).p(b.scratchX.ptr).p(s.ptr).i64(n)
+}
+
+// qmm records a many-row 4-bit product on the fused qmm4 kernels (plan
+// q): x's bf16 copy in scratchX (shared with the products before it on
+// the same x, or written by its producer), the weights read as stored.
+// A product on the same x as the qmm4 launch just recorded (a layer's q,
+// k and v, or gate and up) joins it as another segment.
+func (b *Backend) qmm(d, s *Tensor, w *weight, bias uintptr, q plan.QMM) {
+	N, K, M := w.out, w.in, s.rows
+	ready := false
+	if b.scratchX.size >= M*K*2 {
+		ready = b.bf16Ready(s.ptr, M*K) || b.bf16FromProducer(s.ptr, M*K)
+	} else { // a new copy buffer holds nothing yet
+		unbind := b.bind()
+		err := b.grow(&b.scratchX, M*K*2)
+		unbind()
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		ready = b.bf16FromProducer(s.ptr, M*K)
+	}
+	if ready && b.joinQMM(d, w, bias, q) {
+		return
+	}
+	if !ready {
+		b.convertX(s)
+	}
+	l := b.newLaunch(q.Kernel, q.GridX, q.GridY, q.Split, 32*8).p(b.scratchX.ptr).i(K).i(M).i(w.gshft).
+		p(d.ptr).p(w.w).p(w.sb).p(bias).i(N)
+	for range 2 { // segments 1 and 2: none until a product joins the launch
+		l.p(0).p(0).p(0).p(0).i(0)
+	}
+	l.i(q.GridY).i(q.GridY)
+	if q.Split > 1 {
+		l.cz = uint32(q.Split)
+	}
+}
+
+// Argument slots of the qmm4 kernels (QMM_PARAMS).
+const (
+	qX, qK, qM, qGshift = 0, 1, 2, 3
+	qSeg0, qSegLen      = 4, 5 // y, w, sb, bias, N per segment
+	qNB1, qNB2          = 19, 20
+)
+
+// joinQMM adds the product of w into d to the qmm4 launch just recorded
+// when that launch reads the same bf16 x with the same kernel and group
+// size and has a free segment; the merged launch is split again for its
+// larger grid.
+func (b *Backend) joinQMM(d *Tensor, w *weight, bias uintptr, q plan.QMM) bool {
+	n := len(b.rec.ls)
+	if n == 0 {
+		return false
+	}
+	l := &b.rec.ls[n-1]
+	arg := func(i int) int { return int(int32(l.args[i])) }
+	if l.fn != b.fn(q.Kernel) || uintptr(l.args[qX]) != b.scratchX.ptr || arg(qK) != w.in || arg(qGshift) != w.gshft ||
+		int(l.gx) != q.GridX || l.args[qSeg0+2*qSegLen] != 0 {
+		return false
+	}
+	seg := 1
+	if l.args[qSeg0+qSegLen] != 0 {
+		seg = 2
+	}
+	for i := 0; i < seg; i++ {
+		if uintptr(l.args[qSeg0+i*qSegLen]) == d.ptr {
+			return false // the same output twice: keep the order
+		}
+	}
+	o := qSeg0 + seg*qSegLen
+	l.args[o], l.args[o+1], l.args[o+2], l.args[o+3] = uint64(d.ptr), uint64(w.w), uint64(w.sb), uint64(bias)
+	l.args[o+4] = uint64(uint32(int32(w.out)))
+	if seg == 1 {
+		l.args[qNB1] = uint64(l.gy)
+	}
+	l.gy += uint32(q.GridY)
+	l.args[qNB2] = uint64(l.gy)
+	if seg == 2 {
+		l.args[qNB2] = uint64(l.gy - uint32(q.GridY))
+	}
+	split := plan.QMMSplit(int(l.gx*l.gy), w.in, b.SMs)
+	l.gz, l.cz = uint32(split), 0
+	if split > 1 {
+		l.cz = uint32(split)
+	}
+	return true
 }
 
 // bf16Ready reports whether scratchX already holds x (n elements) in
@@ -102,12 +196,22 @@ func (b *Backend) gemmBF(d, s *Tensor, w *weight, bias uintptr) {
 func (b *Backend) bf16Ready(x uintptr, n int) bool {
 	ls := b.rec.ls
 	bias, dqBF, dqF32, conv := b.fn("add_bias"), b.fn("dequant_bf16_bf"), b.fn("dequant_bf16_f32"), b.fn("f32_to_bf16")
+	qmm32, qmm64 := b.fn("qmm4_bf_32"), b.fn("qmm4_bf_64")
 	for i := len(ls) - 1; i >= 0 && i >= len(ls)-16; i-- {
 		l := &ls[i]
 		switch l.fn {
 		case fnGemm: // y, x, w, ...: a product on the copy, not writing x
 			if uintptr(l.args[1]) != b.scratchX.ptr || uintptr(l.args[0]) == x {
 				return false
+			}
+		case qmm32, qmm64: // x, K, M, gshift, segments of (y, ...): as a product
+			if uintptr(l.args[qX]) != b.scratchX.ptr {
+				return false
+			}
+			for i := range 3 {
+				if uintptr(l.args[qSeg0+i*qSegLen]) == x {
+					return false
+				}
 			}
 		case bias, dqBF, dqF32: // write y or the weight scratch
 			if uintptr(l.args[0]) == x || uintptr(l.args[0]) == b.scratchX.ptr {

@@ -8,13 +8,15 @@ import (
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/engine"
+	"github.com/mlxcel/mlxcel/internal/sample"
 )
 
 // Output is what one request emitted.
 type Output struct {
 	Tokens   []int32
 	Logprobs []float32
-	Reason   string // the finish reason
+	Top      [][]sample.TokenLogprob // each token's top alternatives, when the request asked for them
+	Reason   string                  // the finish reason
 }
 
 // Generate submits all of reqs, then starts e (a no-op when it runs
@@ -41,6 +43,7 @@ func Generate(t testing.TB, e *engine.Engine, reqs []engine.Request) []Output {
 				}
 				res[i].Tokens = append(res[i].Tokens, ev.Token)
 				res[i].Logprobs = append(res[i].Logprobs, ev.Logprob)
+				res[i].Top = append(res[i].Top, ev.Top)
 			}
 		})
 	}

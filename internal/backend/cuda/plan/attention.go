@@ -8,7 +8,8 @@ package plan
 
 import "fmt"
 
-// Tuning holds decode attention's measured sizes. They are not settings:
+// Tuning holds decode attention's and the many-row products' measured
+// sizes. They are not settings:
 // DefaultTuning is what runs; tests and benchmarks set other values to
 // check or measure them.
 type Tuning struct {
@@ -18,11 +19,14 @@ type Tuning struct {
 	DecHeadsMaxCtx int // longest (rounded) context that takes DecHeads
 	DecLongHeads   int // query heads a block past DecHeadsMaxCtx (-1: LongHeads by context, 0: the group)
 	DecClusterMax  int // the most splits merged in a thread block cluster (0: off; the device caps it)
+	QMMMinRows     int // fewest activation rows a 4-bit product takes the fused qmm4 kernels with (0: never)
+	QMMMaxRows     int // most rows it takes them with (more go to cuBLAS on dequantized weights)
 }
 
 // DefaultTuning is what a default run uses.
 func DefaultTuning() Tuning {
-	return Tuning{DecSplitKeys: DecSplitKeys, DecHeads: DecHeadsPerBlock, DecHeadsMaxCtx: DecHeadsMaxCtx, DecLongHeads: -1, DecClusterMax: 16}
+	return Tuning{DecSplitKeys: DecSplitKeys, DecHeads: DecHeadsPerBlock, DecHeadsMaxCtx: DecHeadsMaxCtx, DecLongHeads: -1, DecClusterMax: 16,
+		QMMMinRows: QMMMinRows, QMMMaxRows: QMMMaxRows}
 }
 
 // DecHeadsPerBlock is attn_decode's default number of query heads a block

@@ -1,0 +1,38 @@
+package plan
+
+import "testing"
+
+func TestPlanQMM(t *testing.T) {
+	q := func(n, k, gs int) Weight { return Weight{N: n, K: k, Quant: true, Bits: 4, GroupShift: gs} }
+	def := DefaultTuning()
+	for _, c := range []struct {
+		name string
+		w    Weight
+		m    int
+		t    Tuning
+		want QMM
+		ok   bool
+	}{
+		{"64 rows of 4096x4096: 32 blocks split 8 ways", q(4096, 4096, 6), 64, def, QMM{"qmm4_bf_64", 1, 32, 8, 64}, true},
+		{"64 rows of gate (14336): 112 blocks split 2", q(14336, 4096, 6), 64, def, QMM{"qmm4_bf_64", 1, 112, 2, 64}, true},
+		{"down (K 14336)", q(4096, 14336, 6), 64, def, QMM{"qmm4_bf_64", 1, 32, 8, 64}, true},
+		{"128 rows: 2 row tiles", q(4096, 4096, 6), 128, def, QMM{"qmm4_bf_64", 2, 32, 4, 64}, true},
+		{"256 rows: cuBLAS", q(4096, 4096, 6), 256, def, QMM{}, false},
+		{"odd rows round up to a tile", q(1024, 4096, 5), 97, def, QMM{"qmm4_bf_64", 2, 8, 8, 64}, true},
+		{"short K caps the split", q(67, 256, 6), 40, def, QMM{"qmm4_bf_64", 1, 1, 1, 64}, true},
+		{"group 128", q(130, 384, 7), 33, def, QMM{"qmm4_bf_64", 1, 2, 1, 64}, true},
+		{"17 rows: the 32-row tile", q(4096, 4096, 6), 17, def, QMM{"qmm4_bf_32", 1, 32, 8, 32}, true},
+		{"16 rows: qmma4", q(4096, 4096, 6), 16, def, QMM{}, false},
+		{"prefill: cuBLAS", q(4096, 4096, 6), 2048, def, QMM{}, false},
+		{"off", q(4096, 4096, 6), 64, Tuning{}, QMM{}, false},
+		{"8-bit: not ours", Weight{N: 4096, K: 4096, Quant: true, Bits: 8, GroupShift: 6}, 64, def, QMM{}, false},
+		{"f32 scales: not ours", Weight{N: 4096, K: 4096, Quant: true, Bits: 4, GroupShift: 6, ScalesF32: true}, 64, def, QMM{}, false},
+		{"K not a multiple of 64", q(4096, 4000, 5), 64, def, QMM{}, false},
+		{"dense", Weight{N: 4096, K: 4096, ElemBytes: 2, Dense: "bf16"}, 64, def, QMM{}, false},
+	} {
+		got, ok := PlanQMM(c.w, c.m, 132, c.t)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s:\n got %+v %v\nwant %+v %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+}
