@@ -230,7 +230,7 @@ func kernelNames() []string {
 	for _, nt := range []int{1, 2, 4} {
 		names = append(names, fmt.Sprintf("qmma4_bf_%d", nt), fmt.Sprintf("qmma4_f32_%d", nt))
 	}
-	names = append(names, "qmma4_bf_1_xc", "qmma4_bf_2_xc", "qmm4_bf_32", "qmm4_bf_64")
+	names = append(names, "qmma4_bf_1_xc", "qmma4_bf_2_xc", "qmm4_bf_64")
 	for _, hd := range []int{64, 128} {
 		for _, k := range []string{"", "_h1", "_h2", "_h4", "_h1c", "_h2c", "_h4c"} {
 			names = append(names, fmt.Sprintf("attn_decode_%d%s", hd, k))

@@ -227,4 +227,4 @@ DEV void qmm4_impl(QMM_PARAMS) {
     extern "C" __global__ void __launch_bounds__(32 * QMM_WARPS, 2) NAME(QMM_PARAMS) {                         \
         qmm4_impl<NB, D>(QMM_ARGS);                                                                            \
     }
-QMM(qmm4_bf_32, 4, 6) QMM(qmm4_bf_64, 8, 2)
+QMM(qmm4_bf_64, 8, 2)

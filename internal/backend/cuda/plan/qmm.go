@@ -4,12 +4,14 @@ import "fmt"
 
 // QMMMinRows and QMMMaxRows bound the activation rows a 4-bit product
 // runs on the fused qmm4 kernels (batched decode): below, the qmma4 and
-// GEMV kernels (more precise: f16 activations), which the 16-row tile
-// matched only on some shapes; above, cuBLAS on dequantized weights, where
+// GEMV kernels, whose f16 activations are ten times more precise than
+// qmm4's bf16 (a 32-row tile was 2x faster on the 14336-row matrices, but
+// its rounding flipped a MoE layer's expert choice in the conformance
+// suite); above, cuBLAS on dequantized weights, where
 // one dequantization serves enough rows to win (at 256 rows it did on
 // every Llama shape). notes/cuda-kernels.md has the measurements (s12r3).
 const (
-	QMMMinRows = 17
+	QMMMinRows = 33
 	QMMMaxRows = 128
 )
 
@@ -43,10 +45,7 @@ func PlanQMM(w Weight, M, SMs int, t Tuning) (QMM, bool) {
 		w.GroupShift < 4 || w.GroupShift > 7 || w.K%64 != 0 || w.N <= 0 {
 		return QMM{}, false
 	}
-	tile := 64
-	if M <= 32 {
-		tile = 32
-	}
+	const tile = 64
 	gx, gy := (M+tile-1)/tile, (w.N+QMMWeightRows-1)/QMMWeightRows
 	return QMM{Kernel: fmt.Sprintf("qmm4_bf_%d", tile), GridX: gx, GridY: gy, Split: QMMSplit(gx*gy, w.K, SMs), TileRows: tile}, true
 }
