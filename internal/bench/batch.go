@@ -244,3 +244,12 @@ func batchSteps(m *model.Model, first, n, ctx, steps, chunk int) (float64, []int
 	}
 	return ms(time.Since(t0)) / float64(steps), ids, nil
 }
+
+// BatchStepMS is the mean time in ms of steps greedy decode steps of n
+// sequences holding ctx tokens of KV each (prefilled untimed in chunks of
+// chunk tokens), on a model already loaded: backend tests time the same
+// steps as `bench decode --batch` under tunings of their own.
+func BatchStepMS(m *model.Model, n, ctx, steps, chunk int) (float64, error) {
+	ms, _, err := batchSteps(m, 0, n, ctx, steps, chunk)
+	return ms, err
+}

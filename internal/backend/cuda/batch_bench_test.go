@@ -1,0 +1,71 @@
+//go:build linux
+
+package cuda_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
+	"github.com/mlxcel/mlxcel/internal/bench"
+	"github.com/mlxcel/mlxcel/internal/model/synthetic"
+	"github.com/mlxcel/mlxcel/internal/weights"
+)
+
+// TestBenchBatchDecodeTuning times `bench decode --batch` steps of the
+// synthetic Llama-3.1-8B 4-bit model under tunings of the decode step
+// (s12r5 measured the attention splits and waves and the qmm4 row range,
+// s12r6 attn_decode loading each round's K/V a round ahead: it lost),
+// interleaved in one process, to measure defaults rather than assume
+// them. MLXCEL_CUDA_BENCH=1 runs it on a GPU.
+func TestBenchBatchDecodeTuning(t *testing.T) {
+	if os.Getenv("MLXCEL_CUDA_BENCH") != "1" {
+		t.Skip("MLXCEL_CUDA_BENCH=1 runs the benchmarks")
+	}
+	be, err := backend.New("cuda", backend.Options{})
+	if err != nil {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	defer be.Close()
+	b := be.(*cuda.Backend)
+	dir, err := synthetic.FindProfile("llama-3.1-8b-4bit", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := weights.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := synthetic.Build(cfg, be, synthetic.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := b.Tuning
+	variants := []struct {
+		name string
+		set  func(*plan.Tuning)
+	}{
+		{"default", func(*plan.Tuning) {}},
+		{"waves2", func(u *plan.Tuning) { u.DecWaves = 2 }},
+	}
+	// Each call allocates its own KV store (never freed): the points stay
+	// within the card's memory.
+	fmt.Println("tuning,batch,context,step_ms,tok_s")
+	for _, pt := range []struct{ n, ctx, reps int }{{1, 1024, 2}, {1, 8192, 2}, {64, 1024, 2}, {128, 1024, 1}} {
+		for range pt.reps {
+			for _, v := range variants {
+				b.Tuning = def
+				v.set(&b.Tuning)
+				ms, err := bench.BatchStepMS(m, pt.n, pt.ctx, 16, 8192)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Printf("%s,%d,%d,%.3f,%.1f\n", v.name, pt.n, pt.ctx, ms, float64(pt.n)/ms*1e3)
+			}
+		}
+	}
+	b.Tuning = def
+}
