@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 )
@@ -60,13 +61,19 @@ func (b *Backend) GatedDeltaNet(dst, qkv, a, bt backend.Tensor, w backend.DeltaN
 		panic("cpu: GatedDeltaNet weights do not match its parameters")
 	}
 	step := b.step
-	used := make([]bool, len(ds.pos))
+	n, hv := in.rows, p.VHeads
+	sc := deltaPool.Get().(*deltaScratch)
+	defer deltaPool.Put(sc)
+	sc.x, sc.g, sc.beta = grow(sc.x, n*C), grow(sc.g, n*hv), grow(sc.beta, n*hv)
+	sc.used = grow(sc.used, len(ds.pos))
+	clear(sc.used)
+	sc.states = sc.states[:0]
 	for i := range step.Seqs {
 		s := &step.Seqs[i]
-		if s.Slot < 0 || s.Slot >= len(ds.pos) || used[s.Slot] {
+		if s.Slot < 0 || s.Slot >= len(ds.pos) || sc.used[s.Slot] {
 			panic(fmt.Sprintf("cpu: sequence slot %d is out of [0, %d) or used twice in one step", s.Slot, len(ds.pos)))
 		}
-		used[s.Slot] = true
+		sc.used[s.Slot] = true
 		cs, S := ds.slot(s.Slot)
 		first := step.Positions[s.Start]
 		switch {
@@ -79,24 +86,45 @@ func (b *Backend) GatedDeltaNet(dst, qkv, a, bt backend.Tensor, w backend.DeltaN
 			panic(fmt.Sprintf("cpu: layer %d: a chunk at position %d, but slot %d's state holds %d positions", layer, first, s.Slot, ds.pos[s.Slot]))
 		}
 		ds.pos[s.Slot] = first + int32(s.Len)
-		x := make([]float32, s.Len*C)
-		convSiLU(x, in.d[s.Start*C:(s.Start+s.Len)*C], cs, conv, s.Len, C, K)
-		g, beta := deltaGates(at.d[s.Start*p.VHeads:], btt.d[s.Start*p.VHeads:], alog, dtb, s.Len, p.VHeads)
-		normQK(x, s.Len, p)
-		o := out.d[s.Start*out.cols : (s.Start+s.Len)*out.cols]
-		b.parallel(p.VHeads, 1, func(lo, hi int) {
-			for h := lo; h < hi; h++ {
-				deltaHead(o, x, g, beta, S[h*p.KDim*p.VDim:(h+1)*p.KDim*p.VDim], h, s.Len, p)
-			}
-		})
+		sc.buf = grow(sc.buf, (K-1+s.Len)*C)
+		convSiLU(sc.x[s.Start*C:(s.Start+s.Len)*C], in.d[s.Start*C:(s.Start+s.Len)*C], cs, conv, sc.buf, s.Len, C, K)
+		sc.states = append(sc.states, S)
 	}
+	deltaGates(sc.g, sc.beta, at.d, btt.d, alog, dtb, n, hv)
+	normQK(sc.x, n, p)
+	// One task per (sequence, value head): heads of one sequence and the
+	// sequences of a decode batch spread over the workers alike.
+	hs := p.KDim * p.VDim
+	b.parallel(len(step.Seqs)*hv, 1, func(lo, hi int) {
+		c := chunkPool.Get().(*deltaChunk)
+		defer chunkPool.Put(c)
+		for it := lo; it < hi; it++ {
+			s, h := &step.Seqs[it/hv], it%hv
+			r := s.Start
+			deltaHead(out.d[r*out.cols:(r+s.Len)*out.cols], sc.x[r*C:], sc.g[r*hv:], sc.beta[r*hv:],
+				sc.states[it/hv][h*hs:(h+1)*hs], h, s.Len, p, c)
+		}
+	})
 }
+
+// deltaScratch is one call's conv outputs and gates; calls take one from
+// a pool so a steady decode loop allocates nothing per layer.
+type deltaScratch struct {
+	x, g, beta, buf []float32
+	used            []bool
+	states          [][]float32
+}
+
+var (
+	deltaPool = sync.Pool{New: func() any { return new(deltaScratch) }}
+	chunkPool = sync.Pool{New: func() any { return new(deltaChunk) }}
+)
 
 // convSiLU writes silu(causal depthwise conv) of the n rows of in (after
 // the window's K-1 stored rows) to x, and moves the window to the last
-// K-1 inputs. w is [channels][K], tap K-1 on the current input.
-func convSiLU(x, in, window, w []float32, n, ch, k int) {
-	buf := make([]float32, (k-1+n)*ch)
+// K-1 inputs. w is [channels][K], tap K-1 on the current input; buf is
+// scratch of (K-1+n)*channels.
+func convSiLU(x, in, window, w, buf []float32, n, ch, k int) {
 	copy(buf, window)
 	copy(buf[(k-1)*ch:], in)
 	for t := range n {
@@ -112,10 +140,9 @@ func convSiLU(x, in, window, w []float32, n, ch, k int) {
 	copy(window, buf[n*ch:])
 }
 
-// deltaGates returns per token and value head the log decay
+// deltaGates writes per token and value head the log decay
 // g = -exp(A_log) * softplus(a + dt_bias) and beta = sigmoid(b).
-func deltaGates(a, bv, alog, dtb []float32, n, heads int) (g, beta []float32) {
-	g, beta = make([]float32, n*heads), make([]float32, n*heads)
+func deltaGates(g, beta, a, bv, alog, dtb []float32, n, heads int) {
 	for t := range n {
 		for h := range heads {
 			i := t*heads + h
@@ -123,7 +150,6 @@ func deltaGates(a, bv, alog, dtb []float32, n, heads int) (g, beta []float32) {
 			beta[i] = float32(1 / (1 + math.Exp(-float64(bv[i]))))
 		}
 	}
-	return g, beta
 }
 
 // softplus is torch's: log(1+e^x), x itself above 20.
@@ -159,9 +185,10 @@ func normQK(x []float32, n int, p backend.DeltaNetParams) {
 	}
 }
 
-// deltaHead runs value head h over the n tokens of one sequence, updating
-// its state S [KDim, VDim] and writing its output columns of o.
-func deltaHead(o, x, g, beta, S []float32, h, n int, p backend.DeltaNetParams) {
+// deltaHead runs value head h over the n tokens of one sequence (rows of
+// x, g, beta and o from its first), updating its state S [KDim, VDim] and
+// writing its output columns of o; c is scratch.
+func deltaHead(o, x, g, beta, S []float32, h, n int, p backend.DeltaNetParams, c *deltaChunk) {
 	C, kd, vd := p.Channels(), p.KDim, p.VDim
 	kh := h / (p.VHeads / p.KHeads)
 	hv := p.VHeads
@@ -173,10 +200,10 @@ func deltaHead(o, x, g, beta, S []float32, h, n int, p backend.DeltaNetParams) {
 	}
 	y := func(t int) []float32 { return o[(t*hv+h)*vd : (t*hv+h+1)*vd] }
 	if n == 1 {
-		deltaStep(y(0), q(0), k(0), v(0), S, g[h], beta[h], kd, vd)
+		c.mem = grow(c.mem, vd)
+		deltaStep(y(0), q(0), k(0), v(0), S, c.mem, g[h], beta[h], kd, vd)
 		return
 	}
-	c := &deltaChunk{}
 	for c0 := 0; c0 < n; c0 += p.ChunkSize {
 		L := min(p.ChunkSize, n-c0)
 		c.reset(L, kd, vd)
@@ -190,10 +217,10 @@ func deltaHead(o, x, g, beta, S []float32, h, n int, p backend.DeltaNetParams) {
 }
 
 // deltaStep is the one-token recurrence: S *= decay; delta = beta*(v -
-// k·S); S += k ⊗ delta; y = q·S.
-func deltaStep(y, q, k, v, S []float32, g, beta float32, kd, vd int) {
+// k·S); S += k ⊗ delta; y = q·S. mem is scratch of vd.
+func deltaStep(y, q, k, v, S, mem []float32, g, beta float32, kd, vd int) {
 	decay := float32(math.Exp(float64(g)))
-	mem := make([]float32, vd)
+	clear(mem)
 	for i := range kd {
 		row := S[i*vd : (i+1)*vd]
 		ki := k[i]

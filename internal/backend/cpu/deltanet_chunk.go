@@ -21,6 +21,7 @@ type deltaChunk struct {
 	cum        []float32
 	u, vnew    []float32 // [L, vd]
 	w          []float32 // [L, kd]
+	mem        []float32 // [vd]: the one-token step's k·S
 }
 
 func (c *deltaChunk) reset(L, kd, vd int) {
