@@ -62,7 +62,8 @@ func TestRunDefaultModelPrintsTheStory(t *testing.T) {
 // legitimately differ).
 func TestRunTinyFixturesGreedy(t *testing.T) {
 	for _, f := range []string{"llama-bf16", "qwen2-bf16", "qwen3-bf16", "llama-mlx-q4g64", "qwen2-mlx-q4g64",
-		"qwen3-mlx-q4g64", "qwen3_moe-bf16", "mixtral-mlx-q4g64", "gemma4-bf16", "gemma4-mlx-q4g64"} {
+		"qwen3-mlx-q4g64", "qwen3_moe-bf16", "mixtral-mlx-q4g64", "gemma4-bf16", "gemma4-mlx-q4g64",
+		"qwen3_5_text-bf16", "qwen3_5_text-mlx-q4g64", "qwen3_5_moe_text-bf16", "qwen3_5_moe_text-mlx-q4g64"} {
 		t.Run(f, func(t *testing.T) {
 			dir := testdata + "tiny/" + f
 			ref, err := modeltest.LoadReference(dir)

@@ -60,6 +60,11 @@ const (
 	// GELU is the exact erf GELU, x*(1+erf(x/sqrt 2))/2: configs saying
 	// hidden_act "gelu" (transformers' GELUActivation), not the tanh form.
 	GELU
+	// Sigmoid is sigmoid(gate) * up (Qwen3.5's attention output gate and
+	// shared-expert gate), FeatureSigmoidGate. gate may have a single
+	// column while up has more: row r of up is then scaled by
+	// sigmoid(gate[r]), and dst, shaped like up, may alias up.
+	Sigmoid
 )
 
 // RoPE describes rotary embeddings for one attention layer. Inverse
@@ -94,8 +99,9 @@ type SeqSlice struct {
 	Blocks     []int32 // the sequence's KV block table (block ids in position order)
 	// Slot is the sequence's index in [0, KVSpec.Slots), stable while it
 	// is admitted and unique among the sequences admitted at once; it
-	// selects the sequence's ring of windowed-layer KV (see KVSpec). Only
-	// meaningful when the store has rings.
+	// selects the sequence's ring of windowed-layer KV (see KVSpec) and
+	// its recurrent state (KVLayer.DeltaNet). Only meaningful when the
+	// store has rings or recurrent layers.
 	Slot int
 }
 
@@ -191,7 +197,16 @@ type KVLayer struct {
 	// layer's (Gemma 4's KV-shared layers call Attention with nil k and v
 	// and that layer's index, FeatureSharedKV), so the store keeps none.
 	Shared bool
+	// DeltaNet, when its VHeads is set, makes the layer Gated DeltaNet
+	// linear attention (FeatureGatedDeltaNet, deltanet.go): no K/V; the
+	// store keeps per slot the layer's recurrent state instead, whose size
+	// does not depend on the context. KVSpec.Slots must then be positive.
+	DeltaNet DeltaNetParams
 }
+
+// Recurrent reports whether the layer keeps per-slot recurrent state
+// instead of K/V.
+func (l KVLayer) Recurrent() bool { return l.DeltaNet.VHeads > 0 }
 
 // KVElemSizer is implemented by a backend whose KV cache elements are not
 // float32 (the CUDA backend keeps f16); KVElemBytes is the size of one K

@@ -165,7 +165,8 @@ func batchSteps(m *model.Model, first, n, ctx, steps, chunk int) (float64, []int
 		return 0, nil, fmt.Errorf("context %d + %d steps exceeds the model's %d", ctx, steps, m.MaxContext())
 	}
 	per := (total + blockSize - 1) / blockSize
-	kv, err := m.Backend().NewKVStore(backend.KVSpec{NumBlocks: n * per, BlockSize: blockSize, Layers: m.KVLayers()})
+	// A slot per sequence: recurrent layers (Qwen3.5) keep their state there.
+	kv, err := m.Backend().NewKVStore(backend.KVSpec{NumBlocks: n * per, BlockSize: blockSize, Layers: m.KVLayers(), Slots: n})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -181,7 +182,7 @@ func batchSteps(m *model.Model, first, n, ctx, steps, chunk int) (float64, []int
 	for s := range n { // distinct prompts: no sequence's KV equals another's
 		for pos := 0; pos < ctx; pos += chunk {
 			end := min(pos+chunk, ctx)
-			b := &backend.Batch{Seqs: []backend.SeqSlice{{Start: 0, Len: end - pos, Blocks: tables[s]}}}
+			b := &backend.Batch{Seqs: []backend.SeqSlice{{Start: 0, Len: end - pos, Blocks: tables[s], Slot: s}}}
 			for i := pos; i < end; i++ {
 				b.Tokens = append(b.Tokens, int32((i*31+(first+s)*7+1)%vocab))
 				b.Positions = append(b.Positions, int32(i))
@@ -205,7 +206,7 @@ func batchSteps(m *model.Model, first, n, ctx, steps, chunk int) (float64, []int
 			if feed {
 				tok = backend.FeedToken(s)
 			}
-			b.Seqs = append(b.Seqs, backend.SeqSlice{Start: s, Len: 1, Blocks: tables[s]})
+			b.Seqs = append(b.Seqs, backend.SeqSlice{Start: s, Len: 1, Blocks: tables[s], Slot: s})
 			b.Tokens = append(b.Tokens, tok)
 			b.Positions = append(b.Positions, int32(ctx+i))
 			b.LogitRows = append(b.LogitRows, s)

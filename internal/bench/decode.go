@@ -428,7 +428,8 @@ func runOne(m *model.Model, enc Encoder, r *Row, o DecodeOptions) (err error) {
 func once(m *model.Model, prompt []int32, n, chunk int) (prefillMS, decodeMS float64, idle backend.HostTime, stage string, err error) {
 	total := len(prompt) + n
 	nb := (total + blockSize - 1) / blockSize
-	kv, err := m.Backend().NewKVStore(backend.KVSpec{NumBlocks: nb, BlockSize: blockSize, Layers: m.KVLayers()})
+	// Slot 0 of 1: recurrent layers (Qwen3.5) keep their state there.
+	kv, err := m.Backend().NewKVStore(backend.KVSpec{NumBlocks: nb, BlockSize: blockSize, Layers: m.KVLayers(), Slots: 1})
 	if err != nil {
 		return 0, 0, idle, "prefill", err
 	}

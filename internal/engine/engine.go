@@ -119,7 +119,8 @@ type Config struct {
 	// the KV of full blocks is kept after use and a request whose prompt
 	// starts with the same tokens as an earlier one maps those blocks
 	// instead of computing them again (kvcache prefix.go). It is off anyway
-	// when sliding-window layers are stored in per-slot rings (see New).
+	// when sliding-window layers are stored in per-slot rings or the model
+	// has recurrent layers (see New).
 	DisablePrefixCache bool
 
 	// RunAhead selects pipelined greedy decode (pipeline.go): by default
@@ -252,7 +253,12 @@ func New(m Model, cfg Config) (*Engine, error) {
 	// exclude each other, and rings win (they are what makes long contexts
 	// affordable for those models). Windowed layers kept paged have every
 	// position in the blocks and cache like any other layer.
-	prefix := !cfg.DisablePrefixCache && spec.RingTokens == 0
+	// Recurrent layers (Qwen3.5's linear attention) hold one state per
+	// slot summarising every position so far, not per-block KV: a mapped
+	// prefix would start from a state that never saw it, and the store
+	// keeps no snapshots at block boundaries to restore. So prefix caching
+	// is off for hybrid models (docs/kv-cache.md).
+	prefix := !cfg.DisablePrefixCache && spec.RingTokens == 0 && !recurrent(spec.Layers)
 	kv, err := kvcache.NewWithOptions(cfg.NumBlocks, cfg.BlockSize, kvcache.Options{Slots: cfg.Parallel, PrefixCache: prefix})
 	if err != nil {
 		return nil, err
@@ -315,6 +321,19 @@ func kvSpec(cfg Config, layers []backend.KVLayer) backend.KVSpec {
 	return spec
 }
 
+// recurrent reports whether any layer keeps per-slot recurrent state. A
+// sequence's state starts fresh at its position 0, which is where every
+// admission starts without prefix caching (a preempted sequence recomputes
+// from there too), and follows its slot.
+func recurrent(layers []backend.KVLayer) bool {
+	for _, l := range layers {
+		if l.Recurrent() {
+			return true
+		}
+	}
+	return false
+}
+
 // Config is the effective configuration, defaults filled in.
 func (e *Engine) Config() Config { return e.cfg }
 
@@ -322,7 +341,8 @@ func (e *Engine) Config() Config { return e.cfg }
 func (e *Engine) MaxContext() int { return e.maxContext }
 
 // PrefixCaching reports whether the engine reuses cached prompt prefixes
-// (Config.DisablePrefixCache off and no sliding-window rings).
+// (Config.DisablePrefixCache off, no sliding-window rings and no recurrent
+// layers).
 func (e *Engine) PrefixCaching() bool { return e.sched.KV().PrefixCaching() }
 
 // KVStore is the backend KV memory the engine allocated.

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/weights"
 )
 
 // Attention is the self-attention block shared by every family: q/k/v
@@ -26,6 +27,18 @@ type Attention struct {
 	// earlier in the step (Gemma 4, backend.FeatureSharedKV).
 	KVShared bool
 	KVFrom   int
+	// OutGate [Heads*HeadDim, hidden], when set, gates the attention output
+	// by sigmoid(h @ OutGate^T) before o_proj (Qwen3.5's gated attention,
+	// whose q_proj holds each head's query and gate rows; split at load).
+	OutGate backend.Weight
+}
+
+// KV is the layer geometry the KV store keeps for this attention.
+func (a *Attention) KV() backend.KVLayer {
+	p := a.Params
+	// The window tells the backend it may keep this layer's KV in a
+	// bounded per-sequence ring instead of the paged blocks.
+	return backend.KVLayer{KVHeads: p.KVHeads, HeadDim: p.HeadDim, Window: p.Window, Shared: a.KVShared}
 }
 
 // LoadAttention reads prefix.{q,k,v,o}_proj (+ biases and q/k norms when
@@ -38,13 +51,20 @@ func LoadAttention(src Source, prefix string, hidden int, p backend.AttnParams, 
 // from the key projection (Gemma 4 attention_k_eq_v): with kEqV set, a
 // missing v_proj is expected rather than an error.
 func LoadAttentionKEqV(src Source, prefix string, hidden int, p backend.AttnParams, eps float32, kEqV bool) (*Attention, error) {
-	return loadAttention(src, prefix, hidden, p, eps, kEqV, true)
+	return loadAttention(src, prefix, hidden, p, eps, attnLoad{kEqV: kEqV, headNorms: true})
+}
+
+// attnLoad are loadAttention's variants.
+type attnLoad struct {
+	kEqV      bool // v_proj may be missing: values from k_proj
+	headNorms bool // load q/k norms as stored (else the caller loads its own)
+	outGate   bool // q_proj is [query | gate] per head: split into Q and OutGate
 }
 
 // loadAttention loads the projections and biases, and the q/k norms when
-// headNorms is set (callers whose norms need a transform load their own).
-func loadAttention(src Source, prefix string, hidden int, p backend.AttnParams, eps float32, kEqV, headNorms bool) (*Attention, error) {
-	a := &Attention{Params: p, NormEps: eps, KEqV: kEqV}
+// o.headNorms is set (callers whose norms need a transform load their own).
+func loadAttention(src Source, prefix string, hidden int, p backend.AttnParams, eps float32, o attnLoad) (*Attention, error) {
+	a := &Attention{Params: p, NormEps: eps, KEqV: o.kEqV}
 	qd, kd := p.Heads*p.HeadDim, p.KVHeads*p.HeadDim
 	var err error
 	load := func(dst *backend.Weight, name string, out, in int) {
@@ -52,7 +72,11 @@ func loadAttention(src Source, prefix string, hidden int, p backend.AttnParams, 
 			*dst, err = src.Linear(prefix+name, out, in)
 		}
 	}
-	load(&a.Q, ".q_proj", qd, hidden)
+	if o.outGate {
+		a.Q, a.OutGate, err = loadQueryGate(src, prefix+".q_proj", p.Heads, p.HeadDim, hidden)
+	} else {
+		load(&a.Q, ".q_proj", qd, hidden)
+	}
 	load(&a.K, ".k_proj", kd, hidden)
 	if src.Has(prefix+".v_proj.weight") || !a.KEqV {
 		load(&a.V, ".v_proj", kd, hidden)
@@ -67,7 +91,7 @@ func loadAttention(src Source, prefix string, hidden int, p backend.AttnParams, 
 	opt(&a.KBias, ".k_proj.bias", kd)
 	opt(&a.VBias, ".v_proj.bias", kd)
 	opt(&a.OBias, ".o_proj.bias", hidden)
-	if headNorms {
+	if o.headNorms {
 		opt(&a.QNorm, ".q_norm.weight", p.HeadDim)
 		opt(&a.KNorm, ".k_norm.weight", p.HeadDim)
 	}
@@ -126,7 +150,40 @@ func (a *Attention) Forward(s *Step, h, out backend.Tensor) {
 	att := s.Scratch("att", qd)
 	p.ScratchQK = true // q and k are this call's scratch
 	b.Attention(att, q, k, v, s.KV, s.Layer, p)
+	if a.OutGate != nil {
+		g := s.Scratch("att.gate", qd)
+		b.Linear(g, h, a.OutGate, nil)
+		b.GatedAct(g, g, att, backend.Sigmoid)
+		att = g
+	}
 	b.Linear(out, att, a.O, a.OBias)
+}
+
+// loadQueryGate splits a q_proj of [heads, 2*headDim, hidden] rows, each
+// head's query rows then its gate rows, into the query and gate matrices
+// [heads*headDim, hidden] (dense or quantized: whole rows move).
+func loadQueryGate(src Source, module string, heads, headDim, hidden int) (q, gate backend.Weight, err error) {
+	hs, ok := src.(hostLinearSource)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: a gated q_proj needs a source that can split tensors on the host", module)
+	}
+	h, err := hs.HostLinear(module, 2*heads*headDim, hidden)
+	if err != nil {
+		return nil, nil, err
+	}
+	h.Shape = []int{heads, 2 * headDim, hidden}
+	var out [2]backend.Weight
+	for half := range out {
+		part, err := weights.SplitHalves(h, half)
+		if err != nil {
+			return nil, nil, err
+		}
+		part.Shape = []int{heads * headDim, hidden}
+		if out[half], err = uploadRearranged(hs, part); err != nil {
+			return nil, nil, err
+		}
+	}
+	return out[0], out[1], nil
 }
 
 // sharedForward is Forward for a KV-shared layer: only the query is

@@ -26,12 +26,7 @@ type gemmaLayer struct {
 	eps                                         float32
 }
 
-func (l *gemmaLayer) KV() backend.KVLayer {
-	p := l.attn.Params
-	// The window tells the backend it may keep this layer's KV in a
-	// bounded per-sequence ring instead of the paged blocks.
-	return backend.KVLayer{KVHeads: p.KVHeads, HeadDim: p.HeadDim, Window: p.Window, Shared: l.attn.KVShared}
-}
+func (l *gemmaLayer) KV() backend.KVLayer { return l.attn.KV() }
 
 func (l *gemmaLayer) Forward(s *Step, x backend.Tensor) {
 	b := s.B
@@ -175,7 +170,7 @@ func loadGemmaLayer(cfg *weights.Config, src Source, spec gemmaSpec, i int, typ 
 // loadGemmaAttention loads the projections, then the q/k norms through
 // spec.norm (which Gemma 3 offsets by one).
 func loadGemmaAttention(src Source, spec gemmaSpec, prefix string, hidden int, p backend.AttnParams, eps float32, kEqV bool) (*Attention, error) {
-	a, err := loadAttention(src, prefix+".self_attn", hidden, p, eps, kEqV, false)
+	a, err := loadAttention(src, prefix+".self_attn", hidden, p, eps, attnLoad{kEqV: kEqV})
 	if err != nil {
 		return nil, err
 	}

@@ -107,6 +107,13 @@ func loadGemma4Experts(src Source, ex string, e *backend.Experts, E, H, I int) e
 		}
 		return nil
 	}
+	return loadFusedExperts(src, ex, e, E, H, I)
+}
+
+// loadFusedExperts reads transformers 5's fused experts: gate_up_proj
+// [E, 2I, H] (gate rows, then up rows) and down_proj [E, H, I], both
+// already [out, in].
+func loadFusedExperts(src Source, ex string, e *backend.Experts, E, H, I int) error {
 	hs, ok := src.(hostSource)
 	if !ok {
 		return fmt.Errorf("%s: gate_up_proj experts need a source that can split tensors on the host", ex)

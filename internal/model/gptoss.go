@@ -71,13 +71,15 @@ func buildGptOss(cfg *weights.Config, src Source, m *Model) error {
 		if l.postNorm, err = src.Dense(prefix+".post_attention_layernorm.weight", cfg.Hidden); err != nil {
 			return err
 		}
-		if l.attn, err = LoadAttention(src, prefix+".self_attn", cfg.Hidden, p, eps); err != nil {
+		a, err := LoadAttention(src, prefix+".self_attn", cfg.Hidden, p, eps)
+		if err != nil {
 			return err
 		}
-		l.attn.Rope = rope
-		if l.attn.Params.Sinks, err = src.Dense(prefix+".self_attn.sinks", cfg.Heads); err != nil {
+		a.Rope = rope
+		if a.Params.Sinks, err = src.Dense(prefix+".self_attn.sinks", cfg.Heads); err != nil {
 			return err
 		}
+		l.attn = a
 		if l.ffn, err = loadGptOssMoE(src, prefix+".mlp", cfg, mp); err != nil {
 			return err
 		}

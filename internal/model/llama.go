@@ -22,18 +22,20 @@ func init() {
 // post_attention_layernorm -> FFN -> residual.
 type llamaLayer struct {
 	inNorm, postNorm backend.Weight
-	attn             *Attention
+	attn             mixer
 	ffn              FFN
 	hidden           int
 	eps              float32
 }
 
-func (l *llamaLayer) KV() backend.KVLayer {
-	p := l.attn.Params
-	// The window tells the backend it may keep this layer's KV in a
-	// bounded per-sequence ring instead of the paged blocks.
-	return backend.KVLayer{KVHeads: p.KVHeads, HeadDim: p.HeadDim, Window: p.Window}
+// mixer is a layer's token mixer: attention over the KV cache, or Qwen3.5's
+// linear attention over a recurrent state (qwen35_deltanet.go).
+type mixer interface {
+	Forward(s *Step, h, out backend.Tensor)
+	KV() backend.KVLayer
 }
+
+func (l *llamaLayer) KV() backend.KVLayer { return l.attn.KV() }
 
 func (l *llamaLayer) Forward(s *Step, x backend.Tensor) {
 	b := s.B
@@ -85,10 +87,12 @@ func buildLlamaWith(cfg *weights.Config, src Source, m *Model, ffn func(i int, p
 		if l.postNorm, err = src.Dense(prefix+".post_attention_layernorm.weight", cfg.Hidden); err != nil {
 			return err
 		}
-		if l.attn, err = LoadAttention(src, prefix+".self_attn", cfg.Hidden, p, eps); err != nil {
+		a, err := LoadAttention(src, prefix+".self_attn", cfg.Hidden, p, eps)
+		if err != nil {
 			return err
 		}
-		l.attn.Rope = rope
+		a.Rope = rope
+		l.attn = a
 		if l.ffn, err = ffn(i, prefix); err != nil {
 			return err
 		}

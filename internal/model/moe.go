@@ -74,6 +74,12 @@ func LoadMoE(src Source, layer string, nm moeNaming, hidden, inter, experts int,
 		}
 		return m, nil
 	}
+	if src.Has(pre + ".experts.gate_up_proj") {
+		if err := loadFusedExperts(src, pre+".experts", &m.Experts, experts, hidden, inter); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
 	st, ok := src.(expertStacker)
 	if !ok {
 		return nil, fmt.Errorf("%s: no %s.switch_mlp experts, and this weight source cannot stack per-expert tensors", layer, nm.block)

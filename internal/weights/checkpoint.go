@@ -37,9 +37,12 @@ var prefixes = [][2]string{
 	{"language_model.", ""},
 }
 
-// skippedTowers are multimodal parts that a text decoder does not use.
+// skippedTowers are multimodal parts that a text decoder does not use,
+// and Qwen3.5's multi-token-prediction head (mtp.*, for speculative
+// decoding; transformers and mlx-lm drop it too).
 var skippedTowers = []string{"vision_tower.", "audio_tower.", "multi_modal_projector.", "embed_vision.", "embed_audio.",
-	"model.vision_tower.", "model.audio_tower.", "model.multi_modal_projector.", "model.embed_vision.", "model.embed_audio.", "vision_model."}
+	"model.vision_tower.", "model.audio_tower.", "model.multi_modal_projector.", "model.embed_vision.", "model.embed_audio.", "vision_model.",
+	"model.visual.", "visual.", "mtp."}
 
 // Canonical maps a checkpoint tensor name to the HF text-model name.
 func Canonical(name string) string {

@@ -319,7 +319,7 @@ func (c *Config) Validate() error {
 		name string
 		v    int
 	}{{"hidden_size", c.Hidden}, {"num_hidden_layers", c.Layers}, {"num_attention_heads", c.Heads},
-		{"vocab_size", c.Vocab}, {"intermediate_size", c.Intermediate}} {
+		{"vocab_size", c.Vocab}, {"intermediate_size", max(c.Intermediate, c.moeOnlyWidth())}} {
 		if f.v <= 0 {
 			return fmt.Errorf("%s: missing or not positive (%d)", f.name, f.v)
 		}
@@ -331,6 +331,15 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("implausible sizes (layers %d, hidden %d, vocab %d)", c.Layers, c.Hidden, c.Vocab)
 	}
 	return c.validateOptional()
+}
+
+// moeOnlyWidth is moe_intermediate_size for configs whose every layer is
+// MoE and that give no dense intermediate_size (Qwen3.5 MoE), else 0.
+func (c *Config) moeOnlyWidth() int {
+	if _, ok := c.Raw["intermediate_size"]; ok || c.NumExperts <= 0 {
+		return 0
+	}
+	return c.MoEIntermediate
 }
 
 // validateOptional checks keys that may be absent but, when given, must

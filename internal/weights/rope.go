@@ -39,7 +39,10 @@ type RopeConfig struct {
 // error naming the key: a setting the engine would silently ignore changes
 // every position's angle.
 var ropeKeys = map[string][]string{
-	"default":      {},
+	// Qwen3.5's multimodal rope sections: each frequency takes one of three
+	// position streams, all equal to the token position in text, so with
+	// the default rope they change nothing.
+	"default":      {"mrope_section", "mrope_interleaved"},
 	"linear":       {"factor"},
 	"dynamic":      {"factor", "original_max_position_embeddings"},
 	"yarn":         {"factor", "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"},

@@ -67,6 +67,27 @@ func TestRopeLongropeDynamic(t *testing.T) {
 	}
 }
 
+// Qwen3.5's rope_parameters carry multimodal sections that change nothing
+// for text (all three position streams are the token position); its MoE
+// config gives no dense intermediate_size.
+func TestQwen35ConfigParses(t *testing.T) {
+	c, err := ParseConfig([]byte(`{"model_type":"qwen3_5_moe_text","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+		"vocab_size":512,"num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":32,
+		"rope_parameters":{"rope_type":"default","rope_theta":1e7,"partial_rotary_factor":0.25,"mrope_section":[11,11,10],"mrope_interleaved":true}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Rope; r.Type != "default" || r.PartialRotaryFactor != 0.25 || r.Theta != 1e7 {
+		t.Errorf("rope %+v", r)
+	}
+	if _, err := ParseConfig([]byte(`{"rope_parameters":{"rope_type":"yarn","factor":4,"mrope_section":[1]}}`)); err == nil {
+		t.Error("mrope sections with yarn were accepted")
+	}
+}
+
 // A key or value the engine does not understand fails, naming it.
 func TestRopeRefusesUnknown(t *testing.T) {
 	for _, tc := range []struct{ cfg, want string }{

@@ -15,9 +15,10 @@ import (
 //     RingTokens. Their size is Slots*RingTokens positions whatever
 //     NumBlocks is, which is what bounds sliding-window memory.
 type kvStore struct {
-	spec backend.KVSpec
-	k, v [][]float32
-	ring []bool // per layer: stored as per-slot rings
+	spec  backend.KVSpec
+	k, v  [][]float32
+	ring  []bool        // per layer: stored as per-slot rings
+	delta []*deltaState // per layer: recurrent state (deltanet.go), or nil
 }
 
 func (s *kvStore) Spec() backend.KVSpec { return s.spec }
@@ -34,9 +35,16 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 	for i, l := range spec.Layers {
 		ring := rings && l.Window > 0
 		n := spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim
+		var ds *deltaState
 		switch {
 		case l.Shared:
 			n = 0 // reads another layer's K/V (FeatureSharedKV)
+		case l.Recurrent():
+			n = 0 // no K/V: per-slot state of a size independent of the context
+			var err error
+			if ds, err = newDeltaState(spec, l, i); err != nil {
+				return nil, err
+			}
 		case ring:
 			// A ring shorter than the window could not hold even one
 			// query's keys; Attention checks the stricter per-chunk bound.
@@ -45,7 +53,8 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 			}
 			n = spec.Slots * spec.RingTokens * l.KVHeads * l.HeadDim
 		}
-		s.ring = append(s.ring, ring && !l.Shared)
+		s.delta = append(s.delta, ds)
+		s.ring = append(s.ring, ring && !l.Shared && ds == nil)
 		s.k = append(s.k, make([]float32, n))
 		s.v = append(s.v, make([]float32, n))
 	}
@@ -53,7 +62,13 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 }
 
 // bytes is the memory of layer's K and V (tests).
-func (s *kvStore) bytes(layer int) int { return 4 * (len(s.k[layer]) + len(s.v[layer])) }
+func (s *kvStore) bytes(layer int) int {
+	n := len(s.k[layer]) + len(s.v[layer])
+	if d := s.delta[layer]; d != nil {
+		n += len(d.data)
+	}
+	return 4 * n
+}
 
 // row is the index, in units of one position's KVHeads*HeadDim values, of
 // position pos of sequence seq in layer.

@@ -65,6 +65,17 @@ func (b *Backend) ApplyRoPE(x backend.Tensor, heads, headDim int, r backend.RoPE
 
 func (b *Backend) GatedAct(dst, gate, up backend.Tensor, act backend.Activation) {
 	d, g, u := dst.(*Tensor), gate.(*Tensor), up.(*Tensor)
+	if act == backend.Sigmoid && g.cols == 1 && u.cols > 1 {
+		// A per-row gate (Qwen's shared-expert gate): dst may alias up.
+		for r := range u.rows {
+			s := float32(1 / (1 + math.Exp(-float64(g.d[r]))))
+			dr, ur := d.Row(r), u.Row(r)
+			for i, x := range ur {
+				dr[i] = s * x
+			}
+		}
+		return
+	}
 	n := g.rows * g.cols
 	b.parallel(n, 4096, func(lo, hi int) { gatedAct(d.d[lo:hi], g.d[lo:hi], u.d[lo:hi], act) })
 }
@@ -104,6 +115,10 @@ func gatedAct(d, g, u []float32, act backend.Activation) {
 		for i, x := range g {
 			x64 := float64(x)
 			d[i] = float32(0.5*x64*(1+math.Erf(x64/math.Sqrt2))) * u[i]
+		}
+	case backend.Sigmoid:
+		for i, x := range g {
+			d[i] = float32(1/(1+math.Exp(-float64(x)))) * u[i]
 		}
 	case backend.SwiGLUClamped:
 		panic("cpu: SwiGLUClamped needs MoEParams' alpha and limit (MoE only)")

@@ -26,7 +26,12 @@ type Reference struct {
 
 // LoadReference reads dir/reference.safetensors.
 func LoadReference(dir string) (*Reference, error) {
-	f, err := weights.OpenFile(dir + "/reference.safetensors")
+	return LoadReferenceFile(dir + "/reference.safetensors")
+}
+
+// LoadReferenceFile reads a reference file (a fixture's extra_references).
+func LoadReferenceFile(path string) (*Reference, error) {
+	f, err := weights.OpenFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +94,9 @@ type Options struct {
 	NearTie float32
 	// Prefix is the prompt length prefilled before token-by-token decode.
 	Prefix int
+	// Reference is the reference file in the fixture dir
+	// ("reference.safetensors" when empty).
+	Reference string
 }
 
 // Result reports the worst figures seen, for the issue notes.
@@ -123,13 +131,14 @@ func NewSeq(m *model.Model, maxTokens int) (*Seq, error) {
 func NewSeqFeed(m *model.Model, maxTokens, maxFeed int) (*Seq, error) {
 	nb := (maxTokens + blockSize - 1) / blockSize
 	layers := m.KVLayers()
-	spec := backend.KVSpec{NumBlocks: nb, BlockSize: blockSize, Layers: layers}
+	// Slot 0 of 1: rings and recurrent state (KVLayer.DeltaNet) live per slot.
+	spec := backend.KVSpec{NumBlocks: nb, BlockSize: blockSize, Layers: layers, Slots: 1}
 	window := 0
 	for _, l := range layers {
 		window = max(window, l.Window)
 	}
 	if window > 0 {
-		spec.Slots, spec.RingTokens = 1, window+maxFeed
+		spec.RingTokens = window + maxFeed
 	}
 	kv, err := m.Backend().NewKVStore(spec)
 	if err != nil {
@@ -236,7 +245,11 @@ func Argmax(row []float32) int32 {
 // Check runs the three comparisons for the fixture in dir on be.
 func Check(t *testing.T, dir string, be backend.Backend, o Options) Result {
 	t.Helper()
-	ref, err := LoadReference(dir)
+	name := o.Reference
+	if name == "" {
+		name = "reference.safetensors"
+	}
+	ref, err := LoadReferenceFile(dir + "/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -308,6 +308,9 @@ func KVBytesPerToken(c *weights.Config, elemBytes int) int64 {
 		layers -= int(f) // the last ones read earlier layers' K/V
 	}
 	for i := range layers {
+		if i < len(c.LayerTypes) && c.LayerTypes[i] == "linear_attention" {
+			continue // Qwen3.5's recurrent layers: per-sequence state, no K/V
+		}
 		hd, kvh := c.HeadDim, c.KVHeads
 		if gemma {
 			hd, kvh, _ = GemmaLayerGeometry(c, i)

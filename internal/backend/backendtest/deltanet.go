@@ -1,0 +1,72 @@
+package backendtest
+
+import (
+	"fmt"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+func init() {
+	register("GatedDeltaNet", needs(runGatedDeltaNet, backend.FeatureGatedDeltaNet))
+	register("GatedActSigmoid", needs(runGatedActSigmoid, backend.FeatureSigmoidGate))
+}
+
+// runGatedDeltaNet: Qwen3.5's linear attention over two sequences in slots
+// 1 and 0: a prefill crossing chunk boundaries beside a short one, decode
+// steps of both, then a chunk of one alone; the outputs of every step
+// depend on the states the earlier ones left.
+func runGatedDeltaNet(e *env) {
+	for _, p := range []backend.DeltaNetParams{
+		{KHeads: 2, VHeads: 4, KDim: 32, VDim: 32, ConvKernel: 4, ChunkSize: 64},
+		{KHeads: 1, VHeads: 2, KDim: 128, VDim: 128, ConvKernel: 4, ChunkSize: 64},
+	} {
+		C, hv := p.Channels(), p.VHeads
+		conv := e.weight(denseHost("conv", []int{C, 1, p.ConvKernel}, e.randn(C*p.ConvKernel, 0.5), tensor.BF16))
+		alog := e.weight(denseHost("A_log", []int{hv}, e.randn(hv, 0.5), tensor.BF16))
+		dtb := e.weight(denseHost("dt_bias", []int{hv}, e.randn(hv, 0.5), tensor.BF16))
+		ws := [2]backend.DeltaNetWeights{{Conv: conv.a, ALog: alog.a, DtBias: dtb.a}, {Conv: conv.b, ALog: alog.b, DtBias: dtb.b}}
+		kva, kvb := e.kvStores(backend.KVSpec{NumBlocks: 1, BlockSize: 16, Slots: 2, Layers: []backend.KVLayer{{DeltaNet: p}}})
+		lens := []int{0, 0}
+		for si, plan := range [][]int{{70, 9}, {1, 1}, {1, 1}, {0, 21}} {
+			b := &backend.Batch{}
+			for s, n := range plan {
+				if n == 0 {
+					continue
+				}
+				b.Seqs = append(b.Seqs, backend.SeqSlice{Start: len(b.Tokens), Len: n, Blocks: []int32{0}, Slot: 1 - s})
+				for i := range n {
+					b.Tokens = append(b.Tokens, int32(len(b.Tokens)))
+					b.Positions = append(b.Positions, int32(lens[s]+i))
+				}
+				lens[s] += n
+			}
+			e.step(b)
+			T := len(b.Tokens)
+			qkv := e.input(T, C, e.randn(T*C, 1))
+			ga, gb := e.input(T, hv, e.randn(T*hv, 1)), e.input(T, hv, e.randn(T*hv, 1))
+			out := e.poisoned(T, hv*p.VDim)
+			for i, be := range []backend.Backend{e.test, e.ref} {
+				pick := func(p pair) backend.Tensor { return []backend.Tensor{p.a, p.b}[i] }
+				be.(backend.DeltaNetBackend).GatedDeltaNet(pick(out), pick(qkv), pick(ga), pick(gb), ws[i], []backend.KVStore{kva, kvb}[i], 0, p)
+			}
+			e.check(fmt.Sprintf("GatedDeltaNet/k%dx%d/v%dx%d/step%d", p.KHeads, p.KDim, p.VHeads, p.VDim, si), out, T)
+		}
+	}
+}
+
+// runGatedActSigmoid: sigmoid(gate)*up elementwise, and with a one-column
+// gate scaling whole rows in place.
+func runGatedActSigmoid(e *env) {
+	const T, W = 5, 96
+	e.simpleStep(T)
+	g, u := e.input(T, W, e.randn(T*W, 2)), e.input(T, W, e.randn(T*W, 1))
+	g1 := e.input(T, 1, e.randn(T, 2))
+	for i, be := range []backend.Backend{e.test, e.ref} {
+		pick := func(p pair) backend.Tensor { return []backend.Tensor{p.a, p.b}[i] }
+		be.GatedAct(pick(g), pick(g), pick(u), backend.Sigmoid)
+		be.GatedAct(pick(u), pick(g1), pick(u), backend.Sigmoid)
+	}
+	e.check("GatedActSigmoid/elementwise", g, T)
+	e.check("GatedActSigmoid/row", u, T)
+}
