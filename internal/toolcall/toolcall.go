@@ -177,7 +177,16 @@ func (s *Stream) Schemas(tools map[string]json.RawMessage) {
 			}
 		}
 	}
-	t.setTypes(func(fn, param string) string { return types[fn][param] })
+	t.setTypes(func(fn, param string) string {
+		ps, ok := types[fn]
+		if !ok {
+			return ""
+		}
+		if typ, ok := ps[param]; ok {
+			return typ
+		}
+		return "json" // a known tool's parameter of no single type: JSON when it parses
+	})
 }
 
 // Push adds generated text and returns what became final.
