@@ -78,7 +78,9 @@ type symbol struct {
 // its rank (ranks name merges one to one).
 type mergeItem uint64
 
-func newMergeItem(rank uint32, pos int32) mergeItem { return mergeItem(uint64(rank)<<32 | uint64(uint32(pos))) }
+func newMergeItem(rank uint32, pos int32) mergeItem {
+	return mergeItem(uint64(rank)<<32 | uint64(uint32(pos)))
+}
 
 func (x mergeItem) rank() uint32 { return uint32(x >> 32) }
 func (x mergeItem) pos() int32   { return int32(uint32(x)) }
