@@ -16,6 +16,9 @@ var forcedTools = []Tool{
 	{Name: "get_weather", Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string","maxLength":10},"unit":{"type":"string","enum":["c","f"]},"days":{"type":"integer","minimum":1,"maximum":14}},"required":["city","unit"]}`)},
 	{Name: "search", Parameters: []byte(`{"type":"object","properties":{"query":{"type":"string","pattern":"^[a-z <]{1,12}$"},"filters":{"type":"object","properties":{"lang":{"enum":["en","fr"]},"max":{"type":"integer","minimum":0,"maximum":9}},"required":["lang"]},"tags":{"type":"array","items":{"type":"string","maxLength":5},"maxItems":3},"exact":{"type":"boolean"},"note":{"anyOf":[{"type":"null"},{"type":"string","maxLength":4}]},"text":{"type":"string"}},"required":["query","filters"]}`)},
 	{Name: "noop"},
+	// A boolean-schema property beside a string one (the qwen3_coder
+	// parser must still read the string as one).
+	{Name: "misc", Parameters: []byte(`{"type":"object","properties":{"v":true,"s":{"type":"string","maxLength":3}},"required":["v","s"]}`)},
 }
 
 // withSpecials maps every marker of syntax to a token id, as a tokenizer
