@@ -65,7 +65,10 @@ func ListProfiles(w io.Writer) error {
 		}
 		cfg, err := weights.LoadConfig(dir)
 		if err != nil {
-			return err
+			// A profile of a family still being built (Qwen3.5) is listed
+			// with the reason rather than hiding the others.
+			fmt.Fprintf(tw, "%s\t(not loadable yet)\t\t\t\t%v\n", name, err)
+			continue
 		}
 		experts, quant := "-", "none"
 		if cfg.NumExperts > 0 {
@@ -73,6 +76,9 @@ func ListProfiles(w io.Writer) error {
 		}
 		if q := cfg.Quant.Default; q != nil {
 			quant = fmt.Sprintf("%d-bit, group %d", q.Bits, q.GroupSize)
+			if q.Mode != "" && q.Mode != "affine" {
+				quant = fmt.Sprintf("%s, group %d", q.Mode, q.GroupSize)
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", name, synthetic.ModelType(cfg), cfg.Layers, cfg.Hidden, experts, quant)
 	}

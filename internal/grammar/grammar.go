@@ -35,6 +35,11 @@ type Options struct {
 	MaxNFAStates, MaxDFAStates int
 	// Think, when set, lets a reasoning model think before the value.
 	Think *Thinking
+	// Specials maps call markup to the special token the model has for
+	// it (Mistral's [TOOL_CALLS], gpt-oss's <|channel|>): a forced call
+	// writes that token (SpecialLiteral), not the text. The token must be
+	// among NewVocab's specials.
+	Specials map[string]int32
 }
 
 // Thinking is a reasoning model's thought markup (Qwen 3's
@@ -128,6 +133,12 @@ func compilePieces(ps []piece, o Options) (*Grammar, error) {
 			return nil, c.err
 		}
 	}
+	return finish(n, alts, o)
+}
+
+// finish compiles the alternatives' automaton (after the thought, when
+// the model thinks first).
+func finish(n *nfa, alts []frag, o Options) (*Grammar, error) {
 	f := alts[0]
 	if len(alts) > 1 {
 		f = n.alt(alts...)

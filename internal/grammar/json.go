@@ -6,8 +6,14 @@ package grammar
 // none elsewhere: a weak model cannot loop on whitespace, and every step
 // makes progress towards the end of the value.
 
-// ws is the optional single space after ',' and ':'.
-func (n *nfa) ws() frag { return n.opt(n.lit(" ")) }
+// ws is the optional single space after ',' and ':' (none in Gemma's
+// notation, which its template writes without).
+func (n *nfa) ws() frag {
+	if n.gemmaQuote != "" {
+		return n.empty()
+	}
+	return n.opt(n.lit(" "))
+}
 
 // comma is ',' and the optional space.
 func (n *nfa) comma() frag { return n.seq(n.lit(","), n.ws()) }
@@ -123,7 +129,7 @@ func (n *nfa) number() frag {
 // nesting is bounded; see Options.MaxDepth.
 func (n *nfa) anyValue(depth int) frag {
 	alts := []frag{
-		n.jsonString(0, -1), n.number(), n.lit("true"), n.lit("false"), n.lit("null"),
+		n.anyString(), n.number(), n.lit("true"), n.lit("false"), n.lit("null"),
 	}
 	if depth > 0 {
 		alts = append(alts, n.anyObject(depth), n.anyArray(depth))
@@ -133,7 +139,7 @@ func (n *nfa) anyValue(depth int) frag {
 
 // anyObject is an object whose values nest depth-1 more levels.
 func (n *nfa) anyObject(depth int) frag {
-	member := func(n *nfa) frag { return n.seq(n.jsonString(0, -1), n.colon(), n.anyValue(depth-1)) }
+	member := func(n *nfa) frag { return n.seq(n.anyKey(), n.colon(), n.anyValue(depth-1)) }
 	return n.seq(n.lit("{"), n.list(member, 0, -1), n.lit("}"))
 }
 
@@ -190,7 +196,7 @@ func (n *nfa) notContaining(m string) frag {
 	for q := range m {
 		// Group the bytes by the state they lead to.
 		var to [256]int
-		for b := range 256 {
+		for b := range specialLead { // a special's literal is never thought text
 			k := q
 			for k > 0 && byte(b) != m[k] {
 				k = fail[k]
@@ -202,7 +208,7 @@ func (n *nfa) notContaining(m string) frag {
 		}
 		for target := range len(m) {
 			var set byteSet
-			for b := range 256 {
+			for b := range specialLead {
 				if to[b] == target {
 					set.add(byte(b), byte(b))
 				}

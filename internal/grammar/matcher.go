@@ -120,11 +120,15 @@ func (m *Matcher) Mask(allowed []uint64) error {
 // is an error and leaves the matcher unchanged.
 func (m *Matcher) Accept(id int32) error {
 	if slices.Contains(m.end, id) {
-		if !m.Complete() {
+		if m.Complete() {
+			m.done = true
+			return nil
+		}
+		// A stop token may also be markup the grammar writes (gpt-oss's
+		// <|call|>): then it is walked as such.
+		if id < 0 || int(id) >= m.t.v.size || m.t.v.byID[id] == nil || m.t.g.walk(m.state, m.t.v.byID[id]) < 0 {
 			return fmt.Errorf("grammar: end token %d before the value is complete", id)
 		}
-		m.done = true
-		return nil
 	}
 	if m.done {
 		return fmt.Errorf("grammar: token %d after the end", id)

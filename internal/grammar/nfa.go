@@ -39,6 +39,10 @@ type nfa struct {
 	setIdx map[byteSet]int32
 	limit  int
 	err    error
+	// gemmaQuote, when set, switches values to Gemma 4's notation (bare
+	// keys, no spaces, strings between this delimiter, unescaped): the
+	// delimiter as the grammar writes it.
+	gemmaQuote string
 }
 
 // frag is a piece of automaton with one entry and one exit.

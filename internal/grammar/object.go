@@ -71,7 +71,7 @@ func (c *compiler) object(s *jval, path string, depth int) frag {
 	}
 	for i, k := range keys {
 		v := c.schema(schemas[i], path+"/properties/"+k, depth-1)
-		member(n.lit(quote(k)), v, i, q0[i], q1[i], q1[i+1])
+		member(n.lit(n.keyText(k)), v, i, q0[i], q1[i], q1[i+1])
 		if !required[k] {
 			n.eps(q0[i], q0[i+1])
 			n.eps(q1[i], q1[i+1])
@@ -100,7 +100,11 @@ var keyChars = func() byteSet {
 // keyExcept is a quoted key of keyChars that is none of keys: a trie of
 // the keys, leaving it for a free loop on any byte no key continues with.
 func (n *nfa) keyExcept(keys []string) frag {
-	open, close := n.lit(`"`), n.lit(`"`)
+	q := `"`
+	if n.gemmaQuote != "" {
+		q = n.gemmaQuote
+	}
+	open, close := n.lit(q), n.lit(q)
 	free := n.state()
 	loop := n.class(keyChars)
 	n.eps(free, loop.in)

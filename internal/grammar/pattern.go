@@ -14,6 +14,17 @@ import (
 // repetition) means the same; backreferences and lookaround, which no
 // automaton can do, fail to parse and are reported.
 func patternString(n *nfa, p string) (frag, error) {
+	f, err := patternContent(n, p, false)
+	if err != nil {
+		return frag{}, err
+	}
+	return n.seq(n.lit(`"`), f, n.lit(`"`)), nil
+}
+
+// patternContent is the content of a string matching p: JSON-escaped, or
+// with raw set the characters themselves (Gemma's and Qwen's XML
+// notations write strings unescaped).
+func patternContent(n *nfa, p string, raw bool) (frag, error) {
 	re, err := syntax.Parse(p, syntax.Perl)
 	if err != nil {
 		return frag{}, fmt.Errorf("cannot compile pattern %q: %v", p, err)
@@ -30,9 +41,14 @@ func patternString(n *nfa, p string) (frag, error) {
 	if anchoredEnd {
 		subs = subs[:len(subs)-1]
 	}
-	pc := &patComp{n: n}
-	parts := []frag{n.lit(`"`)}
-	anyChars := func() frag { return n.star(n.stringChar()) }
+	pc := &patComp{n: n, raw: raw}
+	var parts []frag
+	anyChars := func() frag {
+		if raw {
+			return n.star(n.rawChar())
+		}
+		return n.star(n.stringChar())
+	}
 	if !anchoredStart {
 		parts = append(parts, anyChars())
 	}
@@ -42,7 +58,6 @@ func patternString(n *nfa, p string) (frag, error) {
 	if !anchoredEnd {
 		parts = append(parts, anyChars())
 	}
-	parts = append(parts, n.lit(`"`))
 	f := n.seq(parts...)
 	if pc.err != nil {
 		return frag{}, fmt.Errorf("pattern %q: %v", p, pc.err)
@@ -52,6 +67,7 @@ func patternString(n *nfa, p string) (frag, error) {
 
 type patComp struct {
 	n   *nfa
+	raw bool // characters unescaped
 	err error
 }
 
@@ -161,7 +177,7 @@ func (pc *patComp) runes(lo, hi rune) frag {
 		}
 	}
 	for c := lo; c <= hi && c <= '\\'; c++ {
-		if mustEscape(c) {
+		if !pc.raw && mustEscape(c) {
 			flush(c - 1)
 			alts = append(alts, n.lit(jsonEscape(c)))
 			start = c + 1

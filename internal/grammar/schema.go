@@ -65,16 +65,8 @@ func (c *compiler) schema(s *jval, path string, depth int) frag {
 		return c.n.anyValue(max(depth, 0))
 	case s.kind == 'b':
 		return c.n.none()
-	case s.kind != 'o':
-		return c.fail(path, "a schema must be an object or a boolean")
-	}
-	for _, k := range unsupported {
-		if s.get(k) != nil {
-			return c.fail(path, "the keyword %q is not supported in constrained decoding", k)
-		}
-	}
-	if u := s.get("uniqueItems"); u != nil && u.kind == 'b' && u.b {
-		return c.fail(path, "the keyword \"uniqueItems\" is not supported in constrained decoding")
+	case !c.supported(s, path):
+		return c.n.none()
 	}
 	if r := s.get("$ref"); r != nil {
 		return c.ref(s, r, path, depth)
@@ -97,7 +89,7 @@ func (c *compiler) schema(s *jval, path string, depth int) frag {
 		return c.anyOf(s, a, path+"/oneOf", depth)
 	}
 	if v := s.get("const"); v != nil {
-		return c.n.lit(v.text())
+		return c.n.lit(c.n.valueText(v))
 	}
 	if e := s.get("enum"); e != nil {
 		if e.kind != 'a' || len(e.vals) == 0 {
@@ -105,11 +97,31 @@ func (c *compiler) schema(s *jval, path string, depth int) frag {
 		}
 		alts := make([]frag, len(e.vals))
 		for i, v := range e.vals {
-			alts[i] = c.n.lit(v.text())
+			alts[i] = c.n.lit(c.n.valueText(v))
 		}
 		return c.n.alt(alts...)
 	}
 	return c.typed(s, path, depth)
+}
+
+// supported checks that s is an object schema without keywords the
+// automaton cannot enforce (recording the error when not).
+func (c *compiler) supported(s *jval, path string) bool {
+	if s.kind != 'o' {
+		c.fail(path, "a schema must be an object or a boolean")
+		return false
+	}
+	for _, k := range unsupported {
+		if s.get(k) != nil {
+			c.fail(path, "the keyword %q is not supported in constrained decoding", k)
+			return false
+		}
+	}
+	if u := s.get("uniqueItems"); u != nil && u.kind == 'b' && u.b {
+		c.fail(path, "the keyword \"uniqueItems\" is not supported in constrained decoding")
+		return false
+	}
+	return true
 }
 
 func (c *compiler) hasAny(s *jval, keys []string) bool {
@@ -303,6 +315,15 @@ func (c *compiler) count(s *jval, key, path string, def int) int {
 }
 
 func (c *compiler) str(s *jval, path string) frag {
+	if q := c.n.gemmaQuote; q != "" {
+		return c.n.seq(c.n.lit(q), c.n.avoid(c.strContent(s, path, true), gemmaQuoteText), c.n.lit(q))
+	}
+	return c.strContent(s, path, false)
+}
+
+// strContent is a string of schema s: JSON, or with raw set its
+// characters unescaped and without quotes.
+func (c *compiler) strContent(s *jval, path string, raw bool) frag {
 	lo, hi := c.count(s, "minLength", path, 0), c.count(s, "maxLength", path, -1)
 	if hi >= 0 && hi < lo {
 		return c.n.none()
@@ -314,11 +335,20 @@ func (c *compiler) str(s *jval, path string) frag {
 		if lo > 0 || hi >= 0 {
 			return c.fail(path, "pattern together with minLength/maxLength is not supported")
 		}
-		f, err := patternString(c.n, p.str)
+		var f frag
+		var err error
+		if raw {
+			f, err = patternContent(c.n, p.str, true)
+		} else {
+			f, err = patternString(c.n, p.str)
+		}
 		if err != nil {
 			return c.fail(path+"/pattern", "%v", err)
 		}
 		return f
+	}
+	if raw {
+		return c.n.repeat((*nfa).rawChar, lo, hi)
 	}
 	return c.n.jsonString(lo, hi)
 }

@@ -172,7 +172,7 @@ func TestToolCallQwen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ToolCall("gemma4", tools, Options{}); err == nil {
+	if _, err := ToolCall("nope", tools, Options{}); err == nil {
 		t.Fatal("an unsupported syntax compiled")
 	}
 }

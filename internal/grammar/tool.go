@@ -14,21 +14,32 @@ type Tool struct {
 	Parameters []byte
 }
 
-// callSyntax is the literal text around one call's JSON in a model
-// family's syntax: before, the object's opening up to the arguments, and
-// after.
-type callSyntax struct {
-	open, argsKey, close string
+// toolSyntax builds one call of a tool in a family's syntax; mk writes a
+// piece of markup (as a special token's literal where the model has it
+// as one).
+type toolSyntax struct {
+	// markers are the markup strings the syntax writes, for the caller
+	// to map the special ones (Options.Specials).
+	markers []string
+	call    func(c *compiler, name string, params *jval, mk func(string) string) frag
 }
 
 // toolSyntaxes are the call syntaxes a forced call can be written in,
 // named as internal/toolcall's parsers; each is what the family's chat
-// template shows the model.
-var toolSyntaxes = map[string]callSyntax{
+// template shows the model, read back by that parser.
+var toolSyntaxes = map[string]toolSyntax{
 	// Hermes / Qwen 2.5 / Qwen 3: <tool_call>\n{...}\n</tool_call>.
-	"hermes": {open: "<tool_call>\n", argsKey: "arguments", close: "\n</tool_call>"},
+	"hermes": {[]string{"<tool_call>", "</tool_call>"}, func(c *compiler, name string, p *jval, mk func(string) string) frag {
+		return jsonCall(c, mk("<tool_call>")+"\n", name, "arguments", p, "}\n"+mk("</tool_call>"))
+	}},
 	// Llama 3.x custom tools: bare {"name": ..., "parameters": ...}.
-	"llama3_json": {argsKey: "parameters"},
+	"llama3_json": {nil, func(c *compiler, name string, p *jval, mk func(string) string) frag {
+		return jsonCall(c, "", name, "parameters", p, "}")
+	}},
+	"mistral":     {[]string{"[TOOL_CALLS]", "[ARGS]"}, mistralCall},
+	"qwen3_coder": {[]string{"<tool_call>", "</tool_call>"}, qwenXMLCall},
+	"gemma4":      {[]string{"<|tool_call>", "<tool_call|>", gemmaQuoteText}, gemmaCall},
+	"harmony":     {[]string{"<|channel|>", "<|constrain|>", "<|message|>", "<|call|>"}, harmonyCall},
 }
 
 // ToolSyntaxes lists the syntaxes ToolCall supports.
@@ -41,12 +52,16 @@ func ToolSyntaxes() []string {
 	return out
 }
 
+// ToolMarkers lists the markup a syntax's forced call writes: those the
+// model's tokenizer has as special tokens go in Options.Specials (and
+// their ids to NewVocab), so the call is written with them.
+func ToolMarkers(syntax string) []string { return toolSyntaxes[syntax].markers }
+
 // ToolCall compiles one call of one of tools (tool_choice "required", or
-// a named function when tools holds just it) in the given syntax:
-// `{"name": "NAME", "<args key>": ARGS}` with the syntax's text around
-// it, ARGS constrained by the tool's parameter schema.
+// a named function when tools holds just it) in the given syntax, the
+// arguments constrained by the tool's parameter schema.
 func ToolCall(syntax string, tools []Tool, o Options) (*Grammar, error) {
-	cs, ok := toolSyntaxes[syntax]
+	ts, ok := toolSyntaxes[syntax]
 	if !ok {
 		return nil, fmt.Errorf("forced tool calls are not supported for the %q call syntax (supported: %s)",
 			syntax, strings.Join(ToolSyntaxes(), ", "))
@@ -54,21 +69,110 @@ func ToolCall(syntax string, tools []Tool, o Options) (*Grammar, error) {
 	if len(tools) == 0 {
 		return nil, fmt.Errorf("no tools to call")
 	}
-	ps := make([]piece, len(tools))
+	o = o.withDefaults()
+	mk := func(s string) string {
+		if id, ok := o.Specials[s]; ok {
+			return SpecialLiteral(id)
+		}
+		return s
+	}
+	n := newNFA(o.MaxNFAStates)
+	alts := make([]frag, len(tools))
 	for i, t := range tools {
 		params := t.Parameters
 		if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
 			params = []byte(`{"type":"object"}`)
 		}
-		ps[i] = piece{
-			prefix: cs.open + `{"name": ` + quote(t.Name) + `, "` + cs.argsKey + `": `,
-			schema: params,
-			suffix: "}" + cs.close,
+		root, err := parseJSON(params)
+		if err != nil {
+			return nil, fmt.Errorf("tool parameters: %w", &SchemaError{Msg: fmt.Sprintf("the schema is not valid JSON: %v", err)})
+		}
+		c := &compiler{n: n, root: root, opts: o, refs: map[string]int{}}
+		alts[i] = ts.call(c, t.Name, root, mk)
+		if c.err != nil {
+			return nil, fmt.Errorf("tool %s parameters: %w", t.Name, c.err)
 		}
 	}
-	g, err := compilePieces(ps, o)
+	g, err := finish(n, alts, o)
 	if err != nil {
 		return nil, fmt.Errorf("tool parameters: %w", err)
 	}
 	return g, nil
+}
+
+// jsonCall is `{"name": "NAME", "<args key>": ARGS` and suffix after the
+// text open.
+func jsonCall(c *compiler, open, name, argsKey string, p *jval, suffix string) frag {
+	n := c.n
+	return n.seq(n.lit(open+`{"name": `+quote(name)+`, "`+argsKey+`": `), c.schema(p, "", c.opts.MaxDepth), n.lit(suffix))
+}
+
+// mistralCall: [TOOL_CALLS]NAME[ARGS]{...} where the tokenizer has
+// [ARGS] (v11 on), else the older [TOOL_CALLS] [{"name": ..., "arguments": ...}].
+func mistralCall(c *compiler, name string, p *jval, mk func(string) string) frag {
+	if _, v11 := c.opts.Specials["[ARGS]"]; v11 {
+		if name == "" || strings.ContainsAny(name, " \n{\"[") {
+			return c.fail("", "the function name %q cannot be written in Mistral's [ARGS] syntax", name)
+		}
+		n := c.n
+		return n.seq(n.lit(mk("[TOOL_CALLS]")+name+mk("[ARGS]")), c.schema(p, "", c.opts.MaxDepth))
+	}
+	return jsonCall(c, mk("[TOOL_CALLS]")+" [", name, "arguments", p, "}]")
+}
+
+// harmonyCall is gpt-oss's commentary message to the function, the
+// arguments as JSON (which must not spell a message terminator: the
+// parsers end the body at the first):
+//
+//	<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>
+func harmonyCall(c *compiler, name string, p *jval, mk func(string) string) frag {
+	if name == "" || strings.ContainsAny(name, " <\n") {
+		return c.fail("", "the function name %q cannot be written in the harmony syntax", name)
+	}
+	n := c.n
+	head := mk("<|channel|>") + "commentary to=functions." + name + " " + mk("<|constrain|>") + "json" + mk("<|message|>")
+	args := n.avoid(c.schema(p, "", c.opts.MaxDepth), "<|end|>", "<|call|>", "<|return|>")
+	return n.seq(n.lit(head), args, n.lit(mk("<|call|>")))
+}
+
+// gemmaCall is <|tool_call>call:NAME{...}<tool_call|>, the arguments an
+// object in Gemma's notation.
+func gemmaCall(c *compiler, name string, p *jval, mk func(string) string) frag {
+	if name == "" || strings.ContainsAny(name, "{ \n") {
+		return c.fail("", "the function name %q cannot be written in Gemma's call syntax", name)
+	}
+	n := c.n
+	n.gemmaQuote = mk(gemmaQuoteText)
+	return n.seq(n.lit(mk("<|tool_call>")+"call:"+name), c.argsObject(p), n.lit(mk("<tool_call|>")))
+}
+
+// argsObject compiles parameters that must be written as an object (the
+// syntaxes that spell out each argument): an object schema, or true.
+func (c *compiler) argsObject(p *jval) frag {
+	if p.kind == 'b' {
+		if !p.b {
+			return c.n.none()
+		}
+		p = &jval{kind: 'o'}
+	}
+	if !c.objectSchema(p) {
+		return c.n.none()
+	}
+	return c.object(p, "", c.opts.MaxDepth)
+}
+
+// objectSchema checks that p is a plain object schema.
+func (c *compiler) objectSchema(p *jval) bool {
+	if !c.supported(p, "") {
+		return false
+	}
+	if c.hasAny(p, []string{"$ref", "anyOf", "oneOf", "allOf", "enum", "const"}) {
+		c.fail("", "this call syntax needs the parameters to be a plain object schema (properties, required), without $ref, anyOf, oneOf, allOf, enum or const at the top")
+		return false
+	}
+	if t := p.get("type"); t != nil && !(t.kind == 's' && t.str == "object") {
+		c.fail("/type", "this call syntax needs the parameters to be of type \"object\"")
+		return false
+	}
+	return true
 }

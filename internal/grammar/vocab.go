@@ -42,16 +42,26 @@ type Vocab struct {
 
 // NewVocab reads src's tokens; size is the model's vocabulary (logits
 // per row), which may exceed the tokenizer's: ids past it are never
-// allowed.
-func NewVocab(src TokenSource, size int) *Vocab {
+// allowed. specials are special tokens a grammar may write as themselves
+// (call markup such as Mistral's [TOOL_CALLS]): each is laid out as its
+// SpecialLiteral, so it is allowed exactly where a grammar puts that
+// literal. Other tokens holding the byte 0xFF (never in UTF-8 text) are
+// left out, so that no plain token can begin a special's literal.
+func NewVocab(src TokenSource, size int, specials ...int32) *Vocab {
 	v := &Vocab{size: size, byID: make([][]byte, size)}
 	n := min(size, src.VocabSize())
 	for id := range int32(n) {
 		if src.IsSpecial(id) {
 			continue
 		}
-		if b := src.TokenBytes(id); len(b) > 0 {
+		if b := src.TokenBytes(id); len(b) > 0 && bytes.IndexByte(b, specialLead) < 0 {
 			v.byID[id] = slices.Clip(b)
+			v.ids = append(v.ids, id)
+		}
+	}
+	for _, id := range specials {
+		if id >= 0 && int(id) < n && v.byID[id] == nil {
+			v.byID[id] = []byte(SpecialLiteral(id))
 			v.ids = append(v.ids, id)
 		}
 	}
@@ -72,6 +82,16 @@ func NewVocab(src TokenSource, size int) *Vocab {
 	v.buildSkips()
 	v.parts = splitParts(len(v.ids), min(runtime.GOMAXPROCS(0), maxMaskWorkers), minPartTokens)
 	return v
+}
+
+// specialLead starts a special token's literal: a byte no UTF-8 text
+// holds, so no grammar of text ever allows it.
+const specialLead = 0xFF
+
+// SpecialLiteral is how a grammar writes special token id: 0xFF and the
+// id in three bytes, one literal per token, none a prefix of another.
+func SpecialLiteral(id int32) string {
+	return string([]byte{specialLead, byte(id >> 16), byte(id >> 8), byte(id)})
 }
 
 // Parallel mask walks: at most maxMaskWorkers goroutines, each over at

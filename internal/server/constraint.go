@@ -44,8 +44,11 @@ const (
 type grammars struct {
 	once  sync.Once
 	vocab *grammar.Vocab
-	mu    sync.Mutex
-	table map[string]*grammar.TokenTable
+	// specials: the forced-call markup the tokenizer has as special
+	// tokens, written as those tokens (grammar.Options.Specials).
+	specials map[string]int32
+	mu       sync.Mutex
+	table    map[string]*grammar.TokenTable
 }
 
 var grammarCaches sync.Map // grammarKey -> *grammars
@@ -59,7 +62,17 @@ func (m *served) grammars() *grammars {
 	k := grammarKey{m.tok, m.vocab}
 	g, _ := grammarCaches.LoadOrStore(k, &grammars{table: map[string]*grammar.TokenTable{}})
 	gs := g.(*grammars)
-	gs.once.Do(func() { gs.vocab = grammar.NewVocab(m.tok, m.vocab) })
+	gs.once.Do(func() {
+		gs.specials = map[string]int32{}
+		var ids []int32
+		for _, mk := range grammar.ToolMarkers(m.agent.toolParser) {
+			if id, ok := m.tok.TokenID(mk); ok && m.tok.IsSpecial(id) {
+				gs.specials[mk] = id
+				ids = append(ids, id)
+			}
+		}
+		gs.vocab = grammar.NewVocab(m.tok, m.vocab, ids...)
+	})
 	return gs
 }
 
@@ -141,7 +154,9 @@ func (m *served) forcedToolCall(parser string, tools []grammar.Tool, o grammar.O
 	for _, t := range tools {
 		fmt.Fprintf(&key, "\x00%s\x00%s", t.Name, t.Parameters)
 	}
-	t, err := m.grammars().tableFor(key.String(), func() (*grammar.Grammar, error) {
+	gs := m.grammars()
+	o.Specials = gs.specials
+	t, err := gs.tableFor(key.String(), func() (*grammar.Grammar, error) {
 		return grammar.ToolCall(parser, tools, o)
 	})
 	if err != nil {

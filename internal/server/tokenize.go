@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"encoding/json"
 	"net/http"
 	"strconv"
 )
@@ -61,11 +60,10 @@ func writeTokens(w http.ResponseWriter, m *served, ids []int32, pieces bool) {
 			bw.Write(num)
 			continue
 		}
-		piece, _ := json.Marshal(m.texts.text(id))
 		bw.WriteString(`{"id":`)
 		bw.Write(num)
 		bw.WriteString(`,"piece":`)
-		bw.Write(piece)
+		bw.Write(m.texts.jsonText(id))
 		bw.WriteByte('}')
 	}
 	bw.WriteString("]}\n")

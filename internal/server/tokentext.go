@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"strings"
 	"sync"
 
@@ -19,6 +20,7 @@ type tokenTexts struct {
 	prefix     []int32
 	prefixText string
 	cache      sync.Map // int32 -> string
+	quoted     sync.Map // int32 -> []byte, the text as a JSON string
 }
 
 func newTokenTexts(tok *tokenizer.Tokenizer) *tokenTexts {
@@ -45,4 +47,15 @@ func (t *tokenTexts) text(id int32) string {
 	}
 	t.cache.Store(id, s)
 	return s
+}
+
+// jsonText is text(id) as a JSON string, cached: /tokenize with pieces
+// writes one per token, millions for a large body.
+func (t *tokenTexts) jsonText(id int32) []byte {
+	if v, ok := t.quoted.Load(id); ok {
+		return v.([]byte)
+	}
+	b, _ := json.Marshal(t.text(id))
+	t.quoted.Store(id, b)
+	return b
 }

@@ -27,6 +27,9 @@ type bpeModel struct {
 
 	cacheMu sync.RWMutex
 	cache   map[string][]int32
+
+	crossOnce sync.Once
+	cross     map[uint64]struct{} // longword.go
 }
 
 const (
@@ -58,18 +61,29 @@ func (m *bpeModel) init() {
 	m.cache = make(map[string][]int32, 1024)
 }
 
-// symbol is one node of the doubly linked list the merges run over.
+// symbol is one node of the list the merges run over: a symbol absorbs
+// the ones to its right, so the one before position p is the nearest
+// live one left of p (found by a scan no longer than a token), and no
+// prev link is kept. 8 bytes, with the 8-byte heap entries 16 bytes a
+// character: a whole text merged as one word (tokenizers without a
+// pre-tokenizer) costs that much.
 type symbol struct {
-	id         int32
-	prev, next int32
-	size       int32 // bytes covered; 0 marks a symbol merged away
+	id   int32 // -1: merged away
+	next int32
 }
 
-type mergeItem struct {
-	rank  uint32
-	pos   int32
-	newID int32
+// mergeItem is a heap entry: rank<<32 | position, so that integer order
+// is HF's Merge order (rank, then position). The merge's result is looked
+// up again when popped: a stale entry is one whose pair no longer has
+// its rank (ranks name merges one to one).
+type mergeItem uint64
+
+func newMergeItem(rank uint32, pos int32) mergeItem {
+	return mergeItem(uint64(rank)<<32 | uint64(uint32(pos)))
 }
+
+func (x mergeItem) rank() uint32 { return uint32(x >> 32) }
+func (x mergeItem) pos() int32   { return int32(uint32(x)) }
 
 // bpeScratch holds per-call buffers so Encode allocates little.
 type bpeScratch struct {
@@ -98,6 +112,9 @@ func (m *bpeModel) tokenize(sc *bpeScratch, w []byte, out []int32) []int32 {
 		}
 	}
 	start := len(out)
+	if len(w) > 2*longPiece && m.charIDs != nil {
+		return m.mergeLong(sc, w, out)
+	}
 	out = m.mergeWord(sc, w, out)
 	if cacheable {
 		ids := append([]int32(nil), out[start:]...)
@@ -133,15 +150,14 @@ func (m *bpeModel) charID(sc *bpeScratch, w []byte, i, end int, r rune) (int32, 
 
 func (m *bpeModel) mergeWord(sc *bpeScratch, w []byte, out []int32) []int32 {
 	syms := sc.syms[:0]
-	if cap(syms) < len(w) {
+	if n := utf8.RuneCount(w); cap(syms) < n {
 		// One symbol per character at most: sized once, a long word (a
 		// whole text, for tokenizers without a pre-tokenizer) does not
 		// pay for doubling growth.
-		syms = make([]symbol, 0, len(w))
+		syms = make([]symbol, 0, n)
 	}
-	add := func(id int32, size int) {
-		n := int32(len(syms))
-		syms = append(syms, symbol{id: id, prev: n - 1, next: n + 1, size: int32(size)})
+	add := func(id int32) {
+		syms = append(syms, symbol{id: id, next: int32(len(syms)) + 1})
 	}
 	unkID, unkLen := int32(-1), 0
 	for i := 0; i < len(w); {
@@ -149,10 +165,10 @@ func (m *bpeModel) mergeWord(sc *bpeScratch, w []byte, out []int32) []int32 {
 		end := i + n
 		if id, ok := m.charID(sc, w, i, end, r); ok {
 			if unkLen > 0 {
-				add(unkID, unkLen)
+				add(unkID)
 				unkLen = 0
 			}
-			add(id, n)
+			add(id)
 			i = end
 			continue
 		}
@@ -160,7 +176,7 @@ func (m *bpeModel) mergeWord(sc *bpeScratch, w []byte, out []int32) []int32 {
 			// As HF, a pending unk is not flushed here; it is emitted
 			// when the next known character (or the end) arrives.
 			for _, b := range w[i:end] {
-				add(m.byteIDs[b], 1)
+				add(m.byteIDs[b])
 			}
 			i = end
 			continue
@@ -170,7 +186,7 @@ func (m *bpeModel) mergeWord(sc *bpeScratch, w []byte, out []int32) []int32 {
 			case unkLen > 0 && m.fuseUnk:
 				unkLen += n
 			case unkLen > 0:
-				add(unkID, unkLen)
+				add(unkID)
 				unkID, unkLen = m.unkID, n
 			default:
 				unkID, unkLen = m.unkID, n
@@ -180,7 +196,7 @@ func (m *bpeModel) mergeWord(sc *bpeScratch, w []byte, out []int32) []int32 {
 		i = end
 	}
 	if unkLen > 0 {
-		add(unkID, unkLen)
+		add(unkID)
 	}
 	if len(syms) == 0 {
 		sc.syms = syms
@@ -194,43 +210,44 @@ func (m *bpeModel) mergeWord(sc *bpeScratch, w []byte, out []int32) []int32 {
 	}
 	for i := 0; i+1 < len(syms); i++ {
 		if v, ok := m.merges.get(pairKey(syms[i].id, syms[i+1].id)); ok {
-			h = heapPush(h, mergeItem{rank: uint32(v >> 32), pos: int32(i), newID: int32(uint32(v))})
+			h = heapPush(h, newMergeItem(uint32(v>>32), int32(i)))
 		}
 	}
 	for len(h) > 0 {
 		var top mergeItem
 		top, h = heapPop(h)
-		cur := &syms[top.pos]
-		if cur.size == 0 || cur.next < 0 {
+		pos := top.pos()
+		cur := &syms[pos]
+		if cur.id < 0 || cur.next < 0 {
 			continue
 		}
 		rightPos := cur.next
 		right := syms[rightPos]
 		// Skip entries made stale by earlier merges.
 		v, ok := m.merges.get(pairKey(cur.id, right.id))
-		if !ok || int32(uint32(v)) != top.newID {
+		if !ok || uint32(v>>32) != top.rank() {
 			continue
 		}
-		cur.id = top.newID
-		cur.size += right.size
+		cur.id = int32(uint32(v))
 		cur.next = right.next
-		syms[rightPos].size = 0
-		if right.next >= 0 {
-			syms[right.next].prev = top.pos
+		syms[rightPos].id = -1
+		prev := pos - 1
+		for prev >= 0 && syms[prev].id < 0 {
+			prev--
 		}
-		if cur.prev >= 0 {
-			if v, ok := m.merges.get(pairKey(syms[cur.prev].id, cur.id)); ok {
-				h = heapPush(h, mergeItem{rank: uint32(v >> 32), pos: cur.prev, newID: int32(uint32(v))})
+		if prev >= 0 {
+			if v, ok := m.merges.get(pairKey(syms[prev].id, cur.id)); ok {
+				h = heapPush(h, newMergeItem(uint32(v>>32), prev))
 			}
 		}
 		if cur.next >= 0 {
 			if v, ok := m.merges.get(pairKey(cur.id, syms[cur.next].id)); ok {
-				h = heapPush(h, mergeItem{rank: uint32(v >> 32), pos: top.pos, newID: int32(uint32(v))})
+				h = heapPush(h, newMergeItem(uint32(v>>32), pos))
 			}
 		}
 	}
 	for i := range syms {
-		if syms[i].size != 0 {
+		if syms[i].id >= 0 {
 			out = append(out, syms[i].id)
 		}
 	}
@@ -248,12 +265,7 @@ func (m *bpeModel) byteFallbackOK(b []byte) bool {
 }
 
 // The heap orders by rank, then by position, as HF's Merge ordering.
-func mergeLess(a, b mergeItem) bool {
-	if a.rank != b.rank {
-		return a.rank < b.rank
-	}
-	return a.pos < b.pos
-}
+func mergeLess(a, b mergeItem) bool { return a < b }
 
 func heapPush(h []mergeItem, x mergeItem) []mergeItem {
 	h = append(h, x)

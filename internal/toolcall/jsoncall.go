@@ -117,7 +117,7 @@ func (j *jsonCall) valueByte(c byte, e *emitter) {
 	case j.curKey == "name":
 		j.name.WriteByte(c)
 	case j.isArgs() && j.started() && !j.argsStr:
-		e.args(j.index, string(c))
+		e.args(j.index, string([]byte{c})) // a byte, not the rune c
 	case j.isArgs():
 		j.pending.WriteByte(c)
 	}

@@ -126,7 +126,7 @@ func (m *mistral) args(buf string, e *emitter) (int, bool) {
 			m.st = mText
 			return n, true
 		}
-		e.args(m.index, string(c))
+		e.args(m.index, buf[n:n+1])
 		if m.val.step(c) {
 			m.st = mText
 			return n + 1, true

@@ -23,8 +23,9 @@ func (q *qwenXML) setTypes(f func(fn, param string) string) { q.types = f }
 // The template prints strings as they are, numbers and booleans with
 // Python's str() and objects and lists as JSON, so a value is turned back
 // into JSON by the tool's parameter schema when the request gave one (a
-// "string" parameter stays a string even if it reads as a number), else
-// by its look.
+// "string" parameter stays a string even if it reads as a number; one of
+// no single type is JSON when it parses, as vLLM reads it, so a quoted
+// string is that string), else by its look.
 const (
 	xmlFunction  = "<function="
 	xmlFuncEnd   = "</function>"
@@ -199,6 +200,9 @@ func xmlValue(v, typ string) string {
 			return "false"
 		}
 		return str()
+	}
+	if typ == "json" && json.Valid([]byte(t)) {
+		return t
 	}
 	switch t {
 	case "True":

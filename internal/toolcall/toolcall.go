@@ -162,22 +162,36 @@ func (s *Stream) Schemas(tools map[string]json.RawMessage) {
 	}
 	types := map[string]map[string]string{}
 	for name, schema := range tools {
+		// Each property apart: one that is not an object (a boolean
+		// schema) has no type, and must not hide the others'.
 		var sch struct {
-			Properties map[string]struct {
-				Type any `json:"type"`
-			} `json:"properties"`
+			Properties map[string]json.RawMessage `json:"properties"`
 		}
 		if json.Unmarshal(schema, &sch) != nil {
 			continue
 		}
 		types[name] = map[string]string{}
-		for p, v := range sch.Properties {
-			if s, ok := v.Type.(string); ok {
-				types[name][p] = s
+		for p, raw := range sch.Properties {
+			var v struct {
+				Type any `json:"type"`
+			}
+			if json.Unmarshal(raw, &v) == nil {
+				if s, ok := v.Type.(string); ok {
+					types[name][p] = s
+				}
 			}
 		}
 	}
-	t.setTypes(func(fn, param string) string { return types[fn][param] })
+	t.setTypes(func(fn, param string) string {
+		ps, ok := types[fn]
+		if !ok {
+			return ""
+		}
+		if typ, ok := ps[param]; ok {
+			return typ
+		}
+		return "json" // a known tool's parameter of no single type: JSON when it parses
+	})
 }
 
 // Push adds generated text and returns what became final.

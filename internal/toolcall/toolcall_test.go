@@ -368,3 +368,18 @@ func TestHarmony(t *testing.T) {
 		t.Errorf("streamed: %q %q", reason.String(), c)
 	}
 }
+
+// TestNonASCIIArguments: arguments are passed on byte by byte, and the
+// bytes of a multi-byte character stay those bytes.
+func TestNonASCIIArguments(t *testing.T) {
+	for _, c := range []struct{ parser, text string }{
+		{"hermes", "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"city\": \"Zürich 東京\"}}\n</tool_call>"},
+		{"mistral", `[TOOL_CALLS]f[ARGS]{"city": "Zürich 東京"}`},
+		{"llama3_json", `{"name": "f", "parameters": {"city": "Zürich 東京"}}`},
+	} {
+		_, calls, err := Parse(c.parser, c.text)
+		if err != nil || len(calls) != 1 || calls[0].Arguments != `{"city": "Zürich 東京"}` {
+			t.Errorf("%s: %v %+v", c.parser, err, calls)
+		}
+	}
+}

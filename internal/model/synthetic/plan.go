@@ -63,6 +63,11 @@ func DecodeBytes(plan []Tensor, cfg *weights.Config) int64 {
 			b /= int64(max(cfg.Vocab, 1))
 		case (strings.Contains(t.Name, ".switch_mlp.") || strings.Contains(t.Name, ".mlp.experts.")) && cfg.NumExperts > 0:
 			b = b * int64(min(cfg.TopK, cfg.NumExperts)) / int64(cfg.NumExperts)
+		case strings.Contains(t.Name, ".experts.switch_glu.") && gemmaTopK(cfg) > 0:
+			e, k := gemmaExpertCount(cfg), gemmaTopK(cfg)
+			b = b * int64(min(k, e)) / int64(e)
+		case strings.HasPrefix(t.Name, "model.embed_tokens_per_layer."):
+			b /= int64(max(cfg.Vocab, 1)) // one row a token, like the untied embedding
 		}
 		n += b
 	}
@@ -158,18 +163,7 @@ func (p *planner) run() error {
 			return nil
 		}
 	case "gemma4_text", "gemma4":
-		if err := gemma4Supported(c); err != nil {
-			return err
-		}
-		layer = func(i int, prefix string) error {
-			hd, kvh, full := GemmaLayerGeometry(c, i)
-			p.attention(prefix, c.Heads, kvh, hd, c.AttentionBias, true, !(full && c.AttentionKEqV))
-			p.dense(prefix+".pre_feedforward_layernorm.weight", c.Hidden)
-			p.dense(prefix+".post_feedforward_layernorm.weight", c.Hidden)
-			p.dense(prefix+".layer_scalar", 1)
-			p.mlp(prefix+".mlp", c.Intermediate)
-			return nil
-		}
+		layer = p.gemma4()
 	case "gemma3_text", "gemma3":
 		layer = func(i int, prefix string) error {
 			p.attention(prefix, c.Heads, c.KVHeads, c.HeadDim, c.AttentionBias, true, true)
@@ -278,24 +272,6 @@ func GemmaLayerGeometry(c *weights.Config, i int) (headDim, kvHeads int, full bo
 		}
 	}
 	return headDim, kvHeads, full
-}
-
-// gemma4Supported rejects Gemma 4 variants whose extra tensors the plan
-// does not model (per-layer input embeddings, shared KV layers, MoE
-// blocks): better a clear error than a plan that silently differs from
-// the real checkpoint.
-func gemma4Supported(c *weights.Config) error {
-	num := func(k string) float64 { f, _ := c.Raw[k].(float64); return f }
-	if num("hidden_size_per_layer_input") > 0 || num("num_kv_shared_layers") > 0 {
-		return fmt.Errorf("synthetic weights: Gemma 4 per-layer inputs / shared KV layers are not modelled")
-	}
-	if b, _ := c.Raw["enable_moe_block"].(bool); b {
-		return fmt.Errorf("synthetic weights: Gemma 4 MoE blocks are not modelled")
-	}
-	if b, _ := c.Raw["use_double_wide_mlp"].(bool); b {
-		return fmt.Errorf("synthetic weights: Gemma 4 double-wide MLP is not modelled")
-	}
-	return nil
 }
 
 // KVBytesPerToken is the KV cache size of one token over all layers at
