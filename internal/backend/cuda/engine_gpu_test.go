@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -63,7 +64,8 @@ func TestEngineRunAheadGPU(t *testing.T) {
 }
 
 // TestEngineBatchInvarianceGPU: a greedy request gives the same tokens
-// alone (one-row GEMVs, few-row prefill) as among 63 others, whose steps
+// alone (one-row GEMVs, few-row prefill) as among 63 others, also when a
+// small cache preempts and recomputes most of them, whose steps
 // run the many-row products (qmm4 on this 4-bit fixture, bf16 operands)
 // and batched decode attention. The fixture's random weights give flat
 // logits, so a token may differ where the alone run's two best are within
@@ -87,48 +89,64 @@ func TestEngineBatchInvarianceGPU(t *testing.T) {
 		for j := range 2 + i%13 {
 			p = append(p, int32(2+(i*53+j*17)%(m.Vocab()-2)))
 		}
-		reqs = append(reqs, engine.Request{Prompt: p, MaxTokens: 16, IgnoreEOS: true, Params: sample.Params{Logprobs: 2}})
+		reqs = append(reqs, engine.Request{Prompt: p, MaxTokens: 40, IgnoreEOS: true, Params: sample.Params{Logprobs: 2}})
 	}
-	gen := func(parallel int, rs []engine.Request) []enginetest.Output {
-		e, err := engine.New(m, engine.Config{Parallel: parallel, MaxContext: 256})
+	gen := func(parallel, blocks int, rs []engine.Request) ([]enginetest.Output, engine.Stats) {
+		e, err := engine.New(m, engine.Config{Parallel: parallel, MaxContext: 256, BlockSize: 16, NumBlocks: blocks})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer e.Stop()
-		return enginetest.Generate(t, e, rs)
+		return enginetest.Generate(t, e, rs), e.Stats()
 	}
-	together := gen(n, reqs)
-	same, ties := 0, 0
+	together, _ := gen(n, 0, reqs)
+	// 40 blocks of 16 tokens hold about 10 of the 64 sequences at their
+	// full length (up to 55 tokens): the others wait, and running ones
+	// that outgrow the cache are preempted and recomputed (11 times on the
+	// CPU backend, where every request then still equals its run alone).
+	preempted, st := gen(n, 40, reqs)
+	if st.Preemptions == 0 {
+		t.Errorf("no preemptions with 40 KV blocks for %d sequences", n)
+	}
+	alone := make([]enginetest.Output, n)
 	for i := range reqs {
-		alone := gen(1, reqs[i:i+1])[0]
-		got := together[i]
-		for j, tok := range alone.Tokens {
-			if j >= len(got.Tokens) {
-				t.Errorf("request %d: %d tokens among %d, %d alone", i, len(got.Tokens), n, len(alone.Tokens))
+		out, _ := gen(1, 0, reqs[i:i+1])
+		alone[i] = out[0]
+	}
+	for _, run := range []struct {
+		name string
+		outs []enginetest.Output
+	}{{fmt.Sprintf("among %d", n), together}, {fmt.Sprintf("among %d, preempted (%d preemptions)", n, st.Preemptions), preempted}} {
+		same, ties := 0, 0
+		for i := range reqs {
+			got, want := run.outs[i], alone[i]
+			for j, tok := range want.Tokens {
+				if j >= len(got.Tokens) {
+					t.Errorf("request %d: %d tokens %s, %d alone", i, len(got.Tokens), run.name, len(want.Tokens))
+					break
+				}
+				if d := math.Abs(float64(got.Logprobs[j] - want.Logprobs[j])); got.Tokens[j] == tok && d > invarianceTie {
+					t.Errorf("request %d token %d: logprob %.4f %s, %.4f alone", i, j, got.Logprobs[j], run.name, want.Logprobs[j])
+				}
+				if got.Tokens[j] == tok {
+					if j == len(want.Tokens)-1 {
+						same++
+					}
+					continue
+				}
+				top := want.Top[j]
+				gap := math.Inf(1)
+				if len(top) >= 2 {
+					gap = float64(top[0].Logprob - top[1].Logprob)
+				}
+				if gap > invarianceTie {
+					t.Errorf("request %d token %d: %d %s, %d alone, where alone its best two are %.4f apart", i, j, got.Tokens[j], run.name, tok, gap)
+				} else {
+					ties++
+				}
 				break
 			}
-			if d := math.Abs(float64(got.Logprobs[j] - alone.Logprobs[j])); got.Tokens[j] == tok && d > invarianceTie {
-				t.Errorf("request %d token %d: logprob %.4f among %d, %.4f alone", i, j, got.Logprobs[j], n, alone.Logprobs[j])
-			}
-			if got.Tokens[j] == tok {
-				if j == len(alone.Tokens)-1 {
-					same++
-				}
-				continue
-			}
-			top := alone.Top[j]
-			gap := math.Inf(1)
-			if len(top) >= 2 {
-				gap = float64(top[0].Logprob - top[1].Logprob)
-			}
-			if gap > invarianceTie {
-				t.Errorf("request %d token %d: %d among %d, %d alone, where alone its best two are %.4f apart", i, j, got.Tokens[j], n, tok, gap)
-			} else {
-				ties++
-				t.Logf("request %d token %d: a near tie (%.4f apart) resolved differently", i, j, gap)
-			}
-			break
 		}
+		t.Logf("%s: %d of %d requests identical to their run alone, %d parted at a near tie", run.name, same, n, ties)
 	}
-	t.Logf("%d of %d requests identical alone and among %d, %d parted at a near tie", same, n, n, ties)
 }
