@@ -157,6 +157,7 @@ func (a *Attention) Forward(s *Step, h, out backend.Tensor) {
 		att = g
 	}
 	b.Linear(out, att, a.O, a.OBias)
+	s.AllReduce(out) // o_proj is row-parallel under tensor parallelism
 }
 
 // loadQueryGate splits a q_proj of [heads, 2*headDim, hidden] rows, each
@@ -202,6 +203,7 @@ func (a *Attention) sharedForward(s *Step, h, q, out backend.Tensor) {
 	p.ScratchQK = true
 	b.Attention(att, q, nil, nil, s.KV, a.KVFrom, p)
 	b.Linear(out, att, a.O, a.OBias)
+	s.AllReduce(out) // o_proj is row-parallel under tensor parallelism
 }
 
 // MLP is a gated feed-forward block: down(act(gate(x)) * up(x)), each
@@ -243,6 +245,7 @@ func (m *MLP) Forward(s *Step, h, out backend.Tensor) {
 	s.B.Linear(u, h, m.Up, m.UpBias)
 	s.B.GatedAct(g, g, u, m.Act)
 	s.B.Linear(out, g, m.Down, m.DownBias)
+	s.AllReduce(out) // down_proj is row-parallel under tensor parallelism
 }
 
 // MoE is a routed mixture of gated-MLP experts.

@@ -68,13 +68,24 @@ type Model struct {
 
 	buf *buffers
 	fed []int32 // the last argmax ids, for FeedTokens on backends without AsyncArgmaxer
+
+	// shard is set on one rank of a tensor-parallel model, group on the
+	// model that drives the ranks (parallel.go).
+	shard *rankShard
+	group *rankGroup
 }
 
 // Backend is the device the model runs on.
 func (m *Model) Backend() backend.Backend { return m.be }
 
-// Vocab is the logits width.
-func (m *Model) Vocab() int { return m.Cfg.Vocab }
+// Vocab is the logits width (the whole vocabulary, also on a rank that
+// holds a shard of it).
+func (m *Model) Vocab() int {
+	if m.shard != nil {
+		return m.shard.vocab
+	}
+	return m.Cfg.Vocab
+}
 
 // MaxContext is the longest sequence the model supports. Yarn extends
 // the original context by its factor: Qwen's model cards tell users to
@@ -94,6 +105,9 @@ func (m *Model) MaxContext() int {
 // KVLayers describes the KV geometry of every layer, sliding windows
 // included (KVLayer.Window), so the KV store can bound windowed layers.
 func (m *Model) KVLayers() []backend.KVLayer {
+	if m.group != nil {
+		return m.group.kvLayers()
+	}
 	out := make([]backend.KVLayer, len(m.Layers))
 	for i, l := range m.Layers {
 		out[i] = l.KV()
@@ -129,6 +143,15 @@ type Step struct {
 	N     int
 	Layer int
 	buf   *buffers
+	comm  backend.Comm // the rank's group under tensor parallelism; nil alone
+}
+
+// AllReduce sums a row-parallel block's partial output over the ranks
+// of a tensor-parallel model; alone it does nothing.
+func (s *Step) AllReduce(t backend.Tensor) {
+	if s.comm != nil {
+		s.comm.AllReduce(t)
+	}
 }
 
 // Scratch returns a [N, cols] activation for temporary use; slot names
@@ -178,6 +201,11 @@ func (m *Model) Reserve(n int) {
 	if n > m.buf.rows {
 		m.buf.rows = n
 	}
+	if m.group != nil {
+		for _, r := range m.group.ranks {
+			r.Reserve(n)
+		}
+	}
 }
 
 // Forward runs one step and returns the logits of b.LogitRows, row-major
@@ -187,7 +215,7 @@ func (m *Model) Forward(b *backend.Batch, kv backend.KVStore) ([]float32, error)
 	if err != nil || logits == nil {
 		return nil, err
 	}
-	out := make([]float32, logits.Rows()*m.Cfg.Vocab)
+	out := make([]float32, logits.Rows()*logits.Cols())
 	m.be.ReadRows(logits, out)
 	return out, m.be.Sync()
 }
@@ -248,6 +276,9 @@ func (m *Model) ForwardArgmaxAsync(b *backend.Batch, kv backend.KVStore) (backen
 // forward runs the layers and the head; it returns nil when no logits
 // were asked for.
 func (m *Model) forward(b *backend.Batch, kv backend.KVStore) (backend.Tensor, error) {
+	if m.group != nil {
+		return m.group.forward(b, kv)
+	}
 	n := len(b.Tokens)
 	if n == 0 {
 		return nil, fmt.Errorf("empty batch")
@@ -257,8 +288,8 @@ func (m *Model) forward(b *backend.Batch, kv backend.KVStore) (backend.Tensor, e
 		if _, fed := backend.FedRow(id); fed && feeds {
 			continue // the backend checks the row it names
 		}
-		if id < 0 || int(id) >= m.Cfg.Vocab {
-			return nil, fmt.Errorf("token id %d outside the vocabulary (%d)", id, m.Cfg.Vocab)
+		if id < 0 || int(id) >= m.Vocab() {
+			return nil, fmt.Errorf("token id %d outside the vocabulary (%d)", id, m.Vocab())
 		}
 	}
 	m.Reserve(n)
@@ -268,7 +299,13 @@ func (m *Model) forward(b *backend.Batch, kv backend.KVStore) (backend.Tensor, e
 	}
 	s := &Step{B: be, KV: kv, N: n, buf: m.buf}
 	x := s.Scratch("x", m.Cfg.Hidden)
-	be.Embed(x, m.Embed)
+	if m.shard != nil {
+		s.comm = m.shard.comm
+		m.shard.embed.EmbedShard(x, m.Embed, m.shard.vocabLo)
+		s.AllReduce(x)
+	} else {
+		be.Embed(x, m.Embed)
+	}
 	if m.EmbedScale != 0 {
 		be.Scale(x, m.EmbedScale)
 	}
@@ -290,6 +327,11 @@ func (m *Model) forward(b *backend.Batch, kv backend.KVStore) (backend.Tensor, e
 	be.Linear(logits, last, m.LMHead, nil)
 	if m.FinalSoftcap != 0 {
 		be.Softcap(logits, m.FinalSoftcap)
+	}
+	if m.shard != nil {
+		full := m.buf.get(be, "logits.full", rows, m.shard.vocab)
+		m.shard.comm.AllGather(full, logits)
+		logits = full
 	}
 	return logits, nil
 }
