@@ -36,6 +36,7 @@ func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 type modelFlags struct {
 	model, backend string
 	threads        int
+	tensorParallel int
 	ctxSize        int
 	skipMemCheck   bool
 }
@@ -45,12 +46,13 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.model, "m", "", "shorthand for --model")
 	fs.StringVar(&f.backend, "backend", "auto", "cpu, cuda or auto (cuda when a device is found)")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0: all cores)")
+	fs.IntVar(&f.tensorParallel, "tensor-parallel", 1, "shard the model over N ranks (in-process CPU ranks; docs/tensor-parallel.md)")
 	fs.IntVar(&f.ctxSize, "ctx-size", 0, "maximum tokens of prompt + answer, which sizes the KV cache (0: the model's context)")
 	fs.BoolVar(&f.skipMemCheck, "skip-mem-check", false, "load even when the memory estimate says the model will not fit")
 }
 
 func (f *modelFlags) load(quiet bool) (*app.Loaded, error) {
-	return app.Load(app.Options{ModelDir: f.model, Backend: f.backend, Threads: f.threads, Quiet: quiet,
+	return app.Load(app.Options{ModelDir: f.model, Backend: f.backend, Threads: f.threads, TensorParallel: f.tensorParallel, Quiet: quiet,
 		Preflight: &memplan.Request{CtxSize: f.ctxSize, Parallel: 1, Skip: f.skipMemCheck}})
 }
 

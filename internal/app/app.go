@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 	_ "github.com/mlxcel/mlxcel/internal/backend/backends" // every backend, in every binary
+	"github.com/mlxcel/mlxcel/internal/backend/cpu"
 	"github.com/mlxcel/mlxcel/internal/chat"
 	"github.com/mlxcel/mlxcel/internal/memplan"
 	"github.com/mlxcel/mlxcel/internal/model"
@@ -29,7 +31,10 @@ type Options struct {
 	ModelDir string // a folder, a Hub name (ORG/NAME[@REV], NAME) or empty: the embedded default model
 	Backend  string // cpu, cuda, auto
 	Threads  int
-	Quiet    bool // no progress bar
+	// TensorParallel, above 1, shards the model over that many ranks
+	// (docs/tensor-parallel.md): in-process CPU ranks for now.
+	TensorParallel int
+	Quiet          bool // no progress bar
 	// Preflight, when set, checks the memory estimate for this sizing
 	// before the weights are loaded (internal/memplan).
 	Preflight *memplan.Request
@@ -100,11 +105,17 @@ func Load(o Options) (*Loaded, error) {
 		}
 	}
 	bar := newBar(dir, o.Quiet)
-	m, err := model.Load(dir, be, model.LoadOptions{Progress: func(_ string, n int64) {
+	lo := model.LoadOptions{Progress: func(_ string, n int64) {
 		if bar != nil {
 			bar.Add64(n)
 		}
-	}})
+	}}
+	var m *model.Model
+	if o.TensorParallel > 1 {
+		m, err = loadParallel(dir, be, o, lo)
+	} else {
+		m, err = model.Load(dir, be, lo)
+	}
 	if bar != nil {
 		bar.Finish()
 		fmt.Fprintln(os.Stderr)
@@ -134,6 +145,33 @@ func Load(o Options) (*Loaded, error) {
 	}
 	l.LoadTime = time.Since(start)
 	return l, nil
+}
+
+// loadParallel loads dir over o.TensorParallel in-process CPU ranks, be
+// being rank 0's backend; the threads are shared out among the ranks.
+// The CUDA backend has no collectives yet (docs/tensor-parallel.md).
+func loadParallel(dir string, be backend.Backend, o Options, lo model.LoadOptions) (*model.Model, error) {
+	n := o.TensorParallel
+	if be.Name() != "cpu" {
+		return nil, fmt.Errorf("--tensor-parallel %d: the %s backend cannot run tensor parallelism yet (multi-GPU runs need NCCL, not built); use --backend cpu", n, be.Name())
+	}
+	threads := o.Threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	var bes []backend.Backend
+	for len(bes) < n {
+		bes = append(bes, cpu.New(max(threads/n, 1)))
+	}
+	m, err := model.LoadParallel(dir, bes, cpu.NewGroup(n), lo)
+	if err != nil {
+		for _, b := range bes {
+			b.Close()
+		}
+		return nil, err // the caller closes be
+	}
+	be.Close() // replaced by rank 0's, which has its share of the threads
+	return m, nil
 }
 
 // newBar shows load progress for big models on a terminal only.

@@ -28,6 +28,7 @@ type Flags struct {
 	// (benchmarks without downloadable weights); outputs are noise.
 	Profile, ProfilesDir, Tokenizer string
 	Threads                         int
+	TensorParallel                  int // ranks the model is sharded over (docs/tensor-parallel.md)
 	Host                            string
 	Port                            int
 	Options                         Options
@@ -49,6 +50,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Tokenizer, "tokenizer", "", "tokenizer folder for --profile (default: the family's real tokenizer)")
 	fs.StringVar(&f.Backend, "backend", "auto", "cpu, cuda or auto (cuda when a device is found)")
 	fs.IntVar(&f.Threads, "threads", 0, "CPU threads (0: all cores)")
+	fs.IntVar(&f.TensorParallel, "tensor-parallel", 1, "shard the model over N ranks (in-process CPU ranks; docs/tensor-parallel.md)")
 	fs.StringVar(&f.Host, "host", "127.0.0.1", "address to listen on (0.0.0.0: all interfaces)")
 	fs.IntVar(&f.Port, "port", 8080, "port to listen on")
 	fs.IntVar(&o.Parallel, "parallel", 0, fmt.Sprintf("sequences decoded concurrently (batch slots; 0: on a GPU as many as the KV cache holds at "+
@@ -90,6 +92,10 @@ func (f *Flags) check() error {
 		return fmt.Errorf("--ctx-size, --kv-blocks, --kv-mem and --prefill-chunk must not be negative, --block-size at least 1")
 	case f.Profile != "" && f.Model != "":
 		return fmt.Errorf("give --model or --profile, not both")
+	case f.TensorParallel < 0:
+		return fmt.Errorf("--tensor-parallel must not be negative (1: unsharded)")
+	case f.TensorParallel > 1 && f.Profile != "":
+		return fmt.Errorf("--tensor-parallel with --profile is not supported yet (synthetic weights are built unsharded)")
 	case o.KVBlocks > 0 && o.KVMemMiB > 0:
 		return fmt.Errorf("give --kv-blocks or --kv-mem, not both")
 	}
@@ -161,8 +167,8 @@ func (f *Flags) serve(ctx context.Context) error {
 			l, err = app.LoadProfile(app.ProfileOptions{Profile: f.Profile, ProfilesDir: f.ProfilesDir,
 				Tokenizer: f.Tokenizer, Backend: f.Backend, Threads: f.Threads, Preflight: f.preflight()})
 		} else {
-			l, err = app.Load(app.Options{ModelDir: f.Model, Backend: f.Backend, Threads: f.Threads, Quiet: true,
-				Preflight: f.preflight()})
+			l, err = app.Load(app.Options{ModelDir: f.Model, Backend: f.Backend, Threads: f.Threads, TensorParallel: f.TensorParallel,
+				Quiet: true, Preflight: f.preflight()})
 		}
 		if err == nil {
 			if err = s.Ready(l); err != nil {
