@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/mlxcel/mlxcel/internal/engine"
 	"strings"
 	"testing"
 
@@ -24,7 +25,7 @@ func (d fakeDevice) MemoryInfo() (int64, int64, error) {
 // --parallel 0 becomes as many slots as that holds 4096-token sequences.
 func TestKVFromDeviceMemory(t *testing.T) {
 	l := loadModel(t, "")
-	per := kvBytesPerBlock(l, 16)
+	per := kvCost(l, engine.Config{BlockSize: 16}).PerBlock
 	const gib = int64(1) << 30
 	be := fakeDevice{Backend: l.Model.Backend(), free: 10 * gib, total: 16 * gib}
 	blocks, slots, note, ok, err := kvSizeOn(l, be, 0.9, 16, 0, 512, 512)
