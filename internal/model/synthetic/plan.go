@@ -174,6 +174,11 @@ func (p *planner) run() error {
 		}
 	case "gpt_oss":
 		layer = func(i int, prefix string) error { p.gptOss(prefix); return nil }
+	case "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text":
+		var err error
+		if layer, err = p.qwen35(); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("synthetic weights: no tensor plan for model_type %q", mt)
 	}
