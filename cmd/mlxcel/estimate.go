@@ -14,6 +14,8 @@ type memoryEstimate struct {
 	Backend     string `json:"backend"`
 	WeightBytes int64  `json:"weight_bytes"`
 	KVPerToken  int64  `json:"kv_bytes_per_token"`
+	KVPerSeq    int64  `json:"kv_bytes_per_sequence,omitempty"` // recurrent state of linear-attention layers
+	KVBytes     int64  `json:"kv_bytes"`
 	KVTokens    int    `json:"kv_tokens"`
 	ActBytes    int64  `json:"activation_bytes"`
 	NeedBytes   int64  `json:"need_bytes"` // with the margin
@@ -36,12 +38,12 @@ func estimateMemory(dir, backendName string, r memplan.Request) (*memoryEstimate
 	}
 	defer be.Close()
 	e, ctx := app.Estimate(cfg, dir, be, r)
-	tokens := r.KVTokens(ctx, e.KVPerToken)
-	m := &memoryEstimate{Backend: be.Name(), WeightBytes: e.WeightBytes(), KVPerToken: e.KVPerToken, KVTokens: tokens,
-		ActBytes: e.ActBytes, NeedBytes: int64(float64(e.Need(tokens)) * memplan.Margin), FreeBytes: e.Available,
-		FreeSource: e.Source, Fits: e.Fits(tokens)}
+	tokens, par := r.KVTokens(ctx, e), max(r.Parallel, 1)
+	m := &memoryEstimate{Backend: be.Name(), WeightBytes: e.WeightBytes(), KVPerToken: e.KVPerToken, KVPerSeq: e.KVPerSeq,
+		KVBytes: e.KVBytes(tokens, par), KVTokens: tokens, ActBytes: e.ActBytes, NeedBytes: int64(float64(e.Need(tokens, par)) * memplan.Margin),
+		FreeBytes: e.Available, FreeSource: e.Source, Fits: e.Fits(tokens, par)}
 	m.Summary = fmt.Sprintf("on %s: weights %s + KV %s (%d tokens, --parallel %d) + activations %s = %s with margin",
-		m.Backend, memplan.GiB(m.WeightBytes), memplan.GiB(e.KVPerToken*int64(tokens)), tokens, max(r.Parallel, 1),
+		m.Backend, memplan.GiB(m.WeightBytes), memplan.GiB(m.KVBytes), tokens, par,
 		memplan.GiB(m.ActBytes), memplan.GiB(m.NeedBytes))
 	switch {
 	case e.Available < 0:

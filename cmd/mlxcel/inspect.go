@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/mlxcel/mlxcel/internal/app"
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/backend/cpu"
 	"github.com/mlxcel/mlxcel/internal/memplan"
 	"github.com/mlxcel/mlxcel/internal/model"
 	"github.com/mlxcel/mlxcel/internal/tensor"
@@ -38,6 +40,7 @@ type inspectReport struct {
 	Parameters    int64             `json:"parameters"`
 	WeightBytes   int64             `json:"weight_bytes"`
 	KVBytesPerTok int64             `json:"kv_bytes_per_token_f32"`
+	StateBytes    int64             `json:"recurrent_state_bytes_per_sequence,omitempty"`
 	Quantization  map[string]string `json:"quantization"`
 	Tokenizer     bool              `json:"tokenizer"`
 	ChatTemplate  string            `json:"chat_template"`
@@ -87,7 +90,11 @@ func runInspect(args []string) error {
 		fmt.Printf("experts       %s\n", r.Experts)
 	}
 	fmt.Printf("parameters    %s\n", humanCount(r.Parameters))
-	fmt.Printf("memory        %s of weights, %s of KV cache per 1k tokens (f32)\n", humanBytes(r.WeightBytes), humanBytes(r.KVBytesPerTok*1000))
+	fmt.Printf("memory        %s of weights, %s of KV cache per 1k tokens (f32)", humanBytes(r.WeightBytes), humanBytes(r.KVBytesPerTok*1000))
+	if r.StateBytes > 0 {
+		fmt.Printf(" + %s of recurrent state per sequence", humanBytes(r.StateBytes))
+	}
+	fmt.Println()
 	if e := r.Estimate; e != nil {
 		fmt.Printf("estimate      %s\n", e.Summary)
 	}
@@ -132,7 +139,16 @@ func inspect(dir string) (*inspectReport, error) {
 	if cfg.NumExperts > 0 {
 		r.Experts = fmt.Sprintf("%d experts, top-%d", cfg.NumExperts, cfg.TopK)
 	}
-	r.KVBytesPerTok = int64(2 * cfg.Layers * cfg.KVHeads * cfg.HeadDim * 4)
+	if r.Supported {
+		// As the CPU backend keeps it (float32), every layer paged: shared
+		// and linear-attention layers keep no K/V.
+		layers, err := model.KVLayersFor(cfg)
+		if err != nil {
+			return nil, err
+		}
+		c := backend.KVCostOf(cpu.New(1), backend.KVSpec{BlockSize: 1, Slots: 1, Layers: layers})
+		r.KVBytesPerTok, r.StateBytes = c.PerBlock, c.Fixed
+	}
 	for _, name := range ck.Names() {
 		info, _, _ := ck.Info(name)
 		r.WeightBytes += info.End - info.Begin

@@ -112,9 +112,9 @@ func runBatches(m *model.Model, est Estimate, o DecodeOptions, base Row, perToke
 	for _, b := range o.Batches {
 		r := BatchRow{Model: base.Model, Batch: b, Context: o.Context, Steps: o.Steps, Date: base.Date, Hardware: base.Hardware,
 			Version: base.Version, Status: StatusOK}
-		if need := b * (o.Context + batchWarmSteps + o.Steps + 1); !o.SkipMemCheck && !est.Fits(need) {
+		if need := b * (o.Context + batchWarmSteps + o.Steps + 1); !o.SkipMemCheck && !est.Fits(need, b) {
 			r.Status = StatusSkipOOM
-			fmt.Fprintf(o.Log, "%s: batch %d: SKIP: needs about %s\n", base.Model, b, gib(est.Need(need)))
+			fmt.Fprintf(o.Log, "%s: batch %d: SKIP: needs about %s\n", base.Model, b, gib(est.Need(need, b)))
 			rows = append(rows, r)
 			continue
 		}

@@ -211,7 +211,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 	fits := map[int]bool{}
 	var runnable []int
 	for _, n := range o.PromptTokens {
-		fits[n] = o.SkipMemCheck || est.Fits(contextFor(n, o.MaxTokens, maxCtx))
+		fits[n] = o.SkipMemCheck || est.Fits(contextFor(n, o.MaxTokens, maxCtx), 1)
 		if fits[n] {
 			runnable = append(runnable, n)
 		}
@@ -220,7 +220,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 		r := base
 		setPrompt(&r, n)
 		r.Status = StatusSkipOOM
-		fmt.Fprintf(o.Log, "%s: %d-token prompt: SKIP: needs about %s\n", base.Model, n, gib(est.Need(contextFor(n, o.MaxTokens, maxCtx))))
+		fmt.Fprintf(o.Log, "%s: %d-token prompt: SKIP: needs about %s\n", base.Model, n, gib(est.Need(contextFor(n, o.MaxTokens, maxCtx), 1)))
 		return r
 	}
 	if len(runnable) == 0 {

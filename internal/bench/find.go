@@ -64,9 +64,12 @@ func ListProfiles(w io.Writer) error {
 			return err
 		}
 		cfg, err := weights.LoadConfig(dir)
+		if err == nil {
+			_, err = synthetic.Plan(cfg) // what building its weights needs
+		}
 		if err != nil {
-			// A profile of a family still being built (Qwen3.5) is listed
-			// with the reason rather than hiding the others.
+			// A profile of a family still being built is listed with the
+			// reason rather than hiding the others.
 			fmt.Fprintf(tw, "%s\t(not loadable yet)\t\t\t\t%v\n", name, err)
 			continue
 		}

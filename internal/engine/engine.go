@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -204,28 +205,17 @@ type Engine struct {
 
 // New sizes an engine for m and creates its KV store on m's backend.
 func New(m Model, cfg Config) (*Engine, error) {
-	if cfg.Parallel <= 0 {
-		cfg.Parallel = DefaultParallel
-	}
+	cfg = sizingDefaults(cfg, m.Backend())
 	if cfg.MaxQueue == 0 {
 		cfg.MaxQueue = DefaultMaxQueue
 	} else if cfg.MaxQueue < 0 {
 		cfg.MaxQueue = 0
-	}
-	if cfg.PrefillChunk <= 0 {
-		cfg.PrefillChunk = DefaultPrefillChunkFor(m.Backend())
-	}
-	if cfg.MaxBatchTokens <= 0 {
-		cfg.MaxBatchTokens = cfg.PrefillChunk + cfg.Parallel
 	}
 	switch be := m.Backend(); {
 	case cfg.MixedBatchTokens < 0:
 		cfg.MixedBatchTokens = 0
 	case cfg.MixedBatchTokens == 0 && be != nil && backend.IsAccelerator(be):
 		cfg.MixedBatchTokens = max(DefaultMixedBatchTokensGPU, cfg.Parallel+256)
-	}
-	if cfg.BlockSize <= 0 {
-		cfg.BlockSize = kvcache.DefaultBlockSize
 	}
 	maxCtx := m.MaxContext()
 	if cfg.MaxContext > 0 && cfg.MaxContext < maxCtx {
@@ -301,24 +291,78 @@ func New(m Model, cfg Config) (*Engine, error) {
 	return e, nil
 }
 
+// sizingDefaults fills in the Config fields the KV store's size depends
+// on, as New does.
+func sizingDefaults(cfg Config, be backend.Backend) Config {
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = DefaultParallel
+	}
+	if cfg.PrefillChunk <= 0 {
+		cfg.PrefillChunk = DefaultPrefillChunkFor(be)
+	}
+	if cfg.MaxBatchTokens <= 0 {
+		cfg.MaxBatchTokens = cfg.PrefillChunk + cfg.Parallel
+	}
+	if cfg.BlockSize <= 0 {
+		cfg.BlockSize = kvcache.DefaultBlockSize
+	}
+	return cfg
+}
+
 // kvSpec sizes the backend KV store. Windowed layers get a ring per slot
-// of max window + MaxBatchTokens positions: one sequence's chunk is at most
-// MaxBatchTokens, so the chunk's keys and the window-1 keys before it fit
-// at once (the backend's Window-1+Len <= RingTokens contract, with one
-// spare). Rings are asked for only when they are smaller than the paged
-// store they replace (Parallel rings against NumBlocks*BlockSize
-// positions); a short context or a huge window keeps windowed layers
-// paged, which is always correct.
+// of max window + MaxBatchTokens positions (ringTokens). Rings are asked
+// for only when they are smaller than the paged store they replace
+// (Parallel rings against NumBlocks*BlockSize positions); a short context
+// or a huge window keeps windowed layers paged, which is always correct.
 func kvSpec(cfg Config, layers []backend.KVLayer) backend.KVSpec {
 	spec := backend.KVSpec{NumBlocks: cfg.NumBlocks, BlockSize: cfg.BlockSize, Layers: layers, Slots: cfg.Parallel}
+	if ring := ringTokens(cfg, layers); ring > 0 && cfg.Parallel*ring < cfg.NumBlocks*cfg.BlockSize {
+		spec.RingTokens = ring
+	}
+	return spec
+}
+
+// ringTokens is the ring a windowed layer would get, 0 without windowed
+// layers: one sequence's chunk is at most MaxBatchTokens, so the chunk's
+// keys and the window-1 keys before it fit at once (the backend's
+// Window-1+Len <= RingTokens contract, with one spare).
+func ringTokens(cfg Config, layers []backend.KVLayer) int {
 	window := 0
 	for _, l := range layers {
 		window = max(window, l.Window)
 	}
-	if ring := window + cfg.MaxBatchTokens; window > 0 && cfg.Parallel*ring < cfg.NumBlocks*cfg.BlockSize {
-		spec.RingTokens = ring
+	if window == 0 {
+		return 0
 	}
-	return spec
+	return window + cfg.MaxBatchTokens
+}
+
+// KVSpec is the store New allocates on be for layers under cfg (its
+// NumBlocks given, the other sizing fields defaulted as New does): with
+// backend.KVStoreBytes, what a cache of that size costs.
+func KVSpec(be backend.Backend, cfg Config, layers []backend.KVLayer) backend.KVSpec {
+	return kvSpec(sizingDefaults(cfg, be), layers)
+}
+
+// KVBlocksWithin is the most blocks whose store (as New sizes it on be
+// for layers under cfg, NumBlocks aside) fits in budget bytes, 0 if not
+// one. The store's size is affine in the blocks on each side of the point
+// where windowed layers move from paged blocks into the smaller rings,
+// so both sides are solved and the larger answer that is on its side wins.
+func KVBlocksWithin(be backend.Backend, cfg Config, layers []backend.KVLayer, budget int64) int {
+	cfg = sizingDefaults(cfg, be)
+	paged := backend.KVSpec{BlockSize: cfg.BlockSize, Layers: layers, Slots: cfg.Parallel}
+	n := backend.KVCostOf(be, paged).Blocks(budget, math.MaxInt32)
+	if ring := ringTokens(cfg, layers); ring > 0 {
+		last := cfg.Parallel * ring / cfg.BlockSize // the most blocks that keep windowed layers paged
+		n = min(n, last)
+		rings := paged
+		rings.RingTokens = ring
+		if r := backend.KVCostOf(be, rings).Blocks(budget, math.MaxInt32); r > last {
+			n = r
+		}
+	}
+	return n
 }
 
 // recurrent reports whether any layer keeps per-slot recurrent state. A

@@ -11,7 +11,8 @@ import (
 	"runtime"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
-	"github.com/mlxcel/mlxcel/internal/model/synthetic"
+	"github.com/mlxcel/mlxcel/internal/engine"
+	"github.com/mlxcel/mlxcel/internal/model"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 	"github.com/mlxcel/mlxcel/internal/weights"
 )
@@ -20,33 +21,74 @@ import (
 type Estimate struct {
 	StoredBytes int64   // weights as stored (packed words + scales + biases)
 	Expansion   float64 // resident bytes per stored byte on this backend (>= 1)
-	KVPerToken  int64   // KV bytes per token of context, all layers
-	ActBytes    int64   // activations of one prefill chunk plus logits
-	Available   int64   // memory the backend may still use; -1 if unknown
-	Source      string  // where Available came from
+	KVPerToken  int64   // paged KV bytes per token of context (the layers that keep K/V per block)
+	// KVPerSeq is what each sequence slot costs whatever its length: the
+	// recurrent state of hybrid models' linear-attention layers.
+	KVPerSeq  int64
+	ActBytes  int64  // activations of one prefill chunk plus logits
+	Available int64  // memory the backend may still use; -1 if unknown
+	Source    string // where Available came from
+
+	// The store as the engine sizes it on be (sliding-window rings
+	// included); without them (an Estimate built by hand) KVBytes is
+	// KVPerToken and KVPerSeq alone.
+	be     backend.Backend
+	layers []backend.KVLayer
+	chunk  int
 }
 
 // WeightBytes is the predicted resident size of the weights.
 func (e Estimate) WeightBytes() int64 { return int64(float64(e.StoredBytes) * e.Expansion) }
 
-// Need is the predicted total for a KV cache of ctx tokens.
-func (e Estimate) Need(ctx int) int64 { return e.WeightBytes() + e.KVPerToken*int64(ctx) + e.ActBytes }
+// KVBytes is the KV store of tokens positions for seqs sequence slots, as
+// the backend allocates it.
+func (e Estimate) KVBytes(tokens, seqs int) int64 {
+	seqs = max(seqs, 1)
+	if e.layers == nil {
+		return e.KVPerToken*int64(tokens) + e.KVPerSeq*int64(seqs)
+	}
+	// One-token blocks: the same store as any block size dividing tokens.
+	cfg := engine.Config{NumBlocks: max(tokens, 1), BlockSize: 1, Parallel: seqs, PrefillChunk: e.chunk}
+	return backend.KVStoreBytes(e.be, engine.KVSpec(e.be, cfg, e.layers))
+}
+
+// KVTokensWithin is how many tokens of KV cache, in blocks of blockSize,
+// budget bytes hold for seqs slots.
+func (e Estimate) KVTokensWithin(budget int64, seqs, blockSize int) int {
+	seqs = max(seqs, 1)
+	if e.layers == nil {
+		if e.KVPerToken <= 0 {
+			return 0
+		}
+		return int(max(0, budget-e.KVPerSeq*int64(seqs))/(e.KVPerToken*int64(blockSize))) * blockSize
+	}
+	cfg := engine.Config{BlockSize: blockSize, Parallel: seqs, PrefillChunk: e.chunk}
+	return engine.KVBlocksWithin(e.be, cfg, e.layers, budget) * blockSize
+}
+
+// Need is the predicted total for a KV cache of tokens positions over seqs
+// slots.
+func (e Estimate) Need(tokens, seqs int) int64 {
+	return e.WeightBytes() + e.KVBytes(tokens, seqs) + e.ActBytes
+}
 
 // Margin covers allocator slack, the runtime and the CUDA context.
 const Margin = 1.1
 
-// Fits reports whether ctx tokens fit; with unknown memory it says yes.
-func (e Estimate) Fits(ctx int) bool {
-	return e.Available < 0 || float64(e.Need(ctx))*Margin <= float64(e.Available)
+// Fits reports whether tokens over seqs slots fit; with unknown memory it
+// says yes.
+func (e Estimate) Fits(tokens, seqs int) bool {
+	return e.Available < 0 || float64(e.Need(tokens, seqs))*Margin <= float64(e.Available)
 }
 
-// MaxTokens is how many KV tokens fit beside the weights (0: none).
-func (e Estimate) MaxTokens() int {
+// MaxTokens is how many KV tokens fit beside the weights for seqs slots
+// (0: none; -1: unknown).
+func (e Estimate) MaxTokens(seqs int) int {
 	if e.Available < 0 || e.KVPerToken <= 0 {
 		return -1
 	}
-	room := float64(e.Available)/Margin - float64(e.WeightBytes()+e.ActBytes)
-	return max(0, int(room/float64(e.KVPerToken)))
+	room := int64(float64(e.Available)/Margin) - e.WeightBytes() - e.ActBytes
+	return e.KVTokensWithin(room, seqs, 1)
 }
 
 func (e Estimate) String() string {
@@ -54,24 +96,46 @@ func (e Estimate) String() string {
 	if e.Available >= 0 {
 		av = fmt.Sprintf("%s (%s)", GiB(e.Available), e.Source)
 	}
-	return fmt.Sprintf("weights %s stored x%.2f resident = %s, KV %s/token, activations %s, available %s",
-		GiB(e.StoredBytes), e.Expansion, GiB(e.WeightBytes()), KiB(e.KVPerToken), GiB(e.ActBytes), av)
+	state := ""
+	if e.KVPerSeq > 0 {
+		state = fmt.Sprintf(" + %s/sequence of recurrent state", MiB(e.KVPerSeq))
+	}
+	return fmt.Sprintf("weights %s stored x%.2f resident = %s, KV %s/token%s, activations %s, available %s",
+		GiB(e.StoredBytes), e.Expansion, GiB(e.WeightBytes()), KiB(e.KVPerToken), state, GiB(e.ActBytes), av)
 }
 
-// GiB and KiB format byte counts as the estimates print them.
+// GiB, MiB and KiB format byte counts as the estimates print them.
 func GiB(n int64) string { return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30)) }
 func KiB(n int64) string { return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10)) }
+func MiB(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // New builds the Estimate for cfg on be. storedBytes is the planned
 // (synthetic) or on-disk (checkpoint) weight size; chunk the prefill
 // chunk in tokens.
 func New(cfg *weights.Config, be backend.Backend, storedBytes int64, chunk int) Estimate {
-	e := Estimate{StoredBytes: storedBytes, KVPerToken: synthetic.KVBytesPerToken(cfg, backend.KVElemBytes(be))}
+	e := Estimate{StoredBytes: storedBytes, be: be, layers: kvLayers(cfg), chunk: chunk}
+	// Per token and per slot with every layer paged (rings, which the
+	// engine picks by the cache's size, only make KVBytes smaller).
+	c := backend.KVCostOf(be, backend.KVSpec{BlockSize: 1, Slots: 1, Layers: e.layers})
+	e.KVPerToken, e.KVPerSeq = c.PerBlock, c.Fixed
 	e.Expansion = probeExpansion(be, cfg)
 	width := 4*cfg.Hidden + 2*max(cfg.Intermediate, cfg.MoEIntermediate*max(cfg.TopK, 1)) + 3*cfg.Heads*max(cfg.HeadDim, cfg.GlobalHeadDim)
 	e.ActBytes = int64(chunk)*int64(width)*4 + int64(cfg.Vocab)*4*2
 	e.Available, e.Source = Available(be)
 	return e
+}
+
+// kvLayers is cfg's KV geometry; an architecture the build does not know
+// (its load fails later, naming it) is counted as plain attention layers.
+func kvLayers(cfg *weights.Config) []backend.KVLayer {
+	if l, err := model.KVLayersFor(cfg); err == nil {
+		return l
+	}
+	l := make([]backend.KVLayer, cfg.Layers)
+	for i := range l {
+		l[i] = backend.KVLayer{KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim}
+	}
+	return l
 }
 
 // Available is the memory be may still use and where the figure comes

@@ -23,7 +23,7 @@ func TestKVTokens(t *testing.T) {
 		{Request{Parallel: 8, KVBlocks: 100}, 1600},
 		{Request{Parallel: 8, KVMemMiB: 1024}, 8192}, // 1 GiB / 128 KiB
 	} {
-		if got := tc.r.KVTokens(131072, per); got != tc.want {
+		if got := tc.r.KVTokens(131072, Estimate{KVPerToken: per}); got != tc.want {
 			t.Errorf("%+v: %d tokens, want %d", tc.r, got, tc.want)
 		}
 	}

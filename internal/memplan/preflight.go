@@ -20,9 +20,9 @@ type Request struct {
 }
 
 // KVTokens is how many tokens of KV cache the request allocates for a
-// model of modelCtx tokens, perToken bytes a token, the way the server
-// and the engine size the cache.
-func (r Request) KVTokens(modelCtx int, perToken int64) int {
+// model of modelCtx tokens with e's KV geometry, the way the server and
+// the engine size the cache.
+func (r Request) KVTokens(modelCtx int, e Estimate) int {
 	ctx := modelCtx
 	if r.CtxSize > 0 && (ctx <= 0 || r.CtxSize < ctx) {
 		ctx = r.CtxSize
@@ -36,8 +36,8 @@ func (r Request) KVTokens(modelCtx int, perToken int64) int {
 	switch {
 	case r.KVBlocks > 0:
 		return r.KVBlocks * bs
-	case r.KVMemMiB > 0 && perToken > 0:
-		return int(int64(r.KVMemMiB)<<20/(perToken*int64(bs))) * bs
+	case r.KVMemMiB > 0:
+		return e.KVTokensWithin(int64(r.KVMemMiB)<<20, par, bs)
 	case r.DefaultPerSeq > 0:
 		return roundUp(par * min(ctx, r.DefaultPerSeq))
 	}
@@ -47,15 +47,15 @@ func (r Request) KVTokens(modelCtx int, perToken int64) int {
 // Check stops a load that will not fit: the error gives the estimate's
 // parts, what is free, and what to change. what names the model.
 func Check(e Estimate, r Request, modelCtx int, what string) error {
-	tokens := r.KVTokens(modelCtx, e.KVPerToken)
-	if r.Skip || e.Fits(tokens) {
+	tokens, par := r.KVTokens(modelCtx, e), max(r.Parallel, 1)
+	if r.Skip || e.Fits(tokens, par) {
 		return nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "memory preflight: %s needs about %s (weights %s + KV cache %s for %d tokens%s + activations %s, with a %.0f%% margin) but %s is free (%s)",
-		what, GiB(int64(float64(e.Need(tokens))*Margin)), GiB(e.WeightBytes()), GiB(e.KVPerToken*int64(tokens)), tokens,
+		what, GiB(int64(float64(e.Need(tokens, par))*Margin)), GiB(e.WeightBytes()), GiB(e.KVBytes(tokens, par)), tokens,
 		r.layout(modelCtx), GiB(e.ActBytes), (Margin-1)*100, GiB(e.Available), e.Source)
-	if n := e.MaxTokens(); n < 16 {
+	if n := e.MaxTokens(par); n < 16 {
 		b.WriteString("; the weights alone do not fit: use a smaller quantization (a 4-bit conversion holds about a quarter of bf16) or a device with more memory")
 	} else {
 		fmt.Fprintf(&b, "; about %d tokens of KV cache fit: lower --ctx-size or --parallel (their product is the cache), give --kv-mem, or use a smaller quantization", n)

@@ -120,11 +120,7 @@ func Build(cfg *weights.Config, src Source, be backend.Backend) (*Model, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	mt := cfg.ModelType
-	if t, ok := cfg.Raw["text_model_type"].(string); ok && families[mt] == nil {
-		mt = t
-	}
-	f, ok := families[mt]
+	f, ok := families[familyType(cfg)]
 	if !ok {
 		return nil, fmt.Errorf("unsupported architecture %q (supported: %v)", cfg.ModelType, Supported())
 	}

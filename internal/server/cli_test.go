@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"github.com/mlxcel/mlxcel/internal/engine"
 	"io"
 	"log/slog"
 	"net/http"
@@ -61,7 +62,7 @@ func TestKVMem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	per := kvBytesPerBlock(l, 16)
+	per := kvCost(l, engine.Config{BlockSize: 16}).PerBlock
 	var want int64 // float32 K and V of every layer, 16 tokens (the CPU backend)
 	for _, layer := range l.Model.KVLayers() {
 		want += 2 * int64(layer.KVHeads) * int64(layer.HeadDim) * 4 * 16

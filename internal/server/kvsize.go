@@ -5,6 +5,7 @@ import (
 
 	"github.com/mlxcel/mlxcel/internal/app"
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/memplan"
 )
 
@@ -44,19 +45,31 @@ func kvSizeOn(l *app.Loaded, be backend.Backend, util float64, blockSize, parall
 	}
 	act := memplan.New(l.Model.Cfg, be, 0, chunk).ActBytes
 	budget := int64(util*float64(total)) - (total - free) - act
-	per := kvBytesPerBlock(l, blockSize)
-	blocks = int(budget / per)
-	if blocks < 1 {
-		return 0, 0, "", false, fmt.Errorf("server: %s of the device's %s (--gpu-memory-utilization %g) leaves no room for a KV block after the "+
-			"%s in use and %s of activations; raise --gpu-memory-utilization or pass --kv-mem", byteSize(int64(util*float64(total))),
-			byteSize(total), util, byteSize(total-free), byteSize(act))
+	layers := l.Model.KVLayers()
+	within := func(slots int) int {
+		return engine.KVBlocksWithin(be, engine.Config{BlockSize: blockSize, Parallel: slots, PrefillChunk: chunk}, layers, budget)
 	}
 	slots = parallel
 	if slots <= 0 {
+		// As many slots as the cache holds sequences, each slot's
+		// recurrent state and rings counted beside its blocks.
 		perSeq := (min(ctx, DefaultKVTokensPerSeq) + blockSize - 1) / blockSize
-		slots = min(max(blocks/perSeq, 1), MaxAutoParallel)
+		slots = 1
+		for s := MaxAutoParallel; s > 1; s-- {
+			if within(s) >= s*perSeq {
+				slots = s
+				break
+			}
+		}
 	}
+	blocks = within(slots)
+	if blocks < 1 {
+		return 0, 0, "", false, fmt.Errorf("server: %s of the device's %s (--gpu-memory-utilization %g) leaves no room for a KV block after the "+
+			"%s in use, %s of activations and the per-slot state of %d slots; raise --gpu-memory-utilization or pass --kv-mem",
+			byteSize(int64(util*float64(total))), byteSize(total), util, byteSize(total-free), byteSize(act), slots)
+	}
+	kv := backend.KVStoreBytes(be, engine.KVSpec(be, engine.Config{NumBlocks: blocks, BlockSize: blockSize, Parallel: slots, PrefillChunk: chunk}, layers))
 	note = fmt.Sprintf("KV cache %d blocks of %d tokens (%s) from %.0f%% of %s (%s in use, %s kept for activations); %d parallel slots",
-		blocks, blockSize, byteSize(int64(blocks)*per), util*100, byteSize(total), byteSize(total-free), byteSize(act), slots)
+		blocks, blockSize, byteSize(kv), util*100, byteSize(total), byteSize(total-free), byteSize(act), slots)
 	return blocks, slots, note, true, nil
 }

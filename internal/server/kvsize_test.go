@@ -1,10 +1,12 @@
 package server
 
 import (
+	"github.com/mlxcel/mlxcel/internal/engine"
 	"strings"
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/memplan"
 )
 
 // fakeDevice is the embedded model's backend dressed as a device with a
@@ -15,6 +17,11 @@ type fakeDevice struct {
 }
 
 func (fakeDevice) DeviceName() string { return "test device" }
+
+// KVStoreBytes forwards to the embedded backend (backend.KVSizer).
+func (d fakeDevice) KVStoreBytes(spec backend.KVSpec) int64 {
+	return backend.KVStoreBytes(d.Backend, spec)
+}
 func (d fakeDevice) MemoryInfo() (int64, int64, error) {
 	return d.free, d.total, nil
 }
@@ -24,7 +31,7 @@ func (d fakeDevice) MemoryInfo() (int64, int64, error) {
 // --parallel 0 becomes as many slots as that holds 4096-token sequences.
 func TestKVFromDeviceMemory(t *testing.T) {
 	l := loadModel(t, "")
-	per := kvBytesPerBlock(l, 16)
+	per := kvCost(l, engine.Config{BlockSize: 16}).PerBlock
 	const gib = int64(1) << 30
 	be := fakeDevice{Backend: l.Model.Backend(), free: 10 * gib, total: 16 * gib}
 	blocks, slots, note, ok, err := kvSizeOn(l, be, 0.9, 16, 0, 512, 512)
@@ -53,5 +60,36 @@ func TestKVFromDeviceMemory(t *testing.T) {
 	// A host backend is not sized this way.
 	if _, _, _, ok, _ := kvSizeOn(l, l.Model.Backend(), 0.9, 16, 0, 512, 512); ok {
 		t.Error("the CPU backend was sized from device memory")
+	}
+}
+
+// A hybrid model's slots each cost their recurrent state beside their
+// blocks: --parallel 0 picks the most slots whose 512-token sequences and
+// states fit, and the store the engine then allocates fits the budget.
+func TestKVFromDeviceMemoryHybrid(t *testing.T) {
+	l := loadModel(t, fixture("qwen3_5_text-bf16"))
+	const mib = int64(1) << 20
+	be := fakeDevice{Backend: l.Model.Backend(), free: 64 * mib, total: 64 * mib}
+	blocks, slots, _, ok, err := kvSizeOn(l, be, 0.25, 16, 0, 512, 512)
+	if err != nil || !ok {
+		t.Fatalf("sizing: ok %v err %v", ok, err)
+	}
+	c := kvCost(l, engine.Config{BlockSize: 16, Parallel: 1})
+	if c.Fixed <= 0 {
+		t.Fatalf("no recurrent state counted: %+v", c)
+	}
+	budget := 16*mib - memplan.New(l.Model.Cfg, be, 0, 512).ActBytes
+	store := func(blocks, slots int) int64 {
+		return backend.KVStoreBytes(be, engine.KVSpec(be, engine.Config{NumBlocks: blocks, BlockSize: 16, Parallel: slots, PrefillChunk: 512}, l.Model.KVLayers()))
+	}
+	if got := store(blocks, slots); got > budget || store(blocks+1, slots) <= budget {
+		t.Errorf("%d blocks for %d slots: %d bytes of a %d budget, one more block %d", blocks, slots, got, budget, store(blocks+1, slots))
+	}
+	const perSeq = 512 / 16
+	if blocks < slots*perSeq || (budget-int64(slots+1)*c.Fixed)/c.PerBlock >= int64((slots+1)*perSeq) {
+		t.Errorf("%d slots of %d blocks each in %d blocks: not the most that fit", slots, perSeq, blocks)
+	}
+	if naive := int(budget / c.PerBlock / perSeq); slots >= naive {
+		t.Errorf("%d slots: the state was not counted (%d without it)", slots, naive)
 	}
 }

@@ -11,6 +11,7 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -249,7 +250,7 @@ func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 	}
 	if o.KVBlocks == 0 && o.KVMemMiB == 0 {
 		bs := max(o.BlockSize, 1)
-		blocks, slots, note, ok, err := kvFromDeviceMemory(l, util, bs, o.Parallel, ctx, engine.DefaultPrefillChunkFor(l.Model.Backend()))
+		blocks, slots, note, ok, err := kvFromDeviceMemory(l, util, bs, o.Parallel, ctx, cmp.Or(o.PrefillChunk, engine.DefaultPrefillChunkFor(l.Model.Backend())))
 		if err != nil {
 			return cfg, err
 		}
@@ -277,31 +278,26 @@ func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 			bs = 16 // kvcache.DefaultBlockSize
 			cfg.BlockSize = bs
 		}
-		per := kvBytesPerBlock(l, bs)
-		n := int(int64(o.KVMemMiB) << 20 / per)
+		sizing := engine.Config{BlockSize: bs, Parallel: cfg.Parallel, PrefillChunk: o.PrefillChunk}
+		n := engine.KVBlocksWithin(l.Model.Backend(), sizing, l.Model.KVLayers(), int64(o.KVMemMiB)<<20)
 		if n < 1 {
-			return cfg, fmt.Errorf("server: --kv-mem %d MiB holds no KV block (one block of %d tokens is %s)", o.KVMemMiB, bs, byteSize(per))
+			c := kvCost(l, sizing)
+			return cfg, fmt.Errorf("server: --kv-mem %d MiB holds no KV block (one block of %d tokens is %s, beside %s of recurrent state for %d slots)",
+				o.KVMemMiB, bs, byteSize(c.PerBlock), byteSize(c.Fixed), cfg.Parallel)
 		}
 		cfg.NumBlocks = n
 	}
 	return cfg, nil
 }
 
-// kvBytesPerBlock is one block of K and V over all layers, at the
-// backend's element size (float32 on the CPU, f16 on CUDA).
-// Sliding-window layers are counted per block too, although the engine may
-// keep them in fixed per-sequence rings (docs/kv-cache.md): the budget is
-// then over-counted, never exceeded.
-func kvBytesPerBlock(l *app.Loaded, blockSize int) int64 {
-	elem := int64(backend.KVElemBytes(l.Model.Backend()))
-	var per int64
-	for _, layer := range l.Model.KVLayers() {
-		if layer.Shared {
-			continue // reads another layer's K/V (Gemma 4 E-series)
-		}
-		per += 2 * int64(layer.KVHeads) * int64(layer.HeadDim) * elem
-	}
-	return per * int64(blockSize)
+// kvCost is the KV store the engine allocates for l under cfg, with every
+// windowed layer paged: per block of the paged layers (those with K/V of
+// their own, at the backend's element size), and fixed per slot (the
+// recurrent state of linear-attention layers), as the backend counts it.
+func kvCost(l *app.Loaded, cfg engine.Config) backend.KVCost {
+	be := l.Model.Backend()
+	cfg.NumBlocks = 0 // no blocks: no rings
+	return backend.KVCostOf(be, engine.KVSpec(be, cfg, l.Model.KVLayers()))
 }
 
 // model returns the served model, or nil while loading.

@@ -30,35 +30,53 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 	if spec.Slots < 0 || spec.RingTokens < 0 {
 		return nil, fmt.Errorf("cpu: KV store slots %d and ring tokens %d must not be negative", spec.Slots, spec.RingTokens)
 	}
-	rings := spec.Slots > 0 && spec.RingTokens > 0
 	s := &kvStore{spec: spec}
 	for i, l := range spec.Layers {
-		ring := rings && l.Window > 0
-		n := spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim
+		n, ring, state := kvLayout(spec, l)
 		var ds *deltaState
 		switch {
-		case l.Shared:
-			n = 0 // reads another layer's K/V (FeatureSharedKV)
 		case l.Recurrent():
-			n = 0 // no K/V: per-slot state of a size independent of the context
 			var err error
-			if ds, err = newDeltaState(spec, l, i); err != nil {
+			if ds, err = newDeltaState(spec, l, i, state); err != nil {
 				return nil, err
 			}
-		case ring:
+		case ring && spec.RingTokens < l.Window:
 			// A ring shorter than the window could not hold even one
 			// query's keys; Attention checks the stricter per-chunk bound.
-			if spec.RingTokens < l.Window {
-				return nil, fmt.Errorf("cpu: layer %d: ring of %d tokens is shorter than its window of %d", i, spec.RingTokens, l.Window)
-			}
-			n = spec.Slots * spec.RingTokens * l.KVHeads * l.HeadDim
+			return nil, fmt.Errorf("cpu: layer %d: ring of %d tokens is shorter than its window of %d", i, spec.RingTokens, l.Window)
 		}
 		s.delta = append(s.delta, ds)
-		s.ring = append(s.ring, ring && !l.Shared && ds == nil)
+		s.ring = append(s.ring, ring)
 		s.k = append(s.k, make([]float32, n))
 		s.v = append(s.v, make([]float32, n))
 	}
 	return s, nil
+}
+
+// kvLayout is how the store keeps layer l: n floats each of K and V, in
+// per-slot rings or paged, and the floats of its recurrent state.
+func kvLayout(spec backend.KVSpec, l backend.KVLayer) (n int, ring bool, state int) {
+	switch {
+	case l.Shared:
+		return 0, false, 0 // reads another layer's K/V (FeatureSharedKV)
+	case l.Recurrent():
+		// No K/V: per-slot state of a size independent of the context.
+		return 0, false, spec.Slots * l.DeltaNet.StateFloats()
+	case spec.Slots > 0 && spec.RingTokens > 0 && l.Window > 0:
+		return spec.Slots * spec.RingTokens * l.KVHeads * l.HeadDim, true, 0
+	}
+	return spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim, false, 0
+}
+
+// KVStoreBytes is what NewKVStore(spec) allocates (backend.KVSizer):
+// float32 K and V, and the float32 recurrent state.
+func (b *Backend) KVStoreBytes(spec backend.KVSpec) int64 {
+	var n int64
+	for _, l := range spec.Layers {
+		kv, _, state := kvLayout(spec, l)
+		n += 4 * (2*int64(kv) + int64(state))
+	}
+	return n
 }
 
 // bytes is the memory of layer's K and V (tests).

@@ -24,7 +24,8 @@ type deltaState struct {
 	pos  []int32
 }
 
-func newDeltaState(spec backend.KVSpec, l backend.KVLayer, layer int) (*deltaState, error) {
+// newDeltaState makes layer's state of floats values (kvLayout's).
+func newDeltaState(spec backend.KVSpec, l backend.KVLayer, layer, floats int) (*deltaState, error) {
 	p := l.DeltaNet
 	if spec.Slots <= 0 {
 		return nil, fmt.Errorf("cpu: layer %d keeps recurrent state per slot, but the KV spec has no slots", layer)
@@ -32,7 +33,7 @@ func newDeltaState(spec backend.KVSpec, l backend.KVLayer, layer int) (*deltaSta
 	if p.KHeads <= 0 || p.VHeads%p.KHeads != 0 || p.KDim <= 0 || p.VDim <= 0 || p.ConvKernel < 1 || p.ChunkSize < 1 {
 		return nil, fmt.Errorf("cpu: layer %d: invalid Gated DeltaNet shape %+v", layer, p)
 	}
-	return &deltaState{p: p, data: make([]float32, spec.Slots*p.StateFloats()), pos: make([]int32, spec.Slots)}, nil
+	return &deltaState{p: p, data: make([]float32, floats), pos: make([]int32, spec.Slots)}, nil
 }
 
 // slot returns the conv window [ConvKernel-1, Channels] and the delta-rule

@@ -313,7 +313,7 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 		if l.HeadDim > 512 {
 			return nil, fmt.Errorf("cuda: layer %d head dim %d is over 512", i, l.HeadDim)
 		}
-		n := spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim * b.KVElemBytes()
+		n := b.kvLayerBytes(spec, l)
 		k, err := b.allocPersistent(n)
 		if err != nil {
 			return nil, fmt.Errorf("cuda: KV store layer %d: %v", i, err)
@@ -325,6 +325,21 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 		s.k, s.v = append(s.k, k), append(s.v, v)
 	}
 	return s, nil
+}
+
+// kvLayerBytes is one of layer l's K and V caches: every layer paged, in
+// f16 (the store keeps no rings, shared or recurrent layers).
+func (b *Backend) kvLayerBytes(spec backend.KVSpec, l backend.KVLayer) int {
+	return spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim * b.KVElemBytes()
+}
+
+// KVStoreBytes is what NewKVStore(spec) allocates (backend.KVSizer).
+func (b *Backend) KVStoreBytes(spec backend.KVSpec) int64 {
+	var n int64
+	for _, l := range spec.Layers {
+		n += 2 * int64(b.kvLayerBytes(spec, l))
+	}
+	return n
 }
 
 // MemoryInfo reports the device's free and total memory (cuMemGetInfo):

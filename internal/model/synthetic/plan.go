@@ -174,6 +174,11 @@ func (p *planner) run() error {
 		}
 	case "gpt_oss":
 		layer = func(i int, prefix string) error { p.gptOss(prefix); return nil }
+	case "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text":
+		var err error
+		if layer, err = p.qwen35(); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("synthetic weights: no tensor plan for model_type %q", mt)
 	}
@@ -272,26 +277,4 @@ func GemmaLayerGeometry(c *weights.Config, i int) (headDim, kvHeads int, full bo
 		}
 	}
 	return headDim, kvHeads, full
-}
-
-// KVBytesPerToken is the KV cache size of one token over all layers at
-// elemBytes per element (K and V).
-func KVBytesPerToken(c *weights.Config, elemBytes int) int64 {
-	var n int64
-	gemma := ModelType(c) == "gemma4_text" || ModelType(c) == "gemma4"
-	layers := c.Layers
-	if f, _ := c.Raw["num_kv_shared_layers"].(float64); gemma && int(f) < layers {
-		layers -= int(f) // the last ones read earlier layers' K/V
-	}
-	for i := range layers {
-		if i < len(c.LayerTypes) && c.LayerTypes[i] == "linear_attention" {
-			continue // Qwen3.5's recurrent layers: per-sequence state, no K/V
-		}
-		hd, kvh := c.HeadDim, c.KVHeads
-		if gemma {
-			hd, kvh, _ = GemmaLayerGeometry(c, i)
-		}
-		n += int64(2 * hd * kvh * elemBytes)
-	}
-	return n
 }

@@ -62,6 +62,14 @@ func New(cfg *weights.Config, be backend.Backend, opts Options) (*Source, error)
 // Has reports whether a real checkpoint of this config holds name.
 func (s *Source) Has(name string) bool { _, ok := s.plan[name]; return ok }
 
+// TensorShape is name's planned stored shape: a family that reads the
+// checkpoint's layout off a shape (Qwen3.5's conv1d) sees mlx-lm's, which
+// is the layout the plan is of.
+func (s *Source) TensorShape(name string) ([]int, bool) {
+	t, ok := s.plan[name]
+	return slices.Clone(t.Shape), ok
+}
+
 // UploadedBytes is the stored size of everything handed out so far.
 func (s *Source) UploadedBytes() int64 { return s.uploaded }
 

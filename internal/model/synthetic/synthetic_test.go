@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
@@ -21,7 +22,8 @@ import (
 
 const testdata = "../../../../shared/testdata/"
 
-var tinyFixtures = []string{"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma4", "gemma4_moe", "gemma4_e", "gemma3_text"}
+var tinyFixtures = []string{"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma4", "gemma4_moe", "gemma4_e", "gemma3_text",
+	"qwen3_5_text", "qwen3_5_moe_text"}
 
 func needTestdata(t *testing.T) {
 	t.Helper()
@@ -38,7 +40,7 @@ func TestPlanMatchesFixtures(t *testing.T) {
 		for _, kind := range []string{"-bf16", "-mlx-q4g64"} {
 			dir := testdata + "tiny/" + arch + kind
 			t.Run(arch+kind, func(t *testing.T) {
-				if kind == "-bf16" && (arch == "qwen3_moe" || arch == "mixtral" || arch == "gemma4_moe") {
+				if kind == "-bf16" && (arch == "qwen3_moe" || arch == "mixtral" || arch == "gemma4_moe" || arch == "qwen3_5_moe_text") {
 					// transformers stores one tensor per expert; the plan
 					// is mlx_lm's stacked switch_mlp layout, which is what
 					// every MLX checkpoint (and the loader) uses.
@@ -81,7 +83,13 @@ func checkPlan(t *testing.T, dir string) {
 			t.Errorf("plan has %s, the checkpoint does not", p.Name)
 			continue
 		}
-		if !slices.Equal(ti.Shape, p.Shape) || ti.DType != p.DType {
+		shape := ti.Shape
+		if strings.HasSuffix(p.Name, ".conv1d.weight") && len(shape) == 3 && shape[1] == 1 {
+			// transformers' [channels, 1, kernel]: mlx-lm's [channels,
+			// kernel, 1] (the plan's) is the same values in the same order.
+			shape = []int{shape[0], shape[2], 1}
+		}
+		if !slices.Equal(shape, p.Shape) || ti.DType != p.DType {
 			t.Errorf("%s: plan %v %s, checkpoint %v %s", p.Name, p.Shape, p.DType, ti.Shape, ti.DType)
 		}
 		delete(have, p.Name)
@@ -222,7 +230,7 @@ func checkBuildForward(t *testing.T, cfg *weights.Config) {
 		t.Errorf("uploaded %d bytes, plan says %d", got, want)
 	}
 	const n = 20
-	kv, err := be.NewKVStore(backend.KVSpec{NumBlocks: 2, BlockSize: 16, Layers: m.KVLayers()})
+	kv, err := be.NewKVStore(backend.KVSpec{NumBlocks: 2, BlockSize: 16, Slots: 1, Layers: m.KVLayers()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,6 +286,10 @@ func TestEmbeddedProfilePlanSizes(t *testing.T) {
 		"gpt-oss-120b-mxfp4-q8":   {60, 66, 3.3, 3.8},
 		"gemma-4-26b-a4b-it-4bit": {13.5, 15, 2.0, 2.4},
 		"gemma-4-e4b-it-4bit":     {3.9, 4.6, 2.4, 2.9},
+		// Text model only (the vision tower is not planned, as it is not
+		// loaded); 4-bit g64 affine is 4.5 bits a weight.
+		"qwen3.5-27b-4bit":     {14.5, 16, 13.8, 15},
+		"qwen3.5-35b-a3b-4bit": {18.5, 20.5, 1.5, 1.9},
 	} {
 		b, err := profiles.Config(name)
 		if err != nil {
@@ -288,19 +300,10 @@ func TestEmbeddedProfilePlanSizes(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		plan := checkPlanSize(t, name, cfg, [2]float64{r[0], r[1]})
-		if gb := float64(synthetic.DecodeBytes(plan, cfg)) / 1e9; gb < r[2] || gb > r[3] {
+		gb := float64(synthetic.DecodeBytes(plan, cfg)) / 1e9
+		t.Logf("%s: %.2f GB a decode token", name, gb)
+		if gb < r[2] || gb > r[3] {
 			t.Errorf("%s: %.2f GB a decode token, want %.1f-%.1f", name, gb, r[2], r[3])
-		}
-	}
-	// Qwen3.5 (hybrid Gated DeltaNet) is being built: its profiles' configs
-	// are checked in internal/profiles; the plan comes once the family's
-	// config keys (mRoPE sections) and layers are understood.
-	for _, name := range []string{"qwen3.5-27b-4bit", "qwen3.5-35b-a3b-4bit"} {
-		b, _ := profiles.Config(name)
-		if cfg, err := weights.ParseConfig(b); err != nil {
-			t.Logf("%s: not yet: %v", name, err)
-		} else if _, err := synthetic.Plan(cfg); err != nil {
-			t.Logf("%s: not yet: %v", name, err)
 		}
 	}
 }
@@ -312,7 +315,7 @@ func checkPlanSize(t *testing.T, name string, cfg *weights.Config, r [2]float64)
 		t.Fatalf("%s: %v", name, err)
 	}
 	gb := float64(synthetic.TotalBytes(plan)) / 1e9
-	t.Logf("%s: %d tensors, %.2f GB, KV %d bytes/token (bf16)", name, len(plan), gb, synthetic.KVBytesPerToken(cfg, 2))
+	t.Logf("%s: %d tensors, %.2f GB", name, len(plan), gb)
 	if gb < r[0] || gb > r[1] {
 		t.Errorf("%s: %.2f GB, want %.1f-%.1f", name, gb, r[0], r[1])
 	}
