@@ -127,7 +127,7 @@ func inspect(dir string) (*inspectReport, error) {
 	defer ck.Close()
 	r := &inspectReport{Dir: dir, Architecture: cfg.ModelType, Layers: cfg.Layers, Hidden: cfg.Hidden,
 		Heads: fmt.Sprintf("%d q / %d kv x %d", cfg.Heads, cfg.KVHeads, cfg.HeadDim), Vocab: cfg.Vocab,
-		Context: cfg.MaxPosition, Quantization: map[string]string{}, Skipped: len(ck.Skipped)}
+		Context: model.ContextOf(cfg), Quantization: map[string]string{}, Skipped: len(ck.Skipped)}
 	if t, ok := cfg.Raw["text_model_type"].(string); ok {
 		r.Architecture += "/" + t
 	}

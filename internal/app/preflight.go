@@ -3,6 +3,7 @@ package app
 import (
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/memplan"
+	"github.com/mlxcel/mlxcel/internal/model"
 	"github.com/mlxcel/mlxcel/internal/model/synthetic"
 	"github.com/mlxcel/mlxcel/internal/weights"
 )
@@ -18,11 +19,7 @@ func estimate(cfg *weights.Config, stored int64, be backend.Backend, r memplan.R
 	if chunk <= 0 {
 		chunk = 512
 	}
-	ctx := cfg.MaxPosition
-	if ctx <= 0 {
-		ctx = 4096 // model.Model.MaxContext's default
-	}
-	return memplan.New(cfg, be, stored, chunk), ctx
+	return memplan.New(cfg, be, stored, chunk), model.ContextOf(cfg)
 }
 
 // profilePreflight is Preflight for synthetic weights, sized by the plan.

@@ -91,9 +91,14 @@ func (m *Model) Vocab() int {
 // the original context by its factor: Qwen's model cards tell users to
 // add a yarn rope_scaling block and leave max_position_embeddings at the
 // original length, as vLLM then serves factor x original tokens.
-func (m *Model) MaxContext() int {
-	n := m.Cfg.MaxPosition
-	if r := m.Cfg.Rope; r.Type == "yarn" && r.Factor > 1 && r.OriginalMaxPosition > 0 {
+func (m *Model) MaxContext() int { return ContextOf(m.Cfg) }
+
+// ContextOf is the context a model of cfg supports (Model.MaxContext),
+// from the config alone: the memory preflight sizes against it before
+// any weight is read.
+func ContextOf(cfg *weights.Config) int {
+	n := cfg.MaxPosition
+	if r := cfg.Rope; r.Type == "yarn" && r.Factor > 1 && r.OriginalMaxPosition > 0 {
 		n = max(n, int(r.Factor*float64(r.OriginalMaxPosition)))
 	}
 	if n > 0 {
