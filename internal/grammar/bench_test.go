@@ -86,12 +86,12 @@ func BenchmarkStateMask(b *testing.B) {
 		{"after-brace", `{`},
 	} {
 		s := g.walk(g.d.start, []byte(c.prefix))
-		classes := v.tokenClasses(g.d)
+		cc := newCharClasses(g.d)
 		out := make([]uint64, v.Words())
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				clear(out)
-				v.mask(g.d, s, classes, out)
+				v.mask(g.d, s, cc, out)
 			}
 		})
 	}
