@@ -268,11 +268,11 @@ func (sp *split) build(v *Vocab, k splitKey) {
 	for n := range sp.le {
 		sp.le[n] = make([]uint64, words)
 	}
-	var rest []int32
+	var rest []int32 // indices in v's byte order
 	for i, id := range v.ids {
 		n := k.chars(v.data[v.off[i]:v.off[i+1]])
 		if n < 0 {
-			rest = append(rest, id)
+			rest = append(rest, int32(i))
 			continue
 		}
 		sp.all[id>>6] |= 1 << (id & 63)
@@ -288,7 +288,7 @@ func (sp *split) build(v *Vocab, k splitKey) {
 		}
 	}
 	slices.SortFunc(sp.long, func(a, b lenToken) int { return b.len - a.len })
-	sp.rest.build(rest, v.byID)
+	sp.rest.buildSub(&v.trie, rest)
 }
 
 // mask computes state s's mask (out zeroed) through a content split when

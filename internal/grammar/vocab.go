@@ -46,7 +46,16 @@ type trie struct {
 	parts   []int // bounds of the ranges walked in parallel
 	// firstCount[b] is the number of tokens starting with byte b.
 	firstCount [256]int
-	maxLen     int
+	// pairs[pairStart[b]:pairStart[b+1]] count the tokens under each
+	// two-byte prefix starting with b (a finer bound than firstCount).
+	pairStart [257]int32
+	pairs     []bytePair
+	maxLen    int
+}
+
+type bytePair struct {
+	second byte
+	n      int32
 }
 
 // NewVocab reads src's tokens; size is the model's vocabulary (logits
@@ -77,6 +86,9 @@ func NewVocab(src TokenSource, size int, specials ...int32) *Vocab {
 	}
 	slices.SortStableFunc(ids, func(a, b int32) int { return bytes.Compare(v.byID[a], v.byID[b]) })
 	v.trie.build(ids, v.byID)
+	// Every JSON string has this content; its split would otherwise be
+	// built by a first request's mask.
+	v.splitFor(splitKey{set: plainASCII, utf8: true})
 	return v
 }
 
@@ -100,7 +112,67 @@ func (t *trie) build(ids []int32, byID [][]byte) {
 		t.firstCount[b[0]]++
 		prev = b
 	}
+	t.finish()
+}
+
+// buildSub lays out the tokens idx (ascending) of p: their bytes read in
+// p's order (not by id, scattered in memory), the shared prefixes taken
+// from p's (in byte order, a token shares with an earlier one the least
+// prefix shared by any two neighbours between).
+func (t *trie) buildSub(p *trie, idx []int32) {
+	t.ids = make([]int32, len(idx))
+	t.off = make([]uint32, 0, len(idx)+1)
+	t.lcp = make([]uint16, len(idx))
+	total := 0
+	for _, i := range idx {
+		total += int(p.off[i+1] - p.off[i])
+	}
+	t.data = make([]byte, 0, total)
+	prev, from := int32(-1), uint32(0) // bytes from p.data[from:] not copied yet
+	for j, i := range idx {
+		if i != prev+1 {
+			// Copy the run of neighbours up to here at once.
+			t.data = append(t.data, p.data[from:p.off[prev+1]]...)
+			from = p.off[i]
+		}
+		t.ids[j] = p.ids[i]
+		t.off = append(t.off, uint32(len(t.data))+p.off[i]-from)
+		if prev >= 0 {
+			l := p.lcp[i]
+			for k := prev + 1; k < i; k++ {
+				l = min(l, p.lcp[k])
+			}
+			t.lcp[j] = l
+		}
+		n := int(p.off[i+1] - p.off[i])
+		t.maxLen = max(t.maxLen, n)
+		t.firstCount[p.data[p.off[i]]]++
+		prev = i
+	}
+	if prev >= 0 {
+		t.data = append(t.data, p.data[from:p.off[prev+1]]...)
+	}
+	t.finish()
+}
+
+func (t *trie) finish() {
 	t.off = append(t.off, uint32(len(t.data)))
+	last := -1 // the last pair counted, as first<<8 | second
+	for i := range t.ids {
+		tok := t.data[t.off[i]:t.off[i+1]]
+		if len(tok) < 2 {
+			continue
+		}
+		if p := int(tok[0])<<8 | int(tok[1]); p != last {
+			t.pairs = append(t.pairs, bytePair{second: tok[1]})
+			t.pairStart[tok[0]+1] = int32(len(t.pairs))
+			last = p
+		}
+		t.pairs[len(t.pairs)-1].n++
+	}
+	for b := 1; b <= 256; b++ {
+		t.pairStart[b] = max(t.pairStart[b], t.pairStart[b-1])
+	}
 	t.buildSkips()
 	t.parts = splitParts(len(t.ids), min(runtime.GOMAXPROCS(0), maxMaskWorkers), minPartTokens)
 }
@@ -197,7 +269,7 @@ func (v *Vocab) Words() int { return (v.size + 63) / 64 }
 // that prefix. Wide states are walked in parallel parts.
 func (t *trie) walk(d *dfa, s int32, out []uint64) {
 	parts := t.parts
-	if len(parts) <= 2 || t.liveTokens(d, s) < 2*minPartTokens {
+	if len(parts) <= 2 || t.livePairs(d, s, 2*minPartTokens) < 2*minPartTokens {
 		t.walkRange(d, s, out, 0, len(t.ids))
 		return
 	}
@@ -224,6 +296,32 @@ func (t *trie) liveTokens(d *dfa, s int32) int {
 	for b := range 256 {
 		if row[d.classOf[b]] >= 0 {
 			n += t.firstCount[b]
+		}
+	}
+	return n
+}
+
+// livePairs counts, up to limit, the tokens whose first two bytes s
+// accepts (those of one byte counted when s accepts their first): most
+// states after a delimiter accept many first bytes but few second ones.
+func (t *trie) livePairs(d *dfa, s int32, limit int) int {
+	n := 0
+	row := d.trans[int(s)*d.nclass : int(s+1)*d.nclass]
+	for b := range 256 {
+		s1 := row[d.classOf[b]]
+		if s1 < 0 {
+			continue
+		}
+		row1 := d.trans[int(s1)*d.nclass : int(s1+1)*d.nclass]
+		under := 0
+		for _, p := range t.pairs[t.pairStart[b]:t.pairStart[b+1]] {
+			under += int(p.n)
+			if row1[d.classOf[p.second]] >= 0 {
+				n += int(p.n)
+			}
+		}
+		if n += t.firstCount[b] - under; n >= limit {
+			return n
 		}
 	}
 	return n
