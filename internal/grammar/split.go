@@ -110,10 +110,10 @@ func (d *dfa) charStep(s int32, cc charClasses) int32 {
 	return target
 }
 
-// runInfo is a state's content run: any n characters of key take the state
-// along a chain to end, the state after n steps (a chain that loops runs
-// to the limit, the longest token). kills: end accepts no byte that can
-// begin a character of key, so longer content tokens all die.
+// runInfo is a state's content run: any n characters of key take the
+// state along a chain of states (a chain that loops runs to the limit,
+// the longest token). kills: the state after n steps accepts no byte
+// that can begin a character of key, so longer content tokens all die.
 type runInfo struct {
 	key   splitKey
 	n     int
@@ -291,8 +291,9 @@ func (sp *split) build(v *Vocab, k splitKey) {
 	sp.rest.buildSub(&v.trie, rest)
 }
 
-// mask computes state s's mask (out zeroed) through a content split when
-// s has a run worth one; false when it has not, and out is untouched.
+// splitMask computes state s's mask (out zeroed) through a content split
+// when s has a run worth one; false when it has not, and out is
+// untouched.
 func (v *Vocab) splitMask(d *dfa, s int32, cc charClasses, out []uint64) bool {
 	if v.liveTokens(d, s) < minSplitLive {
 		return false
