@@ -86,12 +86,12 @@ func BenchmarkStateMask(b *testing.B) {
 		{"after-brace", `{`},
 	} {
 		s := g.walk(g.d.start, []byte(c.prefix))
-		classes := v.tokenClasses(g.d)
+		cc := newCharClasses(g.d)
 		out := make([]uint64, v.Words())
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				clear(out)
-				v.mask(g.d, s, classes, out)
+				v.mask(g.d, s, cc, out)
 			}
 		})
 	}
@@ -131,5 +131,24 @@ func BenchmarkNewVocab(b *testing.B) {
 	tok := loadTok(b, "tokenizers/qwen3")
 	for b.Loop() {
 		NewVocab(tok, tok.VocabSize())
+	}
+}
+
+// BenchmarkContentSplit is the once-per-vocabulary cost of a content
+// split (split.go): a JSON string's characters, and a pattern's
+// [a-z0-9.] (most of the vocabulary left to walk), over Llama 3.
+func BenchmarkContentSplit(b *testing.B) {
+	g, v, _, _ := benchSetup(b, "llama3_1")
+	cc := newCharClasses(g.d)
+	for _, c := range []struct{ name, prefix string }{
+		{"string", `{"name": "Ad`},
+		{"pattern", `{"name": "A", "age": 1, "email": "a`},
+	} {
+		r, _ := g.d.contentRun(g.walk(g.d.start, []byte(c.prefix)), v.maxLen, cc)
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				new(split).build(v, r.key)
+			}
+		})
 	}
 }

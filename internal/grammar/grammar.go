@@ -8,8 +8,10 @@
 // minimization) into states whose next-token sets depend on the state
 // alone. So the token mask of a state is computed once, by one walk of
 // the vocabulary sorted by bytes (shared prefixes walked once, a dead
-// prefix skipping every token under it: xgrammar's token trie), and
-// cached; decoding then copies a cached mask per token. The price of
+// prefix skipping every token under it: xgrammar's token trie), where
+// a string's plain content tokens come from a per-vocabulary mask
+// instead (split.go), and cached; decoding then copies a cached mask per
+// token. The price of
 // having no stack is bounded nesting for untyped values and recursive
 // $refs (Options), which docs/constrained-decoding.md discusses.
 package grammar

@@ -49,19 +49,28 @@ var (
 	digit1 = rangeSet('1', '9')
 )
 
-// multiByte matches one well-formed UTF-8 sequence of 2 to 4 bytes (no
-// surrogates, nothing past U+10FFFF).
+// utf8Seqs are the well-formed UTF-8 sequences of 2 to 4 bytes, byte
+// set by byte set (no surrogates, nothing past U+10FFFF). Their first
+// sets are disjoint. The content splits (split.go) classify tokens by
+// the same table.
+var utf8Seqs = [][]byteSet{
+	{rangeSet(0xC2, 0xDF), cont},
+	{rangeSet(0xE0, 0xE0), rangeSet(0xA0, 0xBF), cont},
+	{rangeSet(0xE1, 0xEC), cont, cont},
+	{rangeSet(0xED, 0xED), rangeSet(0x80, 0x9F), cont},
+	{rangeSet(0xEE, 0xEF), cont, cont},
+	{rangeSet(0xF0, 0xF0), rangeSet(0x90, 0xBF), cont, cont},
+	{rangeSet(0xF1, 0xF3), cont, cont, cont},
+	{rangeSet(0xF4, 0xF4), rangeSet(0x80, 0x8F), cont, cont},
+}
+
+// multiByte matches one well-formed UTF-8 sequence of 2 to 4 bytes.
 func (n *nfa) multiByte() frag {
-	return n.alt(
-		n.classes(rangeSet(0xC2, 0xDF), cont),
-		n.classes(rangeSet(0xE0, 0xE0), rangeSet(0xA0, 0xBF), cont),
-		n.classes(rangeSet(0xE1, 0xEC), cont, cont),
-		n.classes(rangeSet(0xED, 0xED), rangeSet(0x80, 0x9F), cont),
-		n.classes(rangeSet(0xEE, 0xEF), cont, cont),
-		n.classes(rangeSet(0xF0, 0xF0), rangeSet(0x90, 0xBF), cont, cont),
-		n.classes(rangeSet(0xF1, 0xF3), cont, cont, cont),
-		n.classes(rangeSet(0xF4, 0xF4), rangeSet(0x80, 0x8F), cont, cont),
-	)
+	alts := make([]frag, len(utf8Seqs))
+	for i, seq := range utf8Seqs {
+		alts[i] = n.classes(seq...)
+	}
+	return n.alt(alts...)
 }
 
 // escape is a JSON escape sequence. \u escapes of surrogates are left

@@ -11,11 +11,11 @@ import (
 // states, each computed on first use and kept. Safe for concurrent use;
 // share one per (grammar, model) across requests.
 type TokenTable struct {
-	g       *Grammar
-	v       *Vocab
-	classes []uint64 // per sorted token, its byte classes (Vocab.tokenClasses)
-	masks   []atomic.Pointer[maskEntry]
-	bytes   atomic.Int64 // memory held by the computed masks
+	g     *Grammar
+	v     *Vocab
+	cc    charClasses // the multi-byte characters' byte classes in g (split.go)
+	masks []atomic.Pointer[maskEntry]
+	bytes atomic.Int64 // memory held by the computed masks
 }
 
 // maskEntry is one state's mask; done is closed once m is filled.
@@ -26,7 +26,7 @@ type maskEntry struct {
 
 // NewTokenTable binds g to v.
 func NewTokenTable(g *Grammar, v *Vocab) *TokenTable {
-	return &TokenTable{g: g, v: v, classes: v.tokenClasses(g.d), masks: make([]atomic.Pointer[maskEntry], g.d.numStates())}
+	return &TokenTable{g: g, v: v, cc: newCharClasses(g.d), masks: make([]atomic.Pointer[maskEntry], g.d.numStates())}
 }
 
 // stateMask returns the mask of state s, computing it on first use; a
@@ -41,7 +41,7 @@ func (t *TokenTable) stateMask(s int32) []uint64 {
 		return t.stateMask(s)
 	}
 	e.m = make([]uint64, t.v.Words())
-	t.v.mask(t.g.d, s, t.classes, e.m)
+	t.v.mask(t.g.d, s, t.cc, e.m)
 	t.bytes.Add(int64(8 * len(e.m)))
 	close(e.done)
 	return e.m

@@ -186,13 +186,13 @@ func TestMaskPartsAnyCut(t *testing.T) {
 	}
 	tok := loadTok(t, "tokenizers/llama3_1")
 	v := NewVocab(tok, tok.VocabSize())
-	classes := v.tokenClasses(g.d)
+	cc := newCharClasses(g.d)
 	for _, workers := range []int{1, 3, 7, 13} {
 		v.parts = splitParts(len(v.ids), workers, 1)
 		for _, prefix := range []string{``, `{"name": "Ad`, `{"name": "A", "age": 1, "address": {"city": "Lon`, `{"name": "A", "age": 1`} {
 			s := g.walk(g.d.start, []byte(prefix))
 			got := make([]uint64, v.Words())
-			v.mask(g.d, s, classes, got)
+			v.mask(g.d, s, cc, got)
 			want := bruteMask(g, v, s)
 			for w := range want {
 				if got[w] != want[w] {

@@ -17,13 +17,23 @@ type TokenSource interface {
 }
 
 // Vocab is a model's vocabulary laid out for mask computation: the
-// tokens sorted by their bytes, each with the length of the prefix it
-// shares with the one before (a token trie flattened in depth-first
-// order). Special tokens and tokens without bytes are left out: they are
-// never allowed inside a constrained value. Immutable; build one per
-// model and share it.
+// tokens sorted by their bytes (a trie, below). Special tokens and
+// tokens without bytes are left out: they are never allowed inside a
+// constrained value. Build one per model and share it; it is safe for
+// concurrent use (its content splits, split.go, are built on first use).
 type Vocab struct {
-	size int      // mask width: the model's vocabulary (logit row length)
+	size int // mask width: the model's vocabulary (logit row length)
+	trie
+	byID [][]byte // bytes by id, nil for tokens never allowed
+
+	splitMu sync.Mutex
+	splits  map[splitKey]*split
+}
+
+// trie is tokens sorted by their bytes, each with the length of the
+// prefix it shares with the one before (a token trie flattened in
+// depth-first order).
+type trie struct {
 	ids  []int32  // token ids in byte order
 	off  []uint32 // ids[i]'s bytes are data[off[i]:off[i+1]]
 	data []byte
@@ -36,8 +46,16 @@ type Vocab struct {
 	parts   []int // bounds of the ranges walked in parallel
 	// firstCount[b] is the number of tokens starting with byte b.
 	firstCount [256]int
-	maxLen     int
-	byID       [][]byte // bytes by id, nil for tokens never allowed
+	// pairs[pairStart[b]:pairStart[b+1]] count the tokens under each
+	// two-byte prefix starting with b (a finer bound than firstCount).
+	pairStart [257]int32
+	pairs     []bytePair
+	maxLen    int
+}
+
+type bytePair struct {
+	second byte
+	n      int32
 }
 
 // NewVocab reads src's tokens; size is the model's vocabulary (logits
@@ -50,38 +68,113 @@ type Vocab struct {
 func NewVocab(src TokenSource, size int, specials ...int32) *Vocab {
 	v := &Vocab{size: size, byID: make([][]byte, size)}
 	n := min(size, src.VocabSize())
+	var ids []int32
 	for id := range int32(n) {
 		if src.IsSpecial(id) {
 			continue
 		}
 		if b := src.TokenBytes(id); len(b) > 0 && bytes.IndexByte(b, specialLead) < 0 {
 			v.byID[id] = slices.Clip(b)
-			v.ids = append(v.ids, id)
+			ids = append(ids, id)
 		}
 	}
 	for _, id := range specials {
 		if id >= 0 && int(id) < n && v.byID[id] == nil {
 			v.byID[id] = []byte(SpecialLiteral(id))
-			v.ids = append(v.ids, id)
+			ids = append(ids, id)
 		}
 	}
-	slices.SortStableFunc(v.ids, func(a, b int32) int { return bytes.Compare(v.byID[a], v.byID[b]) })
-	v.off = make([]uint32, 0, len(v.ids)+1)
-	v.lcp = make([]uint16, len(v.ids))
+	slices.SortStableFunc(ids, func(a, b int32) int { return bytes.Compare(v.byID[a], v.byID[b]) })
+	v.trie.build(ids, v.byID)
+	// Every JSON string has this content; its split would otherwise be
+	// built by a first request's mask.
+	v.splitFor(splitKey{set: plainASCII, utf8: true})
+	return v
+}
+
+// build lays out ids, already in byte order.
+func (t *trie) build(ids []int32, byID [][]byte) {
+	t.ids = ids
+	total := 0
+	for _, id := range ids {
+		total += len(byID[id])
+	}
+	t.off = make([]uint32, 0, len(ids)+1)
+	t.data = make([]byte, 0, total)
+	t.lcp = make([]uint16, len(ids))
 	var prev []byte
-	for i, id := range v.ids {
-		b := v.byID[id]
-		v.off = append(v.off, uint32(len(v.data)))
-		v.data = append(v.data, b...)
-		v.lcp[i] = uint16(min(commonPrefix(prev, b), 0xFFFF))
-		v.maxLen = max(v.maxLen, len(b))
-		v.firstCount[b[0]]++
+	for i, id := range ids {
+		b := byID[id]
+		t.off = append(t.off, uint32(len(t.data)))
+		t.data = append(t.data, b...)
+		t.lcp[i] = uint16(min(commonPrefix(prev, b), 0xFFFF))
+		t.maxLen = max(t.maxLen, len(b))
+		t.firstCount[b[0]]++
 		prev = b
 	}
-	v.off = append(v.off, uint32(len(v.data)))
-	v.buildSkips()
-	v.parts = splitParts(len(v.ids), min(runtime.GOMAXPROCS(0), maxMaskWorkers), minPartTokens)
-	return v
+	t.finish()
+}
+
+// buildSub lays out the tokens idx (ascending) of p: their bytes read in
+// p's order (not by id, scattered in memory), the shared prefixes taken
+// from p's (in byte order, a token shares with an earlier one the least
+// prefix shared by any two neighbours between).
+func (t *trie) buildSub(p *trie, idx []int32) {
+	t.ids = make([]int32, len(idx))
+	t.off = make([]uint32, 0, len(idx)+1)
+	t.lcp = make([]uint16, len(idx))
+	total := 0
+	for _, i := range idx {
+		total += int(p.off[i+1] - p.off[i])
+	}
+	t.data = make([]byte, 0, total)
+	prev, from := int32(-1), uint32(0) // bytes from p.data[from:] not copied yet
+	for j, i := range idx {
+		if i != prev+1 {
+			// Copy the run of neighbours up to here at once.
+			t.data = append(t.data, p.data[from:p.off[prev+1]]...)
+			from = p.off[i]
+		}
+		t.ids[j] = p.ids[i]
+		t.off = append(t.off, uint32(len(t.data))+p.off[i]-from)
+		if prev >= 0 {
+			l := p.lcp[i]
+			for k := prev + 1; k < i; k++ {
+				l = min(l, p.lcp[k])
+			}
+			t.lcp[j] = l
+		}
+		n := int(p.off[i+1] - p.off[i])
+		t.maxLen = max(t.maxLen, n)
+		t.firstCount[p.data[p.off[i]]]++
+		prev = i
+	}
+	if prev >= 0 {
+		t.data = append(t.data, p.data[from:p.off[prev+1]]...)
+	}
+	t.finish()
+}
+
+func (t *trie) finish() {
+	t.off = append(t.off, uint32(len(t.data)))
+	last := -1 // the last pair counted, as first<<8 | second
+	for i := range t.ids {
+		tok := t.data[t.off[i]:t.off[i+1]]
+		if len(tok) < 2 {
+			continue
+		}
+		if p := int(tok[0])<<8 | int(tok[1]); p != last {
+			t.pairs = append(t.pairs, bytePair{second: tok[1]})
+			t.pairStart[tok[0]+1] = int32(len(t.pairs))
+			last = p
+		}
+		t.pairs[len(t.pairs)-1].n++
+	}
+	for b := 1; b <= 256; b++ {
+		t.pairStart[b] = max(t.pairStart[b], t.pairStart[b-1])
+	}
+	t.buildSkips()
+	t.parts = splitParts(len(t.ids), min(runtime.GOMAXPROCS(0), maxMaskWorkers), minPartTokens)
 }
 
 // specialLead starts a special token's literal: a byte no UTF-8 text
@@ -114,24 +207,41 @@ func splitParts(n, workers, minPart int) []int {
 	return append(parts, n)
 }
 
-// buildSkips fills skip from the right: nextLE[d] is the first token
-// after the current one whose shared prefix is at most d bytes.
-func (v *Vocab) buildSkips() {
-	n := len(v.ids)
-	nextLE := make([]uint32, v.maxLen+1)
-	for d := range nextLE {
-		nextLE[d] = uint32(n)
-	}
-	v.skipOff = make([]uint32, n+1)
+// buildSkips fills skip from the right: nextLE(d) is the first token
+// after the current one whose shared prefix is at most d bytes. A token
+// sets nextLE(d) for every d from its shared prefix up, so nextLE is a
+// step function, kept as a stack of steps: each token reads and pops
+// only the steps above its shared prefix (linear in the trie's nodes,
+// not tokens times the longest token).
+func (t *trie) buildSkips() {
+	n := len(t.ids)
+	t.skipOff = make([]uint32, n+1)
 	for k := range n {
-		v.skipOff[k+1] = v.skipOff[k] + (v.off[k+1] - v.off[k]) - uint32(v.lcp[k])
+		t.skipOff[k+1] = t.skipOff[k] + (t.off[k+1] - t.off[k]) - uint32(t.lcp[k])
 	}
-	v.skip = make([]uint32, v.skipOff[n])
+	t.skip = make([]uint32, t.skipOff[n])
+	type step struct {
+		from int    // nextLE(d) = next for from <= d < the next step's from
+		next uint32 //
+	}
+	steps := []step{{0, uint32(n)}}
 	for k := n - 1; k >= 0; k-- {
-		l, ln := int(v.lcp[k]), int(v.off[k+1]-v.off[k])
-		copy(v.skip[v.skipOff[k]:v.skipOff[k+1]], nextLE[l:ln])
-		for d := l; d <= v.maxLen; d++ {
-			nextLE[d] = uint32(k)
+		l, ln := int(t.lcp[k]), int(t.off[k+1]-t.off[k])
+		j := len(steps) - 1
+		for steps[j].from > l {
+			j--
+		}
+		out := t.skip[t.skipOff[k]:t.skipOff[k+1]]
+		for d, at := l, j; d < ln; d++ {
+			for at+1 < len(steps) && steps[at+1].from <= d {
+				at++
+			}
+			out[d-l] = steps[at].next
+		}
+		if steps = steps[:j+1]; steps[j].from == l {
+			steps[j].next = uint32(k)
+		} else {
+			steps = append(steps, step{l, uint32(k)})
 		}
 	}
 }
@@ -152,18 +262,15 @@ func (v *Vocab) Size() int { return v.size }
 // Words is the length of a mask in uint64 words.
 func (v *Vocab) Words() int { return (v.size + 63) / 64 }
 
-// mask computes the tokens whose whole byte string the automaton can
-// read from state s. Tokens come in byte order, so a token walks only
-// the bytes after the prefix it shares with the last token walked, and a
-// token dying at byte d skips the whole subtree of tokens under that
-// prefix. classes[i] (nil when the grammar has over 64 byte classes) is
-// the set of byte classes of ids[i]: a token made only of the classes of
-// s's content run (d.contentRun), and no longer than it, is accepted
-// without a walk (inside a string, most of the vocabulary).
-func (v *Vocab) mask(d *dfa, s int32, classes []uint64, out []uint64) {
-	parts := v.parts
-	if len(parts) <= 2 || v.liveTokens(d, s) < 2*minPartTokens {
-		v.maskRange(d, s, classes, out, 0, len(v.ids))
+// walk ORs into out the tokens whose whole byte string the automaton
+// can read from state s. Tokens come in byte order, so a token walks
+// only the bytes after the prefix it shares with the last token walked,
+// and a token dying at byte d skips the whole subtree of tokens under
+// that prefix. Wide states are walked in parallel parts.
+func (t *trie) walk(d *dfa, s int32, out []uint64) {
+	parts := t.parts
+	if len(parts) <= 2 || t.livePairs(d, s, 2*minPartTokens) < 2*minPartTokens {
+		t.walkRange(d, s, out, 0, len(t.ids))
 		return
 	}
 	// The parts walk independently, each into its own words, merged after.
@@ -171,7 +278,7 @@ func (v *Vocab) mask(d *dfa, s int32, classes []uint64, out []uint64) {
 	var wg sync.WaitGroup
 	for p := range locals {
 		locals[p] = make([]uint64, len(out))
-		wg.Go(func() { v.maskRange(d, s, classes, locals[p], parts[p], parts[p+1]) })
+		wg.Go(func() { t.walkRange(d, s, locals[p], parts[p], parts[p+1]) })
 	}
 	wg.Wait()
 	for _, l := range locals {
@@ -183,35 +290,56 @@ func (v *Vocab) mask(d *dfa, s int32, classes []uint64, out []uint64) {
 
 // liveTokens counts the tokens whose first byte s accepts: an upper
 // bound of the walk, to keep narrow states off the goroutines.
-func (v *Vocab) liveTokens(d *dfa, s int32) int {
+func (t *trie) liveTokens(d *dfa, s int32) int {
 	n := 0
+	row := d.trans[int(s)*d.nclass : int(s+1)*d.nclass]
 	for b := range 256 {
-		if d.next(s, byte(b)) >= 0 {
-			n += v.firstCount[b]
+		if row[d.classOf[b]] >= 0 {
+			n += t.firstCount[b]
 		}
 	}
 	return n
 }
 
-// maskRange is mask over the tokens lo..hi of the byte order.
-func (v *Vocab) maskRange(d *dfa, s int32, classes []uint64, out []uint64, lo, hi int) {
-	stack := make([]int32, v.maxLen+1)
-	stack[0] = s
-	trans, nclass, classOf := d.trans, d.nclass, &d.classOf
-	run, runLen := uint64(0), 0
-	if classes != nil {
-		run, runLen = d.contentRun(s, v.maxLen)
-	}
-	shared := 0 // prefix length shared with the last token walked
-	for i := lo; i < hi; {
-		shared = min(shared, int(v.lcp[i]))
-		id := v.ids[i]
-		if run != 0 && classes[i]&^run == 0 && int(v.off[i+1]-v.off[i]) <= runLen {
-			out[id>>6] |= 1 << (id & 63)
-			i++
+// livePairs counts, up to limit, the tokens whose first two bytes s
+// accepts (those of one byte counted when s accepts their first): most
+// states after a delimiter accept many first bytes but few second ones.
+func (t *trie) livePairs(d *dfa, s int32, limit int) int {
+	n := 0
+	row := d.trans[int(s)*d.nclass : int(s+1)*d.nclass]
+	for b := range 256 {
+		s1 := row[d.classOf[b]]
+		if s1 < 0 {
 			continue
 		}
-		tok := v.data[v.off[i]:v.off[i+1]]
+		row1 := d.trans[int(s1)*d.nclass : int(s1+1)*d.nclass]
+		under := 0
+		for _, p := range t.pairs[t.pairStart[b]:t.pairStart[b+1]] {
+			under += int(p.n)
+			if row1[d.classOf[p.second]] >= 0 {
+				n += int(p.n)
+			}
+		}
+		if n += t.firstCount[b] - under; n >= limit {
+			return n
+		}
+	}
+	return n
+}
+
+// walkRange is walk over the tokens lo..hi of the byte order.
+func (t *trie) walkRange(d *dfa, s int32, out []uint64, lo, hi int) {
+	var stackBuf [256]int32
+	stack := stackBuf[:]
+	if t.maxLen >= len(stack) {
+		stack = make([]int32, t.maxLen+1)
+	}
+	stack[0] = s
+	trans, nclass, classOf := d.trans, d.nclass, &d.classOf
+	shared := 0 // prefix length shared with the last token walked
+	for i := lo; i < hi; {
+		shared = min(shared, int(t.lcp[i]))
+		tok := t.data[t.off[i]:t.off[i+1]]
 		k, st := shared, stack[shared]
 		for k < len(tok) {
 			st = trans[int(st)*nclass+int(classOf[tok[k]])]
@@ -222,6 +350,7 @@ func (v *Vocab) maskRange(d *dfa, s int32, classes []uint64, out []uint64, lo, h
 			stack[k] = st
 		}
 		if k == len(tok) {
+			id := t.ids[i]
 			out[id>>6] |= 1 << (id & 63)
 			shared = k
 			i++
@@ -230,63 +359,13 @@ func (v *Vocab) maskRange(d *dfa, s int32, classes []uint64, out []uint64, lo, h
 		// Everything under tok[:k+1] is dead; the next token shares at
 		// most k bytes with this one.
 		shared = k
-		if l := int(v.lcp[i]); k >= l {
-			i = min(int(v.skip[int(v.skipOff[i])+k-l]), hi)
+		if l := int(t.lcp[i]); k >= l {
+			i = min(int(t.skip[int(t.skipOff[i])+k-l]), hi)
 			continue
 		}
 		// Died inside the prefix shared with the token before, which only
 		// a range's first token walks: scan to the end of the subtree.
-		for i++; i < hi && int(v.lcp[i]) > k; i++ {
+		for i++; i < hi && int(t.lcp[i]) > k; i++ {
 		}
 	}
-}
-
-// contentRun finds the run of plain content from s: the classes c (as a
-// set, run) that all lead from s to one state, and from there on to one
-// next state each, for n steps (at most max; a state looping on itself
-// runs to max). Any n bytes of those classes take s to a live state: a
-// string's characters, bounded (a chain of states) or not (a loop). The
-// run is seeded by the class of 'a', the commonest content byte.
-func (d *dfa) contentRun(s int32, limit int) (run uint64, n int) {
-	seed := int(d.classOf['a'])
-	first := d.trans[int(s)*d.nclass+seed]
-	if first < 0 {
-		return 0, 0
-	}
-	for c := range d.nclass {
-		if d.trans[int(s)*d.nclass+c] == first {
-			run |= 1 << c
-		}
-	}
-	for cur := s; n < limit; n++ {
-		row := d.trans[int(cur)*d.nclass : int(cur+1)*d.nclass]
-		next := row[seed]
-		if next < 0 {
-			break
-		}
-		for c := range d.nclass {
-			if run&(1<<c) != 0 && row[c] != next {
-				return run, n
-			}
-		}
-		cur = next
-	}
-	return run, n
-}
-
-// tokenClasses is, per token in byte order, the set of d's byte classes
-// it holds; nil when d has more than 64 classes.
-func (v *Vocab) tokenClasses(d *dfa) []uint64 {
-	if d.nclass > 64 {
-		return nil
-	}
-	out := make([]uint64, len(v.ids))
-	for i := range v.ids {
-		var m uint64
-		for _, c := range v.data[v.off[i]:v.off[i+1]] {
-			m |= 1 << d.classOf[c]
-		}
-		out[i] = m
-	}
-	return out
 }
