@@ -291,6 +291,12 @@ func (s *shardSource) UploadHost(h *tensor.Host, stored int64) (backend.Weight, 
 	return s.c.UploadHost(h, stored)
 }
 
+// HostMXFP4 refuses: openai's MXFP4 experts are not cut per rank yet
+// (the plan refuses floating-point quantized configs before this).
+func (s *shardSource) HostMXFP4(name string, shape ...int) (*tensor.Host, error) {
+	return nil, fmt.Errorf("%s: MXFP4 experts do not split over ranks yet (tensor parallelism)", name)
+}
+
 // ExpertRange is the rank's experts of every MoE block (expert parallel).
 func (s *shardSource) ExpertRange() (lo, hi int) {
 	r := s.plan.Rank[s.rank]

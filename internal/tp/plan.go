@@ -95,7 +95,8 @@ func (p *Plan) Lookup(name string) (*Tensor, bool) {
 // Bias plans the bias tensor name (<module>.bias) of a planned linear.
 // A column-parallel module's bias splits with its rows; a row-parallel
 // one's is held by rank 0 only (Rank0), since the all-reduce after the
-// module would otherwise add it N times (vLLM's RowParallelLinear).
+// module would otherwise add it N times (vLLM's RowParallelLinear). A
+// replicated module's bias is replicated.
 func (p *Plan) Bias(name string) (*Tensor, bool) {
 	mod, ok := strings.CutSuffix(name, ".bias")
 	if !ok {
@@ -106,11 +107,12 @@ func (p *Plan) Bias(name string) (*Tensor, bool) {
 		return nil, false
 	}
 	b := &Tensor{Name: name, Shape: []int{t.Shape[0]}}
-	if t.Axis == Rows {
+	switch t.Axis {
+	case Rows:
 		b.Axis, b.Ranges = Rows, t.Ranges
-	} else {
+	case Cols:
 		b.Rank0 = true
-	}
+	} // a replicated module's (gpt-oss's router) is replicated with it
 	return b, true
 }
 
@@ -119,7 +121,7 @@ func (p *Plan) Bias(name string) (*Tensor, bool) {
 // family's decoders (internal/model/llama.go, moe.go) and Gemma 3's and 4's
 // dense ones (gemma.go), whose linears have the same names.
 var families = map[string]string{"llama": "", "qwen2": "", "qwen3": "", "mistral": "",
-	"qwen3_moe": "mlp", "mixtral": "block_sparse_moe", "gemma3_text": "", "gemma3": "", "gemma4_text": "", "gemma4": ""}
+	"qwen3_moe": "mlp", "mixtral": "block_sparse_moe", "gpt_oss": "mlp", "gemma3_text": "", "gemma3": "", "gemma4_text": "", "gemma4": ""}
 
 // Layer is one decoder layer's geometry as its family builds it.
 type Layer struct {
@@ -240,10 +242,22 @@ func NewLayers(cfg *weights.Config, n int, layers []Layer) (*Plan, error) {
 		// switch_mlp; per-expert checkpoints are stacked per rank by the
 		// loader, which checks the experts against ExpertLo/Hi).
 		ei := cfg.MoEIntermediate
-		if mt == "mixtral" {
-			ei = inter // Mixtral's experts are intermediate_size wide
+		if mt == "mixtral" || mt == "gpt_oss" {
+			ei = inter // their experts are intermediate_size wide
 		}
 		blk := pre + moeBlock + "."
+		if mt == "gpt_oss" {
+			// Attention sinks, one logit per head, split with the heads;
+			// a biased router; HF's fused experts read on the host,
+			// [E, in, out], split by expert like their biases.
+			add(pre+"self_attn.sinks", Rows, even(h, 1), false, h)
+			add(blk+"router", Replicated, nil, true, experts, hid)
+			add(blk+"experts.gate_up_proj", Rows, exp, false, experts, hid, 2*ei)
+			add(blk+"experts.gate_up_proj_bias", Rows, exp, false, experts, 2*ei)
+			add(blk+"experts.down_proj", Rows, exp, false, experts, ei, hid)
+			add(blk+"experts.down_proj_bias", Rows, exp, false, experts, hid)
+			continue
+		}
 		add(blk+"gate", Replicated, nil, true, experts, hid)
 		add(blk+"switch_mlp.gate_proj", Rows, exp, true, experts, ei, hid)
 		add(blk+"switch_mlp.up_proj", Rows, exp, true, experts, ei, hid)

@@ -47,7 +47,7 @@ func TestPlanProfiles(t *testing.T) {
 		{"qwen2.5-7b-4bit", 4, &shard{7, 1, 4736, []int{896, 3584}, []int{128, 3584}, []int{3584, 896}, []int{3584, 4736}, 38016}, ""},
 		{"qwen2.5-7b-4bit", 8, nil, "28 attention heads do not split over 8 ranks"},
 		{"gemma-4-31b-it-4bit", 2, nil, "per-layer geometry"},
-		{"gpt-oss-20b-mxfp4-q8", 8, nil, "not implemented for gpt_oss"},
+		{"gpt-oss-20b-mxfp4-q8", 8, nil, "mxfp4-quantized weights"},
 		{"qwen3.5-27b-4bit", 2, nil, "not implemented for qwen3_5"},
 	} {
 		t.Run(fmt.Sprintf("%s/tp%d", c.profile, c.n), func(t *testing.T) {
