@@ -155,7 +155,18 @@ func loadParallel(dir string, be backend.Backend, o Options, lo model.LoadOption
 	if be.Name() != "cpu" {
 		return nil, fmt.Errorf("--tensor-parallel %d: the %s backend cannot run tensor parallelism yet (multi-GPU runs need NCCL, not built); use --backend cpu", n, be.Name())
 	}
-	threads := o.Threads
+	m, err := LoadParallelCPU(dir, n, o.Threads, lo)
+	if err != nil {
+		return nil, err // the caller closes be
+	}
+	be.Close() // replaced by rank 0's, which has its share of the threads
+	return m, nil
+}
+
+// LoadParallelCPU loads dir sharded over n in-process CPU ranks, threads
+// (<= 0: GOMAXPROCS) shared out among them. The model's Backend closes
+// every rank's.
+func LoadParallelCPU(dir string, n, threads int, lo model.LoadOptions) (*model.Model, error) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
@@ -168,9 +179,8 @@ func loadParallel(dir string, be backend.Backend, o Options, lo model.LoadOption
 		for _, b := range bes {
 			b.Close()
 		}
-		return nil, err // the caller closes be
+		return nil, err
 	}
-	be.Close() // replaced by rank 0's, which has its share of the threads
 	return m, nil
 }
 

@@ -233,10 +233,18 @@ type KVStore interface {
 // RouterBias [experts] to the router logits. Scale (optional, Gemma 4's
 // per_expert_scale, FeatureMoERouted) [experts] multiplies each selected
 // expert's routing weight after the renormalisation.
+//
+// Lo is the first expert the stacked weights (and their biases) hold:
+// under expert parallelism a rank holds experts [Lo, Lo+held) and routes
+// over all of them (the router, RouterBias and Scale are whole); a token's
+// chosen experts outside the range add nothing, so the ranks' outputs sum
+// to the whole block's (docs/tensor-parallel.md). Backends without
+// FeatureExpertShard need every expert (Lo 0).
 type Experts struct {
 	Gate, Up, Down                         Weight
 	GateBias, UpBias, DownBias, RouterBias Weight
 	Scale                                  Weight
+	Lo                                     int
 }
 
 // MoEParams select the routing rule.
@@ -395,6 +403,7 @@ const (
 	FeatureFPQuant        Feature = "MLX floating-point quantization (mxfp4, nvfp4, mxfp8 weights)"
 	FeatureMoERouted      Feature = "MoE routed on its own input with per-expert scales (RoutedMoE, Experts.Scale)"
 	FeatureSharedKV       Feature = "attention over another layer's KV (nil k and v, KVLayer.Shared)"
+	FeatureExpertShard    Feature = "MoE over a range of the router's experts (Experts.Lo, expert parallelism)"
 )
 
 // RoutedMoE is a backend whose MoE can route on another input than the

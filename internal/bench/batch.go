@@ -24,7 +24,7 @@ import (
 
 // BatchColumns is the batch ladder's CSV header (add columns at the end only).
 var BatchColumns = []string{"model", "batch", "context", "steps", "step_ms", "tok_s", "read_gb_per_step", "gb_s",
-	"copy_gb_s", "ratio_to_copy", "date", "hardware", "mlxcel_version", "status"}
+	"copy_gb_s", "ratio_to_copy", "date", "hardware", "mlxcel_version", "status", "tensor_parallel"}
 
 // BatchRow is one point of the batch ladder.
 type BatchRow struct {
@@ -35,6 +35,7 @@ type BatchRow struct {
 	CopyGBps                float64
 	Date, Hardware, Version string
 	Status                  string
+	TensorParallel          int // ranks the model was sharded over (written 1 when unsharded)
 }
 
 // TokS is the aggregate decode rate: Batch tokens a step.
@@ -61,7 +62,8 @@ func (r BatchRow) Record() []string {
 		ratio = r.GBps() / r.CopyGBps
 	}
 	return []string{r.Model, strconv.Itoa(r.Batch), strconv.Itoa(r.Context), strconv.Itoa(r.Steps), f(r.StepMS, 3), f(r.TokS(), 1),
-		f(float64(r.ReadBytes)/1e9, 3), f(r.GBps(), 1), f(r.CopyGBps, 1), f(ratio, 3), r.Date, r.Hardware, r.Version, r.Status}
+		f(float64(r.ReadBytes)/1e9, 3), f(r.GBps(), 1), f(r.CopyGBps, 1), f(ratio, 3), r.Date, r.Hardware, r.Version, r.Status,
+		strconv.Itoa(max(r.TensorParallel, 1))}
 }
 
 // AppendBatchCSV appends rows to path, writing the header when the file is new.
@@ -111,7 +113,7 @@ func runBatches(m *model.Model, est Estimate, o DecodeOptions, base Row, perToke
 	var firstErr error
 	for _, b := range o.Batches {
 		r := BatchRow{Model: base.Model, Batch: b, Context: o.Context, Steps: o.Steps, Date: base.Date, Hardware: base.Hardware,
-			Version: base.Version, Status: StatusOK}
+			Version: base.Version, Status: StatusOK, TensorParallel: base.TensorParallel}
 		if need := b * (o.Context + batchWarmSteps + o.Steps + 1); !o.SkipMemCheck && !est.Fits(need, b) {
 			r.Status = StatusSkipOOM
 			fmt.Fprintf(o.Log, "%s: batch %d: SKIP: needs about %s\n", base.Model, b, gib(est.Need(need, b)))

@@ -158,6 +158,7 @@ func DecodeMain(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&batches, "batch", "batch sizes, comma-separated: measure decode steps of that many sequences instead of the prompt ladder")
 	batchCtx := fs.Int("context", 1024, "with --batch: tokens of KV each sequence holds")
 	steps := fs.Int("steps", 32, "with --batch: measured decode steps a point")
+	tpN := fs.Int("tensor-parallel", 1, "shard the model over N in-process CPU ranks (docs/tensor-parallel.md; --backend cpu, a checkpoint, not --profile)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -177,6 +178,7 @@ func DecodeMain(args []string, stdout, stderr io.Writer) error {
 	}
 	o.Model, o.Profile, o.PromptTokens = *modelDir, *profile, prompts
 	o.Batches, o.Context, o.Steps = batches, *batchCtx, *steps
+	o.TensorParallel = *tpN
 	var csvErr error
 	var batchRows []BatchRow
 	o.OnBatchRow = func(r BatchRow) {

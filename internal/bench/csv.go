@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 )
 
@@ -20,8 +21,12 @@ import (
 var Columns = []string{
 	"model", "model_path", "prompt_tokens", "generated_tokens", "prefill_ms", "prefill_tok_s",
 	"decode_ms", "decode_tok_s", "date", "hardware", "mlxcel_version", "build_type", "max_tokens",
-	"prompt", "prompt_target_len", "status",
+	"prompt", "prompt_target_len", "status", "tensor_parallel",
 }
+
+// oldColumns is the header before tensor_parallel: such rows read as
+// unsharded (1).
+var oldColumns = Columns[:len(Columns)-1]
 
 // Status values of a row.
 const (
@@ -52,6 +57,7 @@ type Row struct {
 	Prompt           string
 	PromptTargetLen  int // 0 for the short prompt (written empty)
 	Status           string
+	TensorParallel   int // ranks the model was sharded over (0 and 1: unsharded, written 1)
 }
 
 // PrefillTokS is prompt tokens per second of prefill.
@@ -94,13 +100,14 @@ func (r Row) Record() []string {
 		r.Model, r.ModelPath, count(r.PromptTokens), gen,
 		num(r.PrefillMS), num(r.PrefillTokS()), num(r.DecodeMS), num(r.DecodeTokS()),
 		r.Date, r.Hardware, r.Version, r.Build, strconv.Itoa(r.MaxTokens),
-		r.Prompt, target, r.Status,
+		r.Prompt, target, r.Status, strconv.Itoa(max(r.TensorParallel, 1)),
 	}
 }
 
-// ParseRow reads a record written by Record (header order Columns).
+// ParseRow reads a record written by Record (header order Columns), or
+// by an earlier version without tensor_parallel (read as 1).
 func ParseRow(rec []string) (Row, error) {
-	if len(rec) != len(Columns) {
+	if len(rec) != len(Columns) && len(rec) != len(oldColumns) {
 		return Row{}, fmt.Errorf("row has %d fields, want %d", len(rec), len(Columns))
 	}
 	var r Row
@@ -131,6 +138,10 @@ func ParseRow(rec []string) (Row, error) {
 	r.Prompt = rec[13]
 	r.PromptTargetLen = atoi(rec[14])
 	r.Status = rec[15]
+	r.TensorParallel = 1
+	if len(rec) > 16 {
+		r.TensorParallel = atoi(rec[16])
+	}
 	return r, err
 }
 
@@ -177,17 +188,17 @@ func ReadCSV(path string) ([]Row, error) {
 		return nil, err
 	}
 	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
+	cr := csv.NewReader(f)
+	cr.FieldsPerRecord = -1 // a file begun before tensor_parallel has shorter rows above longer ones
+	recs, err := cr.ReadAll()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("%s: empty", path)
 	}
-	for i, c := range Columns {
-		if i >= len(recs[0]) || recs[0][i] != c {
-			return nil, fmt.Errorf("%s: header %v, want %v", path, recs[0], Columns)
-		}
+	if h := recs[0]; !slices.Equal(h, Columns) && !slices.Equal(h, oldColumns) {
+		return nil, fmt.Errorf("%s: header %v, want %v", path, h, Columns)
 	}
 	var rows []Row
 	for i, rec := range recs[1:] {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mlxcel/mlxcel/internal/app"
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/model"
@@ -49,6 +50,9 @@ type DecodeOptions struct {
 	Context    int
 	Steps      int
 	OnBatchRow func(BatchRow)
+	// TensorParallel, above 1, shards the checkpoint over that many
+	// in-process CPU ranks (docs/tensor-parallel.md); rows record it.
+	TensorParallel int
 	// OnRow, when set, sees each row as soon as it is measured (the CLI
 	// appends it to the CSV then, so a run killed at a long prompt keeps
 	// the points before it).
@@ -78,6 +82,7 @@ func (o *DecodeOptions) defaults() {
 	if o.Steps <= 0 {
 		o.Steps = 32
 	}
+	o.TensorParallel = max(o.TensorParallel, 1)
 }
 
 // blockSize is the KV page size the benchmark uses (the engine's default).
@@ -92,7 +97,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 	// Hardware starts as the host's CPU, so rows of a run whose backend
 	// fails to start still say where it was tried.
 	base := Row{Date: time.Now().UTC().Format(time.RFC3339), Hardware: Hardware(nil), Version: Version(), Build: BuildType(),
-		MaxTokens: o.MaxTokens}
+		MaxTokens: o.MaxTokens, TensorParallel: o.TensorParallel}
 	var rows []Row
 	emit := func(r Row) {
 		rows = append(rows, r)
@@ -233,7 +238,9 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 	// 5. Weights.
 	t0 := time.Now()
 	var m *model.Model
-	if o.Profile != "" {
+	if o.TensorParallel > 1 {
+		m, err = loadParallel(o, be)
+	} else if o.Profile != "" {
 		fmt.Fprintf(o.Log, "%s: generating %s of synthetic weights (seed %d)\n", base.Model, gib(stored), o.Seed)
 		var src *synthetic.Source
 		m, src, err = synthetic.Build(cfg, be, synthetic.Options{Seed: o.Seed})
@@ -245,6 +252,9 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 	}
 	if err != nil {
 		return fail("load", o.PromptTokens, err)
+	}
+	if o.TensorParallel > 1 {
+		defer m.Backend().Close() // the ranks' backends; be stays for the copy meter
 	}
 	fmt.Fprintf(o.Log, "%s: weights ready in %.1fs\n", base.Model, time.Since(t0).Seconds())
 	// One short untimed pass per model, whatever --warmup says, so lazy
@@ -305,6 +315,19 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 	}
 	reportBandwidth(o.Log, be, rows, perToken, est.KVPerToken)
 	return rows, firstErr
+}
+
+// loadParallel loads o.Model over o.TensorParallel CPU ranks sharing
+// o.Threads, as mlxcel run does; be (the unsharded backend) only reports
+// the hardware and the copy rate.
+func loadParallel(o DecodeOptions, be backend.Backend) (*model.Model, error) {
+	switch {
+	case o.Profile != "":
+		return nil, fmt.Errorf("--tensor-parallel %d with --profile is not supported yet (synthetic weights are built unsharded)", o.TensorParallel)
+	case be.Name() != "cpu":
+		return nil, fmt.Errorf("--tensor-parallel %d: the %s backend cannot run tensor parallelism yet; use --backend cpu", o.TensorParallel, be.Name())
+	}
+	return app.LoadParallelCPU(o.Model, o.TensorParallel, o.Threads, model.LoadOptions{})
 }
 
 // copyBytes is each buffer of the copy that decode bandwidth is compared

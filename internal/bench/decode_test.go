@@ -20,7 +20,7 @@ const testdata = "../../../shared/testdata/"
 // the issue fixes it exactly and in this order.
 var wantColumns = []string{"model", "model_path", "prompt_tokens", "generated_tokens", "prefill_ms", "prefill_tok_s",
 	"decode_ms", "decode_tok_s", "date", "hardware", "mlxcel_version", "build_type", "max_tokens", "prompt",
-	"prompt_target_len", "status"}
+	"prompt_target_len", "status", "tensor_parallel"}
 
 func needTestdata(t *testing.T) {
 	t.Helper()
@@ -305,8 +305,8 @@ func TestCSVRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.csv")
 	in := []Row{
 		{Model: "m", ModelPath: "synthetic:m", PromptTokens: 10, GeneratedTokens: 4, PrefillMS: 20, DecodeMS: 8, Date: "d",
-			Hardware: "cpu, fast", Version: "v", Build: "b", MaxTokens: 4, Prompt: ShortPrompt, Status: StatusOK},
-		{Model: "m", ModelPath: "synthetic:m", MaxTokens: 4, Prompt: LongPromptLabel, PromptTargetLen: 512, Status: StatusSkipOOM},
+			Hardware: "cpu, fast", Version: "v", Build: "b", MaxTokens: 4, Prompt: ShortPrompt, Status: StatusOK, TensorParallel: 2},
+		{Model: "m", ModelPath: "synthetic:m", MaxTokens: 4, Prompt: LongPromptLabel, PromptTargetLen: 512, Status: StatusSkipOOM, TensorParallel: 1},
 	}
 	if err := AppendCSV(path, in[:1]); err != nil {
 		t.Fatal(err)

@@ -258,6 +258,7 @@ type MoE struct {
 // Forward writes the block's output to out.
 func (m *MoE) Forward(s *Step, h, out backend.Tensor) {
 	s.B.MoE(out, h, m.Router, m.Experts, m.Params)
+	s.AllReduce(out) // expert parallel: each rank added its own experts' outputs
 }
 
 // FFN is either an MLP or a MoE.

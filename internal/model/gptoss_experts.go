@@ -49,6 +49,11 @@ func loadGptOssMoE(src Source, pre string, cfg *weights.Config, p backend.MoEPar
 		return nil, err
 	}
 	ex := pre + ".experts"
+	// Expert parallel: the router above is whole, the experts the rank's.
+	if es, ok := src.(expertSharder); ok {
+		lo, hi := es.ExpertRange()
+		m.Experts.Lo, E = lo, hi-lo
+	}
 	if src.Has(ex + ".gate_proj.weight") {
 		err = loadMLXExperts(src, ex, &m.Experts, E, H, I)
 	} else {

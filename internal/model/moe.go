@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/weights"
@@ -48,9 +47,16 @@ func (c *checkpointSource) StackedLinear(modules []string, out, in int) (backend
 	return c.upload(h)
 }
 
+// expertSharder is a source that holds only some of each MoE block's
+// experts (expert parallelism, parallel.go): the router stays whole.
+type expertSharder interface {
+	ExpertRange() (lo, hi int)
+}
+
 // LoadMoE reads layer's MoE block: the router [experts, hidden] and the
 // experts' gate/up [experts, inter, hidden] and down [experts, hidden,
 // inter], stacked in the checkpoint (MLX switch_mlp) or per expert (HF).
+// From an expertSharder it loads only that source's experts.
 func LoadMoE(src Source, layer string, nm moeNaming, hidden, inter, experts int, p backend.MoEParams) (*MoE, error) {
 	if experts <= 0 || p.TopK <= 0 || p.TopK > experts {
 		return nil, fmt.Errorf("%s: num_experts_per_tok %d must be in 1..num_experts (%d)", layer, p.TopK, experts)
@@ -64,17 +70,25 @@ func LoadMoE(src Source, layer string, nm moeNaming, hidden, inter, experts int,
 	if m.Router, err = src.Linear(pre+".gate", experts, hidden); err != nil {
 		return nil, err
 	}
+	lo, hi := 0, experts
+	if es, ok := src.(expertSharder); ok {
+		lo, hi = es.ExpertRange()
+	}
+	m.Experts.Lo = lo
 	dst := []*backend.Weight{&m.Experts.Gate, &m.Experts.Up, &m.Experts.Down}
 	shapes := [3][2]int{{inter, hidden}, {inter, hidden}, {hidden, inter}}
 	if src.Has(pre + ".switch_mlp.gate_proj.weight") {
 		for j, name := range []string{"gate_proj", "up_proj", "down_proj"} {
-			if *dst[j], err = src.Linear(pre+".switch_mlp."+name, experts, shapes[j][0], shapes[j][1]); err != nil {
+			if *dst[j], err = src.Linear(pre+".switch_mlp."+name, hi-lo, shapes[j][0], shapes[j][1]); err != nil {
 				return nil, err
 			}
 		}
 		return m, nil
 	}
 	if src.Has(pre + ".experts.gate_up_proj") {
+		if lo != 0 || hi != experts {
+			return nil, fmt.Errorf("%s: fused gate_up_proj experts do not split by expert yet (tensor parallelism)", layer)
+		}
 		if err := loadFusedExperts(src, pre+".experts", &m.Experts, experts, hidden, inter); err != nil {
 			return nil, err
 		}
@@ -85,22 +99,15 @@ func LoadMoE(src Source, layer string, nm moeNaming, hidden, inter, experts int,
 		return nil, fmt.Errorf("%s: no %s.switch_mlp experts, and this weight source cannot stack per-expert tensors", layer, nm.block)
 	}
 	for j, name := range nm.hf {
-		mods := make([]string, experts)
-		for e := range mods {
-			mods[e] = fmt.Sprintf("%s.experts.%d.%s", pre, e, name)
+		mods := make([]string, 0, hi-lo)
+		for e := lo; e < hi; e++ {
+			mods = append(mods, fmt.Sprintf("%s.experts.%d.%s", pre, e, name))
 		}
 		if *dst[j], err = st.StackedLinear(mods, shapes[j][0], shapes[j][1]); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
-}
-
-// qwenSparseLayer is transformers' Qwen3-MoE rule: layer i is MoE unless it
-// is listed in mlp_only_layers, and only every decoder_sparse_step-th layer
-// (counting from 1) is; the others keep a dense MLP of intermediate_size.
-func qwenSparseLayer(cfg *weights.Config, i int) bool {
-	return !slices.Contains(cfg.MLPOnlyLayers, i) && cfg.NumExperts > 0 && (i+1)%cfg.DecoderSparseStep == 0
 }
 
 func buildQwen3MoE(cfg *weights.Config, src Source, m *Model) error {
@@ -115,7 +122,7 @@ func buildQwen3MoE(cfg *weights.Config, src Source, m *Model) error {
 	// probabilities is optional (norm_topk_prob, true for released models).
 	p := backend.MoEParams{TopK: cfg.TopK, Renorm: cfg.NormTopKProb, Act: act}
 	return buildLlamaWith(cfg, src, m, func(i int, prefix string) (FFN, error) {
-		if !qwenSparseLayer(cfg, i) {
+		if !cfg.SparseLayer(i) {
 			return LoadMLP(src, prefix+".mlp", cfg.Hidden, cfg.Intermediate, act)
 		}
 		return LoadMoE(src, prefix, qwenMoENaming, cfg.Hidden, cfg.MoEIntermediate, cfg.NumExperts, p)

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/tensor"
 	"github.com/mlxcel/mlxcel/internal/tp"
 	"github.com/mlxcel/mlxcel/internal/weights"
 )
@@ -49,7 +52,7 @@ func LoadParallel(dir string, ranks []backend.Backend, comms []backend.Comm, opt
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	plan, err := tp.New(cfg, n)
+	plan, err := planParallel(cfg, n)
 	if err != nil {
 		return nil, fmt.Errorf("%s: tensor parallel %d: %v", dir, n, err)
 	}
@@ -64,8 +67,11 @@ func LoadParallel(dir string, ranks []backend.Backend, comms []backend.Comm, opt
 		if !ok {
 			return nil, fmt.Errorf("the %s backend cannot embed from a vocabulary shard (tensor parallelism)", be.Name())
 		}
+		if cfg.NumExperts > 0 && !backend.Supports(be, backend.FeatureExpertShard) {
+			return nil, fmt.Errorf("the %s backend does not run %s", be.Name(), backend.FeatureExpertShard)
+		}
 		src := &shardSource{c: &checkpointSource{ck: ck, be: be, onTensor: opts.Progress}, plan: plan, rank: r}
-		m, err := Build(rankConfig(cfg, plan.Rank[r]), src, be)
+		m, err := Build(rankConfig(cfg, plan.Rank[r], n), src, be)
 		if err != nil {
 			return nil, fmt.Errorf("%s: rank %d of %d: %v", dir, r, n, err)
 		}
@@ -82,10 +88,54 @@ func LoadParallel(dir string, ranks []backend.Backend, comms []backend.Comm, opt
 
 // rankConfig is cfg with one rank's share of the heads, MLP and
 // vocabulary: the family builder then asks for exactly the rank's shards.
-func rankConfig(cfg *weights.Config, r tp.Rank) *weights.Config {
+// The experts stay whole (the router routes over all of them); the
+// source says which the rank holds (shardSource.ExpertRange).
+func rankConfig(cfg *weights.Config, r tp.Rank, n int) *weights.Config {
 	c := *cfg
 	c.Heads, c.KVHeads, c.Intermediate, c.Vocab = r.Heads, r.KVHeads, r.Intermediate, r.VocabHi-r.VocabLo
+	rankKV := func(kv int) int { return max(kv/n, 1) } // the plan's rule: split, or one replicated head
+	if cfg.PerLayer != nil {
+		c.PerLayer = map[int]weights.LayerOverride{}
+		for i, o := range cfg.PerLayer {
+			if o.KVHeads > 0 {
+				o.KVHeads = rankKV(o.KVHeads)
+			}
+			c.PerLayer[i] = o
+		}
+	}
+	if c.GlobalKVHeads > 0 {
+		c.GlobalKVHeads = rankKV(c.GlobalKVHeads)
+	}
 	return &c
+}
+
+// planParallel plans cfg over n ranks with each layer's geometry as its
+// family builds it: Gemma 4's full layers have their own head dim and kv
+// heads; the others take the config's (tp.New).
+func planParallel(cfg *weights.Config, n int) (*tp.Plan, error) {
+	mt := cfg.ModelType
+	if t, ok := cfg.Raw["text_model_type"].(string); ok {
+		mt = t
+	}
+	if mt != "gemma4" && mt != "gemma4_text" {
+		return tp.New(cfg, n)
+	}
+	num := func(k string) float64 { f, _ := cfg.Raw[k].(float64); return f }
+	switch {
+	case num("hidden_size_per_layer_input") > 0:
+		return nil, fmt.Errorf("gemma4's per-layer inputs (hidden_size_per_layer_input) do not split yet")
+	case num("num_kv_shared_layers") > 0:
+		return nil, fmt.Errorf("gemma4's KV-shared layers (num_kv_shared_layers) do not split yet")
+	}
+	types, err := gemma4LayerTypes(cfg)
+	if err != nil {
+		return nil, err
+	}
+	layers := make([]tp.Layer, len(types))
+	for i, typ := range types {
+		layers[i].HeadDim, layers[i].KVHeads = gemma4Geometry(cfg, i, typ == "sliding_attention")
+	}
+	return tp.NewLayers(cfg, n, layers)
 }
 
 // forward runs the step on every rank at once (their collectives meet)
@@ -207,6 +257,16 @@ func (s *shardSource) Linear(module string, shape ...int) (backend.Weight, error
 }
 
 func (s *shardSource) Dense(name string, shape ...int) (backend.Weight, error) {
+	h, err := s.HostDense(name, shape...)
+	if err != nil {
+		return nil, err
+	}
+	return s.c.upload(h)
+}
+
+// HostDense is Dense before the upload: the rank's shard of a float
+// tensor on the host (Gemma 3's norms are offset there, hostReader).
+func (s *shardSource) HostDense(name string, shape ...int) (*tensor.Host, error) {
 	t, ok := s.plan.Lookup(name)
 	if !ok {
 		if t, ok = s.plan.Bias(name); !ok {
@@ -223,10 +283,42 @@ func (s *shardSource) Dense(name string, shape ...int) (backend.Weight, error) {
 	if err != nil {
 		return nil, err
 	}
-	if h, err = tp.Slice(h, t, s.rank); err != nil {
-		return nil, err
+	return tp.Slice(h, t, s.rank)
+}
+
+// UploadHost uploads a tensor the family derived from its HostDense shard.
+func (s *shardSource) UploadHost(h *tensor.Host, stored int64) (backend.Weight, error) {
+	return s.c.UploadHost(h, stored)
+}
+
+// HostMXFP4 refuses: openai's MXFP4 experts are not cut per rank yet
+// (the plan refuses floating-point quantized configs before this).
+func (s *shardSource) HostMXFP4(name string, shape ...int) (*tensor.Host, error) {
+	return nil, fmt.Errorf("%s: MXFP4 experts do not split over ranks yet (tensor parallelism)", name)
+}
+
+// ExpertRange is the rank's experts of every MoE block (expert parallel).
+func (s *shardSource) ExpertRange() (lo, hi int) {
+	r := s.plan.Rank[s.rank]
+	return r.ExpertLo, r.ExpertHi
+}
+
+// StackedLinear stacks the rank's experts of a per-expert checkpoint
+// (HF naming): modules must be exactly experts [ExpertLo, ExpertHi) of a
+// block the plan splits by expert.
+func (s *shardSource) StackedLinear(modules []string, out, in int) (backend.Weight, error) {
+	lo, hi := s.ExpertRange()
+	if len(modules) != hi-lo {
+		return nil, fmt.Errorf("rank %d holds experts [%d, %d), the builder stacks %d", s.rank, lo, hi, len(modules))
 	}
-	return s.c.upload(h)
+	for i, m := range modules {
+		blk, rest, ok := strings.Cut(m, ".experts.")
+		if _, planned := s.plan.Lookup(blk + ".switch_mlp.gate_proj"); !ok || !planned ||
+			!strings.HasPrefix(rest, strconv.Itoa(lo+i)+".") {
+			return nil, fmt.Errorf("%s: not expert %d of a block the tensor-parallel plan splits by expert", m, lo+i)
+		}
+	}
+	return s.c.StackedLinear(modules, out, in)
 }
 
 // check catches a builder whose shapes disagree with the plan (a family

@@ -36,7 +36,12 @@ func TestTensorParallelMatchesUnsharded(t *testing.T) {
 		{"tiny/qwen2-bf16", []int{2, 4}}, // q/k/v biases, tied embeddings
 		{"tiny/qwen3-bf16", []int{2, 4}}, // per-head q/k norms
 		{"tiny/qwen2_yarn-bf16", []int{2}},
-		{"tiny/qwen3-mlx-q4g64", []int{2}}, // o_proj and down_proj keep whole groups of 64 at 2
+		{"tiny/qwen3-mlx-q4g64", []int{2}},     // o_proj and down_proj keep whole groups of 64 at 2
+		{"tiny/qwen3_moe-bf16", []int{2, 4}},   // expert parallel: 8 experts, 4 or 2 a rank (HF per-expert tensors)
+		{"tiny/mixtral-bf16", []int{2, 4}},     // block_sparse_moe, w1/w3/w2; 1 expert a rank at 4
+		{"tiny/gemma3_text-bf16", []int{2, 4}}, // 1+w norms read on the host, sandwich norms, tied head
+		{"tiny/gemma4-bf16", []int{2, 4}},
+		{"tiny/gpt_oss-bf16", []int{2, 4}}, // sinks split with the heads, biased router and fused experts by expert      // k_eq_v full layer of head dim 32 and 1 kv head (replicated), softcap
 	} {
 		dir := testdata + c.fixture
 		if _, err := os.Stat(dir); err != nil {
@@ -122,7 +127,9 @@ func TestTensorParallelRefuses(t *testing.T) {
 		{"tiny/llama-mlx-q4g64", 2, []string{"model.layers.0.self_attn.o_proj", "groups of 64"}},
 		{"tiny/qwen3-mlx-q4g64", 4, []string{"model.layers.0.self_attn.o_proj", "groups of 64"}},
 		{"tiny/llama-bf16", 8, []string{"4 attention heads do not split over 8 ranks"}},
-		{"tiny/mixtral-bf16", 2, []string{"not implemented for mixtral"}},
+		{"tiny/gpt_oss-mlx-mxfp4-q8g64", 2, []string{"mxfp4-quantized weights"}},
+		{"tiny/gemma4_e-bf16", 2, []string{"per-layer inputs", "do not split yet"}},
+		{"tiny/gemma4_moe-bf16", 2, []string{"not implemented for gemma4"}},
 	} {
 		t.Run(fmt.Sprintf("%s/tp%d", c.fixture, c.n), func(t *testing.T) {
 			if _, err := os.Stat(testdata + c.fixture); err != nil {

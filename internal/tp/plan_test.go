@@ -46,10 +46,8 @@ func TestPlanProfiles(t *testing.T) {
 		{"qwen2.5-7b-4bit", 2, &shard{14, 2, 9472, []int{1792, 3584}, []int{256, 3584}, []int{3584, 1792}, []int{3584, 9472}, 76032}, ""},
 		{"qwen2.5-7b-4bit", 4, &shard{7, 1, 4736, []int{896, 3584}, []int{128, 3584}, []int{3584, 896}, []int{3584, 4736}, 38016}, ""},
 		{"qwen2.5-7b-4bit", 8, nil, "28 attention heads do not split over 8 ranks"},
-		{"mixtral-8x7b-4bit", 2, nil, "not implemented for mixtral"},
-		{"qwen3-30b-a3b-4bit", 4, nil, "not implemented for qwen3_moe"},
-		{"gemma-4-31b-it-4bit", 2, nil, "not implemented for gemma4"},
-		{"gpt-oss-20b-mxfp4-q8", 8, nil, "not implemented for gpt_oss"},
+		{"gemma-4-31b-it-4bit", 2, nil, "per-layer geometry"},
+		{"gpt-oss-20b-mxfp4-q8", 8, nil, "mxfp4-quantized weights"},
 		{"qwen3.5-27b-4bit", 2, nil, "not implemented for qwen3_5"},
 	} {
 		t.Run(fmt.Sprintf("%s/tp%d", c.profile, c.n), func(t *testing.T) {
@@ -88,10 +86,14 @@ func TestPlanProfiles(t *testing.T) {
 func checkCover(t *testing.T, p *Plan, cfg *weights.Config) {
 	t.Helper()
 	wantAxis := map[string]Axis{"q_proj": Rows, "k_proj": Rows, "v_proj": Rows, "o_proj": Cols, "gate_proj": Rows,
-		"up_proj": Rows, "down_proj": Cols, "embed_tokens": Rows, "lm_head": Rows, "weight": Replicated}
+		"up_proj": Rows, "down_proj": Cols, "embed_tokens": Rows, "lm_head": Rows, "weight": Replicated, "gate": Replicated}
 	for _, tt := range p.Tensors {
 		base := tt.Name[strings.LastIndex(tt.Name, ".")+1:]
-		if a, ok := wantAxis[base]; !ok || a != tt.Axis {
+		a, ok := wantAxis[base]
+		if strings.Contains(tt.Name, ".switch_mlp.") {
+			a = Rows // stacked experts, split by expert
+		}
+		if !ok || a != tt.Axis {
 			t.Errorf("%s split along %v, want %v", tt.Name, tt.Axis, a)
 		}
 		if tt.Axis == Replicated {
@@ -114,6 +116,54 @@ func checkCover(t *testing.T, p *Plan, cfg *weights.Config) {
 				t.Fatalf("%s: index %d held by %d ranks, want %d", tt.Name, i, k, want)
 			}
 		}
+	}
+}
+
+// TestPlanExperts: MoE layers are expert parallel: the router whole on
+// every rank, each rank an equal run of whole experts (at their full
+// width), the attention split as in dense models.
+func TestPlanExperts(t *testing.T) {
+	for _, c := range []struct {
+		profile, block string
+		n, inter       int // the experts' width
+	}{
+		{"mixtral-8x7b-4bit", "block_sparse_moe", 2, 14336},
+		{"mixtral-8x7b-4bit", "block_sparse_moe", 8, 14336},
+		{"qwen3-30b-a3b-4bit", "mlp", 4, 768},
+	} {
+		t.Run(fmt.Sprintf("%s/tp%d", c.profile, c.n), func(t *testing.T) {
+			cfg := profileConfig(t, c.profile)
+			p, err := New(cfg, c.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			per := cfg.NumExperts / c.n
+			for r, rk := range p.Rank {
+				if rk.ExpertLo != r*per || rk.ExpertHi != (r+1)*per {
+					t.Errorf("rank %d holds experts [%d, %d), want [%d, %d)", r, rk.ExpertLo, rk.ExpertHi, r*per, (r+1)*per)
+				}
+			}
+			blk := "model.layers.0." + c.block + "."
+			router, _ := p.Lookup(blk + "gate")
+			if router == nil || router.Axis != Replicated || !slices.Equal(router.Shape, []int{cfg.NumExperts, cfg.Hidden}) {
+				t.Errorf("router planned %+v", router)
+			}
+			for name, want := range map[string][]int{"gate_proj": {per, c.inter, cfg.Hidden}, "down_proj": {per, cfg.Hidden, c.inter}} {
+				tt, ok := p.Lookup(blk + "switch_mlp." + name)
+				if !ok || !slices.Equal(tt.ShardShape(c.n-1), want) {
+					t.Errorf("%s: last rank holds %v, want %v", name, tt.ShardShape(c.n-1), want)
+				}
+			}
+			if _, ok := p.Lookup("model.layers.0.mlp.down_proj"); ok {
+				t.Error("a MoE layer planned with a dense MLP")
+			}
+			checkCover(t, p, cfg)
+		})
+	}
+	cfg := profileConfig(t, "qwen3-30b-a3b-4bit")
+	cfg.NumExperts = 6
+	if _, err := New(cfg, 4); err == nil || !strings.Contains(err.Error(), "6 experts do not split over 4 ranks") {
+		t.Fatalf("err %v, want a refusal of 6 experts over 4 ranks", err)
 	}
 }
 

@@ -16,7 +16,8 @@ func Slice(h *tensor.Host, t *Tensor, r int) (*tensor.Host, error) {
 	if t.Axis == Replicated {
 		return h, nil
 	}
-	if !slices.Equal(h.Shape, t.Shape) || len(h.Shape) > 2 {
+	// Rows cut dimension 0 of any rank (stacked experts [experts, out, in]).
+	if !slices.Equal(h.Shape, t.Shape) || len(h.Shape) > 2 && t.Axis != Rows {
 		return nil, fmt.Errorf("%s: shape %v, planned %v", h.Name, h.Shape, t.Shape)
 	}
 	lo, hi := t.Range(r)

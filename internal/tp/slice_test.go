@@ -60,3 +60,26 @@ func TestSliceQuantCols(t *testing.T) {
 		t.Fatalf("err %v, want a refusal naming m.weight", err)
 	}
 }
+
+// TestSliceQuantExperts: stacked quantized experts [4, 2, 128] cut by
+// expert take whole experts' words, scales and biases.
+func TestSliceQuantExperts(t *testing.T) {
+	// 4-bit, groups of 64: 64 bytes of words and 2 bf16 scales (4 bytes)
+	// a row, 2 rows an expert.
+	h := &tensor.Host{Name: "e.weight", Shape: []int{4, 2, 128}, DType: tensor.U32, Data: seq(512),
+		Quant: &tensor.Quant{Bits: 4, GroupSize: 64, Scales: seq(32), Biases: seq(32), ScaleDType: tensor.BF16}}
+	ex := &Tensor{Name: "e", Shape: []int{4, 2, 128}, Axis: Rows, Ranges: [][2]int{{0, 2}, {2, 4}}}
+	s, err := Slice(h, ex, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(s.Data, seq(512)[256:]) || !bytes.Equal(s.Quant.Scales, seq(32)[16:]) ||
+		!bytes.Equal(s.Quant.Biases, seq(32)[16:]) || s.Shape[0] != 2 || s.Shape[2] != 128 {
+		t.Fatalf("experts: shape %v data %d bytes scales %v", s.Shape, len(s.Data), s.Quant.Scales)
+	}
+	// A 3-D tensor cut along its columns is not a split the plan makes.
+	cols := &Tensor{Name: "e", Shape: []int{4, 2, 128}, Axis: Cols, Ranges: [][2]int{{0, 1}, {1, 2}}}
+	if _, err := Slice(h, cols, 0); err == nil {
+		t.Fatal("a 3-D column cut was accepted")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -331,6 +332,15 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("implausible sizes (layers %d, hidden %d, vocab %d)", c.Layers, c.Hidden, c.Vocab)
 	}
 	return c.validateOptional()
+}
+
+// SparseLayer is transformers' Qwen3-MoE rule, which Mixtral (setting
+// neither field) also follows: layer i is MoE unless it is listed in
+// mlp_only_layers, and only every decoder_sparse_step-th layer (counting
+// from 1) is; the others keep a dense MLP of intermediate_size. Shared by
+// the model builders and the tensor-parallel planner.
+func (c *Config) SparseLayer(i int) bool {
+	return !slices.Contains(c.MLPOnlyLayers, i) && c.NumExperts > 0 && c.DecoderSparseStep > 0 && (i+1)%c.DecoderSparseStep == 0
 }
 
 // moeOnlyWidth is moe_intermediate_size for configs whose every layer is

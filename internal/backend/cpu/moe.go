@@ -96,9 +96,17 @@ func (b *Backend) MoERouted(dst, x, routerX backend.Tensor, router backend.Weigh
 
 	gw, uw, dw := e.Gate.(*weight), e.Up.(*weight), e.Down.(*weight)
 	inter := gw.shape[1]
+	// Expert parallel: only experts [lo, hi) are held here; the others'
+	// assignments are skipped (another rank adds them).
+	lo, hi := e.Lo, e.Lo+gw.shape[0]
+	if lo < 0 || hi > nExp {
+		panic("cpu: MoE experts outside the router's")
+	}
 	maxRows := 0
-	for _, c := range s.count {
-		maxRows = max(maxRows, c)
+	for ex, c := range s.count {
+		if ex >= lo && ex < hi {
+			maxRows = max(maxRows, c)
+		}
 	}
 	s.xs = grow(s.xs, maxRows*hidden)
 	s.g = grow(s.g, maxRows*inter)
@@ -107,26 +115,27 @@ func (b *Backend) MoERouted(dst, x, routerX backend.Tensor, router backend.Weigh
 	clear(out.d[:n*hidden])
 	start := 0
 	for ex, m := range s.count {
-		if m == 0 {
-			continue
-		}
 		rows, wts := s.rows[start:start+m], s.wts[start:start+m]
 		start += m
+		if m == 0 || ex < lo || ex >= hi {
+			continue
+		}
+		le := ex - lo // the expert's index in the held weights
 		xs, g, u, y := s.xs[:m*hidden], s.g[:m*inter], s.u[:m*inter], s.y[:m*hidden]
 		for i, r := range rows {
 			copy(xs[i*hidden:(i+1)*hidden], in.Row(r))
 		}
-		b.linear(g, xs, m, gw, ex)
-		b.linear(u, xs, m, uw, ex)
-		addBias(g, m, e.GateBias, ex)
-		addBias(u, m, e.UpBias, ex)
+		b.linear(g, xs, m, gw, le)
+		b.linear(u, xs, m, uw, le)
+		addBias(g, m, e.GateBias, le)
+		addBias(u, m, e.UpBias, le)
 		if p.Act == backend.SwiGLUClamped {
 			swigluClamped(g, g, u, p.Alpha, p.Limit)
 		} else {
 			gatedAct(g, g, u, p.Act)
 		}
-		b.linear(y, g, m, dw, ex)
-		addBias(y, m, e.DownBias, ex)
+		b.linear(y, g, m, dw, le)
+		addBias(y, m, e.DownBias, le)
 		for i, r := range rows {
 			o, w := out.Row(r), wts[i]
 			for j, v := range y[i*hidden : (i+1)*hidden] {
