@@ -1,3 +1,4 @@
+# NOT RUN: the session's device time ran out before it (prepared for the next session).
 # s12r7 (issue 21): the final build of the session. GPU tests (conformance, models, the engine's batch
 # invariance alone / among 64 / among 64 preempted by a 40-block cache); batch-1 decode (256 tokens) as the
 # README's 455 tok/s is measured; serving at concurrency 64 (512-token prompts, 256 output tokens) with
