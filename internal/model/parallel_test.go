@@ -40,8 +40,8 @@ func TestTensorParallelMatchesUnsharded(t *testing.T) {
 		{"tiny/qwen3_moe-bf16", []int{2, 4}},   // expert parallel: 8 experts, 4 or 2 a rank (HF per-expert tensors)
 		{"tiny/mixtral-bf16", []int{2, 4}},     // block_sparse_moe, w1/w3/w2; 1 expert a rank at 4
 		{"tiny/gemma3_text-bf16", []int{2, 4}}, // 1+w norms read on the host, sandwich norms, tied head
-		{"tiny/gemma4-bf16", []int{2, 4}},
-		{"tiny/gpt_oss-bf16", []int{2, 4}}, // sinks split with the heads, biased router and fused experts by expert      // k_eq_v full layer of head dim 32 and 1 kv head (replicated), softcap
+		{"tiny/gemma4-bf16", []int{2, 4}},      // k_eq_v full layer of head dim 32 and 1 kv head (replicated), softcap
+		{"tiny/gpt_oss-bf16", []int{2, 4}},     // sinks split with the heads, biased router and fused experts by expert
 	} {
 		dir := testdata + c.fixture
 		if _, err := os.Stat(dir); err != nil {
@@ -51,40 +51,47 @@ func TestTensorParallelMatchesUnsharded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		one, err := model.Load(dir, cpu.New(1), model.LoadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		prompt := ref.InputIDs[:min(len(ref.InputIDs), 24)]
-		want := feedAll(t, one, prompt)
-		wantIDs, err := modeltest.Greedy(one, prompt, 8, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range c.ranks {
-			t.Run(fmt.Sprintf("%s/tp%d", c.fixture, n), func(t *testing.T) {
-				m, err := loadTP(dir, n)
+		checkTPMatches(t, c.fixture, dir, ref.InputIDs[:min(len(ref.InputIDs), 24)], c.ranks)
+	}
+}
+
+// checkTPMatches loads dir unsharded and over each of ranks, and compares
+// their logits over feedAll's steps (within 1e-4 normalised) and their
+// greedy ids, read back and pipelined.
+func checkTPMatches(t *testing.T, name, dir string, prompt []int32, ranks []int) {
+	t.Helper()
+	one, err := model.Load(dir, cpu.New(1), model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := feedAll(t, one, prompt)
+	wantIDs, err := modeltest.Greedy(one, prompt, 8, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range ranks {
+		t.Run(fmt.Sprintf("%s/tp%d", name, n), func(t *testing.T) {
+			m, err := loadTP(dir, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Backend().Close()
+			got := feedAll(t, m, prompt)
+			if d := modeltest.RelDiff(got, want); d > 1e-4 {
+				t.Errorf("logits differ from the unsharded model's by %.2e (normalised)", d)
+			} else {
+				t.Logf("logits within %.2e", d)
+			}
+			for _, pipelined := range []bool{false, true} {
+				ids, err := modeltest.Greedy(m, prompt, 8, pipelined)
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer m.Backend().Close()
-				got := feedAll(t, m, prompt)
-				if d := modeltest.RelDiff(got, want); d > 1e-4 {
-					t.Errorf("logits differ from the unsharded model's by %.2e (normalised)", d)
-				} else {
-					t.Logf("logits within %.2e", d)
+				if !slices.Equal(ids, wantIDs) {
+					t.Errorf("greedy (pipelined %v) %v, unsharded %v", pipelined, ids, wantIDs)
 				}
-				for _, pipelined := range []bool{false, true} {
-					ids, err := modeltest.Greedy(m, prompt, 8, pipelined)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !slices.Equal(ids, wantIDs) {
-						t.Errorf("greedy (pipelined %v) %v, unsharded %v", pipelined, ids, wantIDs)
-					}
-				}
-			})
-		}
+			}
+		})
 	}
 }
 
