@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,15 +53,15 @@ func LoadParallel(dir string, ranks []backend.Backend, comms []backend.Comm, opt
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	plan, err := planParallel(cfg, n)
-	if err != nil {
-		return nil, fmt.Errorf("%s: tensor parallel %d: %v", dir, n, err)
-	}
 	ck, err := weights.Open(dir, cfg.Quant)
 	if err != nil {
 		return nil, err
 	}
 	defer ck.Close()
+	plan, err := planParallel(cfg, n, ck)
+	if err != nil {
+		return nil, fmt.Errorf("%s: tensor parallel %d: %v", dir, n, err)
+	}
 	g := &rankGroup{}
 	for r, be := range ranks {
 		embed, ok := be.(backend.ShardEmbedder)
@@ -106,18 +107,27 @@ func rankConfig(cfg *weights.Config, r tp.Rank, n int) *weights.Config {
 	if c.GlobalKVHeads > 0 {
 		c.GlobalKVHeads = rankKV(c.GlobalKVHeads)
 	}
+	if r.LinearVHeads > 0 { // Qwen3.5 reads its linear heads from the raw config
+		c.Raw = maps.Clone(cfg.Raw)
+		c.Raw["linear_num_key_heads"], c.Raw["linear_num_value_heads"] = float64(r.LinearKHeads), float64(r.LinearVHeads)
+	}
 	return &c
 }
 
 // planParallel plans cfg over n ranks with each layer's geometry as its
 // family builds it: Gemma 4's full layers have their own head dim and kv
-// heads; the others take the config's (tp.New).
-func planParallel(cfg *weights.Config, n int) (*tp.Plan, error) {
+// heads, Qwen3.5's layers are linear or gated attention; the others take
+// the config's (tp.New).
+func planParallel(cfg *weights.Config, n int, ck *weights.Checkpoint) (*tp.Plan, error) {
 	mt := cfg.ModelType
 	if t, ok := cfg.Raw["text_model_type"].(string); ok {
 		mt = t
 	}
-	if mt != "gemma4" && mt != "gemma4_text" {
+	switch mt {
+	case "qwen3_5", "qwen3_5_text":
+		return planQwen35(cfg, n, ck)
+	case "gemma4", "gemma4_text":
+	default:
 		return tp.New(cfg, n)
 	}
 	num := func(k string) float64 { f, _ := cfg.Raw[k].(float64); return f }
@@ -134,6 +144,31 @@ func planParallel(cfg *weights.Config, n int) (*tp.Plan, error) {
 	layers := make([]tp.Layer, len(types))
 	for i, typ := range types {
 		layers[i].HeadDim, layers[i].KVHeads = gemma4Geometry(cfg, i, typ == "sliding_attention")
+	}
+	return tp.NewLayers(cfg, n, layers)
+}
+
+// planQwen35 plans Qwen3.5's dense layers: Gated DeltaNet ones by their
+// key and value heads (the conv's stored shape read off the checkpoint,
+// whose layout the builder also goes by), full ones with the gated q_proj.
+func planQwen35(cfg *weights.Config, n int, ck *weights.Checkpoint) (*tp.Plan, error) {
+	types, err := qwen35LayerTypes(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dp := qwen35DeltaNetParams(cfg)
+	layers := make([]tp.Layer, len(types))
+	for i, typ := range types {
+		layers[i] = tp.Layer{HeadDim: cfg.HeadDim, KVHeads: cfg.KVHeads, GatedQ: true}
+		if typ != "linear_attention" {
+			continue
+		}
+		name := fmt.Sprintf("model.layers.%d.linear_attn.conv1d.weight", i)
+		ti, _, ok := ck.Info(name)
+		if !ok {
+			return nil, fmt.Errorf("%s: missing", name)
+		}
+		layers[i].DeltaNet = &tp.DeltaNet{KHeads: dp.KHeads, VHeads: dp.VHeads, KDim: dp.KDim, VDim: dp.VDim, ConvShape: ti.Shape}
 	}
 	return tp.NewLayers(cfg, n, layers)
 }
@@ -167,6 +202,8 @@ func (g *rankGroup) kvLayers() []backend.KVLayer {
 	for _, m := range g.ranks[1:] {
 		for i, l := range m.KVLayers() {
 			out[i].KVHeads += l.KVHeads
+			out[i].DeltaNet.KHeads += l.DeltaNet.KHeads // each rank's recurrent state is of its heads
+			out[i].DeltaNet.VHeads += l.DeltaNet.VHeads
 		}
 	}
 	return out
@@ -239,6 +276,16 @@ func (s *shardSource) Has(name string) bool {
 }
 
 func (s *shardSource) Linear(module string, shape ...int) (backend.Weight, error) {
+	h, err := s.HostLinear(module, shape...)
+	if err != nil {
+		return nil, err
+	}
+	return s.c.upload(h)
+}
+
+// HostLinear is Linear before the upload (Qwen3.5's gated q_proj is split
+// into query and gate on the host, loadQueryGate).
+func (s *shardSource) HostLinear(module string, shape ...int) (*tensor.Host, error) {
 	t, ok := s.plan.Lookup(module)
 	if !ok || !t.Linear {
 		return nil, fmt.Errorf("%s: a matrix the tensor-parallel plan does not know", module)
@@ -250,11 +297,12 @@ func (s *shardSource) Linear(module string, shape ...int) (backend.Weight, error
 	if err != nil {
 		return nil, err
 	}
-	if h, err = tp.Slice(h, t, s.rank); err != nil {
-		return nil, err
-	}
-	return s.c.upload(h)
+	return tp.Slice(h, t, s.rank)
 }
+
+// TensorShape is the whole stored shape: Qwen3.5 tells mlx-lm's layout
+// from it, which is the same for every shard.
+func (s *shardSource) TensorShape(name string) ([]int, bool) { return s.c.TensorShape(name) }
 
 func (s *shardSource) Dense(name string, shape ...int) (backend.Weight, error) {
 	h, err := s.HostDense(name, shape...)

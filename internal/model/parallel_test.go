@@ -42,6 +42,7 @@ func TestTensorParallelMatchesUnsharded(t *testing.T) {
 		{"tiny/gemma3_text-bf16", []int{2, 4}}, // 1+w norms read on the host, sandwich norms, tied head
 		{"tiny/gemma4-bf16", []int{2, 4}},      // k_eq_v full layer of head dim 32 and 1 kv head (replicated), softcap
 		{"tiny/gpt_oss-bf16", []int{2, 4}},     // sinks split with the heads, biased router and fused experts by expert
+		{"tiny/qwen3_5_text-bf16", []int{2}},   // Gated DeltaNet by key/value heads (q|k|v conv channels, per-rank state), gated q_proj
 	} {
 		dir := testdata + c.fixture
 		if _, err := os.Stat(dir); err != nil {
@@ -137,6 +138,8 @@ func TestTensorParallelRefuses(t *testing.T) {
 		{"tiny/gpt_oss-mlx-mxfp4-q8g64", 2, []string{"mxfp4-quantized weights"}},
 		{"tiny/gemma4_e-bf16", 2, []string{"per-layer inputs", "do not split yet"}},
 		{"tiny/gemma4_moe-bf16", 2, []string{"not implemented for gemma4"}},
+		{"tiny/qwen3_5_text-bf16", 4, []string{"linear attention's 2 key and 4 value heads do not both split over 4 ranks"}},
+		{"tiny/qwen3_5_text-mlx-q4g64", 2, []string{"linear_attn.out_proj", "groups of 64"}},
 	} {
 		t.Run(fmt.Sprintf("%s/tp%d", c.fixture, c.n), func(t *testing.T) {
 			if _, err := os.Stat(testdata + c.fixture); err != nil {

@@ -43,6 +43,7 @@ func (d *deltaNet) Forward(s *Step, h, out backend.Tensor) {
 	b.RMSNorm(heads, heads, d.norm, d.eps)
 	b.GatedAct(z, z, core, backend.SiLU)
 	b.Linear(out, z, d.out, nil)
+	s.AllReduce(out) // out_proj is row-parallel under tensor parallelism
 }
 
 // qwen35DeltaNetParams reads the linear_* keys.

@@ -45,6 +45,10 @@ type Tensor struct {
 	// Ranks may share a range: kv heads are replicated when there are
 	// fewer of them than ranks.
 	Ranges [][2]int
+	// Pieces, when set, replaces Ranges: rank r's shard is the rows of
+	// Pieces[r] one after the other (Qwen3.5's in_proj_qkv and conv hold
+	// q, k and v side by side, each split by its heads).
+	Pieces [][][2]int
 	// Linear: loaded with Source.Linear (possibly quantized).
 	Linear bool
 	// Rank0: replicated, but only rank 0 holds it (Bias).
@@ -64,14 +68,26 @@ func (t *Tensor) Range(r int) (lo, hi int) {
 func (t *Tensor) ShardShape(r int) []int {
 	s := append([]int(nil), t.Shape...)
 	if t.Axis != Replicated {
-		s[int(t.Axis)-1] = t.Ranges[r][1] - t.Ranges[r][0]
+		s[int(t.Axis)-1] = 0
+		for _, b := range t.pieces(r) {
+			s[int(t.Axis)-1] += b[1] - b[0]
+		}
 	}
 	return s
+}
+
+// pieces is rank r's ranges along Axis, in order.
+func (t *Tensor) pieces(r int) [][2]int {
+	if t.Pieces != nil {
+		return t.Pieces[r]
+	}
+	return t.Ranges[r : r+1]
 }
 
 // Rank is the geometry one rank's model is built with.
 type Rank struct {
 	Heads, KVHeads, Intermediate int
+	LinearKHeads, LinearVHeads   int // Qwen3.5's linear-attention key and value heads
 	VocabLo, VocabHi             int // the rank's vocabulary rows [lo, hi)
 	ExpertLo, ExpertHi           int // the rank's experts [lo, hi) of every MoE layer
 }
@@ -121,7 +137,8 @@ func (p *Plan) Bias(name string) (*Tensor, bool) {
 // family's decoders (internal/model/llama.go, moe.go) and Gemma 3's and 4's
 // dense ones (gemma.go), whose linears have the same names.
 var families = map[string]string{"llama": "", "qwen2": "", "qwen3": "", "mistral": "",
-	"qwen3_moe": "mlp", "mixtral": "block_sparse_moe", "gpt_oss": "mlp", "gemma3_text": "", "gemma3": "", "gemma4_text": "", "gemma4": ""}
+	"qwen3_moe": "mlp", "mixtral": "block_sparse_moe", "gpt_oss": "mlp", "gemma3_text": "", "gemma3": "", "gemma4_text": "", "gemma4": "",
+	"qwen3_5_text": "", "qwen3_5": ""}
 
 // Layer is one decoder layer's geometry as its family builds it.
 type Layer struct {
@@ -129,13 +146,28 @@ type Layer struct {
 	// MoE: a routed block of whole experts (expert parallel) in place of
 	// the dense MLP.
 	MoE bool
+	// GatedQ: q_proj holds each head's query rows then its output-gate
+	// rows (Qwen3.5's full attention): twice the rows, split by head.
+	GatedQ bool
+	// DeltaNet: a Gated DeltaNet linear-attention layer (Qwen3.5) in
+	// place of self_attn.
+	DeltaNet *DeltaNet
+}
+
+// DeltaNet is a Qwen3.5 linear-attention layer's geometry. Value head h
+// reads key head h/(VHeads/KHeads), so contiguous shares of both keep
+// each rank's value heads with their key heads.
+type DeltaNet struct {
+	KHeads, VHeads, KDim, VDim int
+	ConvShape                  []int // conv1d.weight as stored: [channels, 1, kernel] or mlx-lm's [channels, kernel, 1]
 }
 
 // New plans cfg over n ranks, every layer with the config's head dim and
 // kv heads and Qwen3-MoE's rule for which layers are MoE (Config.SparseLayer).
 func New(cfg *weights.Config, n int) (*Plan, error) {
-	if mt := cfg.ModelType; mt == "gemma4" || mt == "gemma4_text" {
-		// Its full layers' head dim and kv heads differ (model.planParallel).
+	if mt := cfg.ModelType; mt == "gemma4" || mt == "gemma4_text" || mt == "qwen3_5" || mt == "qwen3_5_text" {
+		// Gemma 4's full layers' head dim and kv heads differ, Qwen3.5's
+		// linear layers are not attention (model.planParallel).
 		return nil, fmt.Errorf("%s needs its per-layer geometry planned (NewLayers)", mt)
 	}
 	layers := make([]Layer, cfg.Layers)
@@ -160,7 +192,7 @@ func NewLayers(cfg *weights.Config, n int, layers []Layer) (*Plan, error) {
 	}
 	moeBlock, known := families[mt]
 	if !known || (cfg.NumExperts > 0 && moeBlock == "") {
-		return nil, fmt.Errorf("tensor parallelism is not implemented for %s models yet (only llama, qwen2, qwen3, mistral, qwen3_moe, mixtral, gemma3, gemma4 dense)", cfg.ModelType)
+		return nil, fmt.Errorf("tensor parallelism is not implemented for %s models yet (only llama, qwen2, qwen3, mistral, qwen3_moe, mixtral, gpt_oss, gemma3, gemma4 and qwen3_5 dense)", cfg.ModelType)
 	}
 	if cfg.Quant.Default != nil && cfg.Quant.Default.Mode != "" && cfg.Quant.Default.Mode != "affine" {
 		return nil, fmt.Errorf("tensor parallelism is not implemented for %s-quantized weights yet", cfg.Quant.Default.Mode)
@@ -180,6 +212,11 @@ func NewLayers(cfg *weights.Config, n int, layers []Layer) (*Plan, error) {
 			return nil, fmt.Errorf("layer %d: %d kv heads neither split over nor replicate evenly on %d ranks", i, l.KVHeads, n)
 		}
 		dense = dense || !l.MoE
+		if d := l.DeltaNet; d != nil && (d.KHeads%n != 0 || d.VHeads%n != 0) {
+			// Replicating key heads as kv heads are would need each
+			// rank's value heads to read a shared key head's conv channels.
+			return nil, fmt.Errorf("layer %d: linear attention's %d key and %d value heads do not both split over %d ranks", i, d.KHeads, d.VHeads, n)
+		}
 	}
 	if dense && inter%n != 0 {
 		return nil, fmt.Errorf("intermediate size %d does not split over %d ranks", inter, n)
@@ -212,25 +249,36 @@ func NewLayers(cfg *weights.Config, n int, layers []Layer) (*Plan, error) {
 	if dense {
 		rankInter = inter / n
 	}
+	var lin DeltaNet
+	for _, l := range layers {
+		if l.DeltaNet != nil {
+			lin = *l.DeltaNet
+		}
+	}
 	for i := range n {
 		p.Rank = append(p.Rank, Rank{Heads: h / n, KVHeads: max(cfg.KVHeads/n, 1), Intermediate: rankInter,
+			LinearKHeads: lin.KHeads / n, LinearVHeads: lin.VHeads / n,
 			VocabLo: vocab[i][0], VocabHi: vocab[i][1], ExpertLo: exp[i][0], ExpertHi: exp[i][1]})
 	}
 	hid := cfg.Hidden
-	add := func(name string, axis Axis, ranges [][2]int, linear bool, shape ...int) {
-		t := &Tensor{Name: name, Shape: shape, Axis: axis, Ranges: ranges, Linear: linear}
-		p.Tensors = append(p.Tensors, t)
-		p.byName[name] = t
-	}
+	add := p.add
 	add("model.embed_tokens", Rows, vocab, true, cfg.Vocab, hid)
 	for i, l := range layers {
 		pre := fmt.Sprintf("model.layers.%d.", i)
 		qd, kd := h*l.HeadDim, l.KVHeads*l.HeadDim
 		add(pre+"input_layernorm.weight", Replicated, nil, false, hid)
-		add(pre+"self_attn.q_proj", Rows, even(h, l.HeadDim), true, qd, hid)
-		add(pre+"self_attn.k_proj", Rows, kvRanges(l.KVHeads, l.HeadDim), true, kd, hid)
-		add(pre+"self_attn.v_proj", Rows, kvRanges(l.KVHeads, l.HeadDim), true, kd, hid)
-		add(pre+"self_attn.o_proj", Cols, even(h, l.HeadDim), true, hid, qd)
+		if d := l.DeltaNet; d != nil {
+			p.addDeltaNet(pre+"linear_attn.", *d, hid, even)
+		} else if l.GatedQ {
+			add(pre+"self_attn.q_proj", Rows, even(h, 2*l.HeadDim), true, 2*qd, hid)
+		} else {
+			add(pre+"self_attn.q_proj", Rows, even(h, l.HeadDim), true, qd, hid)
+		}
+		if l.DeltaNet == nil {
+			add(pre+"self_attn.k_proj", Rows, kvRanges(l.KVHeads, l.HeadDim), true, kd, hid)
+			add(pre+"self_attn.v_proj", Rows, kvRanges(l.KVHeads, l.HeadDim), true, kd, hid)
+			add(pre+"self_attn.o_proj", Cols, even(h, l.HeadDim), true, hid, qd)
+		}
 		add(pre+"post_attention_layernorm.weight", Replicated, nil, false, hid)
 		if !l.MoE {
 			add(pre+"mlp.gate_proj", Rows, even(inter, 1), true, inter, hid)
@@ -271,6 +319,37 @@ func NewLayers(cfg *weights.Config, n int, layers []Layer) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// addDeltaNet plans a linear-attention layer by heads: in_proj_qkv and
+// the depthwise conv hold q, k (key heads) and v (value heads) side by
+// side, each cut by its own heads; z, a, b, A_log and dt_bias by value
+// head; out_proj by its value-head input columns (row parallel, an
+// all-reduce after it); the gated norm, one per head width, replicated.
+func (p *Plan) addDeltaNet(pre string, d DeltaNet, hid int, even func(total, unit int) [][2]int) {
+	qk, vw := d.KHeads*d.KDim, d.VHeads*d.VDim
+	q, k, v := even(d.KHeads, d.KDim), even(d.KHeads, d.KDim), even(d.VHeads, d.VDim)
+	pieces := make([][][2]int, p.Ranks)
+	for r := range pieces {
+		pieces[r] = [][2]int{q[r], {qk + k[r][0], qk + k[r][1]}, {2*qk + v[r][0], 2*qk + v[r][1]}}
+	}
+	add := p.add
+	add(pre+"in_proj_qkv", Rows, nil, true, 2*qk+vw, hid).Pieces = pieces
+	add(pre+"conv1d.weight", Rows, nil, false, d.ConvShape...).Pieces = pieces
+	add(pre+"in_proj_z", Rows, v, true, vw, hid)
+	add(pre+"in_proj_a", Rows, even(d.VHeads, 1), true, d.VHeads, hid)
+	add(pre+"in_proj_b", Rows, even(d.VHeads, 1), true, d.VHeads, hid)
+	add(pre+"A_log", Rows, even(d.VHeads, 1), false, d.VHeads)
+	add(pre+"dt_bias", Rows, even(d.VHeads, 1), false, d.VHeads)
+	add(pre+"norm.weight", Replicated, nil, false, d.VDim)
+	add(pre+"out_proj", Cols, v, true, hid, vw)
+}
+
+func (p *Plan) add(name string, axis Axis, ranges [][2]int, linear bool, shape ...int) *Tensor {
+	t := &Tensor{Name: name, Shape: shape, Axis: axis, Ranges: ranges, Linear: linear}
+	p.Tensors = append(p.Tensors, t)
+	p.byName[name] = t
+	return t
 }
 
 // checkGroups refuses an input-column split that would cut a

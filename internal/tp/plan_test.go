@@ -48,7 +48,7 @@ func TestPlanProfiles(t *testing.T) {
 		{"qwen2.5-7b-4bit", 8, nil, "28 attention heads do not split over 8 ranks"},
 		{"gemma-4-31b-it-4bit", 2, nil, "per-layer geometry"},
 		{"gpt-oss-20b-mxfp4-q8", 8, nil, "mxfp4-quantized weights"},
-		{"qwen3.5-27b-4bit", 2, nil, "not implemented for qwen3_5"},
+		{"qwen3.5-27b-4bit", 2, nil, "per-layer geometry"},
 	} {
 		t.Run(fmt.Sprintf("%s/tp%d", c.profile, c.n), func(t *testing.T) {
 			cfg := profileConfig(t, c.profile)

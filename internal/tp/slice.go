@@ -20,7 +20,10 @@ func Slice(h *tensor.Host, t *Tensor, r int) (*tensor.Host, error) {
 	if !slices.Equal(h.Shape, t.Shape) || len(h.Shape) > 2 && t.Axis != Rows {
 		return nil, fmt.Errorf("%s: shape %v, planned %v", h.Name, h.Shape, t.Shape)
 	}
-	lo, hi := t.Range(r)
+	var lo, hi int
+	if t.Pieces == nil { // else a row cut of several pieces, below
+		lo, hi = t.Range(r)
+	}
 	rows := h.Shape[0]
 	cols := 1
 	if len(h.Shape) == 2 {
@@ -34,7 +37,14 @@ func Slice(h *tensor.Host, t *Tensor, r int) (*tensor.Host, error) {
 				return nil, fmt.Errorf("%s: %d bytes for %d rows", h.Name, len(b), rows)
 			}
 			rb := len(b) / rows
-			return b[lo*rb : hi*rb], nil
+			if t.Pieces == nil {
+				return b[lo*rb : hi*rb], nil
+			}
+			var out []byte
+			for _, p := range t.Pieces[r] {
+				out = append(out, b[p[0]*rb:p[1]*rb]...)
+			}
+			return out, nil
 		}
 	case Cols:
 		if q := h.Quant; q != nil {
