@@ -39,6 +39,25 @@ func TestSliceDenseRowsAndCols(t *testing.T) {
 	}
 }
 
+// A row cut of several pieces (Qwen3.5's q|k|v channels) concatenates
+// them in order, scales with the packed words.
+func TestSlicePieces(t *testing.T) {
+	// [6, 8] 4-bit: one 32-bit word and one group of 8 a row.
+	h := &tensor.Host{Name: "w", Shape: []int{6, 8}, DType: tensor.U32, Data: seq(24),
+		Quant: &tensor.Quant{Bits: 4, GroupSize: 8, Scales: seq(12), Biases: seq(12), ScaleDType: tensor.BF16}}
+	p := &Tensor{Name: "w", Shape: []int{6, 8}, Axis: Rows, Pieces: [][][2]int{{{0, 1}, {2, 3}, {4, 5}}, {{1, 2}, {3, 4}, {5, 6}}}}
+	s, err := Slice(h, p, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, sc := seq(24), seq(12)
+	wantW := append(append(append([]byte(nil), w[4:8]...), w[12:16]...), w[20:24]...)
+	wantS := append(append(append([]byte(nil), sc[2:4]...), sc[6:8]...), sc[10:12]...)
+	if !bytes.Equal(s.Data, wantW) || !bytes.Equal(s.Quant.Scales, wantS) || s.Shape[0] != 3 {
+		t.Fatalf("pieces: %v %v %v", s.Shape, s.Data, s.Quant.Scales)
+	}
+}
+
 func TestSliceQuantCols(t *testing.T) {
 	// [2, 256] 4-bit in groups of 64: 128 bytes of words and 4 bf16
 	// scales (8 bytes) a row.
