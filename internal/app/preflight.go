@@ -22,7 +22,7 @@ func estimate(cfg *weights.Config, stored int64, be backend.Backend, r memplan.R
 	if ctx <= 0 {
 		ctx = 4096 // model.Model.MaxContext's default
 	}
-	return memplan.New(cfg, be, stored, chunk), ctx
+	return memplan.New(cfg, be, stored, chunk).WithKVDtype(r.KVDtype), ctx
 }
 
 // profilePreflight is Preflight for synthetic weights, sized by the plan.
