@@ -210,7 +210,7 @@ func (s *Server) Ready(l *app.Loaded) error {
 	s.state.Store(m)
 	c := eng.Config()
 	s.log.Info("model ready", "model", name, "backend", l.Model.Backend().Name(), "ctx", eng.MaxContext(),
-		"parallel", c.Parallel, "kv_blocks", c.NumBlocks, "block_size", c.BlockSize, "prefix_cache", eng.PrefixCaching(),
+		"parallel", c.Parallel, "kv_blocks", c.NumBlocks, "block_size", c.BlockSize, "kv_dtype", c.KVDtype, "prefix_cache", eng.PrefixCaching(),
 		"plain_chat", m.plainChat)
 	return nil
 }

@@ -172,22 +172,28 @@ func TestTiledAttentionBatchInvariant(t *testing.T) {
 
 // BenchmarkDecodeAttention: one decode token of Qwen2.5-0.5B's attention
 // (14 heads, 2 KV heads, dim 64) over ctx keys, with the KV store hot in
-// cache; per token the model runs 24 of these.
+// cache; per token the model runs 24 of these. Each KV dtype: the cost of
+// decoding bf16 and fp8 chunks against reading float32.
 func BenchmarkDecodeAttention(b *testing.B) {
-	for _, ctx := range []int{512, 2048} {
-		b.Run(fmt.Sprint(ctx), func(b *testing.B) {
+	for _, c := range []struct {
+		ctx int
+		dt  backend.KVDtype
+	}{{512, backend.KVF32}, {2048, backend.KVF32}, {2048, backend.KVBF16}, {2048, backend.KVFP8}} {
+		ctx := c.ctx
+		b.Run(fmt.Sprintf("%d-%s", ctx, c.dt), func(b *testing.B) {
 			p := backend.AttnParams{Heads: 14, KVHeads: 2, HeadDim: 64, Scale: 0.125}
 			be := New(0)
 			rng := rand.New(rand.NewPCG(1, 1))
 			nb := (ctx + 16) / 16
-			kv, _ := be.NewKVStore(backend.KVSpec{NumBlocks: nb, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: 2, HeadDim: 64}}})
+			kv, _ := be.NewKVStore(backend.KVSpec{NumBlocks: nb, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: 2, HeadDim: 64}}, Dtype: c.dt})
 			blocks := make([]int32, nb)
 			for i := range blocks {
 				blocks[i] = int32(i)
 			}
 			st := kv.(*kvStore)
-			for i := range st.k[0].f32 {
-				st.k[0].f32[i], st.v[0].f32[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+			for i := range st.k[0].len() {
+				st.k[0].put(i, []float32{float32(rng.NormFloat64())})
+				st.v[0].put(i, []float32{float32(rng.NormFloat64())})
 			}
 			bt := &backend.Batch{Tokens: []int32{0}, Positions: []int32{int32(ctx)}, Seqs: []backend.SeqSlice{{Len: 1, Blocks: blocks}}}
 			if err := be.BeginStep(bt); err != nil {
