@@ -43,8 +43,12 @@ func estimateMemory(dir, backendName string, r memplan.Request) (*memoryEstimate
 	m := &memoryEstimate{Backend: be.Name(), KVDtype: r.KVDtype.String(), WeightBytes: e.WeightBytes(), KVPerToken: e.KVPerToken, KVPerSeq: e.KVPerSeq,
 		KVBytes: e.KVBytes(tokens, par), KVTokens: tokens, ActBytes: e.ActBytes, NeedBytes: int64(float64(e.Need(tokens, par)) * memplan.Margin),
 		FreeBytes: e.Available, FreeSource: e.Source, Fits: e.Fits(tokens, par)}
-	m.Summary = fmt.Sprintf("on %s: weights %s + KV %s (%d tokens, --parallel %d, --kv-cache-dtype %s) + activations %s = %s with margin",
-		m.Backend, memplan.GiB(m.WeightBytes), memplan.GiB(m.KVBytes), tokens, par, m.KVDtype,
+	dtype := "" // named when chosen
+	if m.KVDtype != string(backend.KVAuto) {
+		dtype = ", --kv-cache-dtype " + m.KVDtype
+	}
+	m.Summary = fmt.Sprintf("on %s: weights %s + KV %s (%d tokens, --parallel %d%s) + activations %s = %s with margin",
+		m.Backend, memplan.GiB(m.WeightBytes), memplan.GiB(m.KVBytes), tokens, par, dtype,
 		memplan.GiB(m.ActBytes), memplan.GiB(m.NeedBytes))
 	switch {
 	case e.Available < 0:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
@@ -45,6 +46,9 @@ func TestInspectEstimateKVDtype(t *testing.T) {
 	fp8, err := estimateMemory(dir, "cpu", memplan.Request{CtxSize: 256, Parallel: 2, KVDtype: backend.KVFP8})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(fp8.Summary, "--parallel 2, --kv-cache-dtype fp8)") {
+		t.Errorf("summary %q does not name the dtype", fp8.Summary)
 	}
 	if fp8.KVPerToken*4 != f32.KVPerToken || fp8.KVPerSeq != f32.KVPerSeq || fp8.KVDtype != "fp8" {
 		t.Errorf("fp8 %d bytes a token, %d a sequence (%s); f32 %d and %d", fp8.KVPerToken, fp8.KVPerSeq, fp8.KVDtype, f32.KVPerToken, f32.KVPerSeq)
