@@ -248,10 +248,10 @@ func (sc *attnScratch) decodeChunk(kb, vb *kvBuf, offs []int32, kvOff, hd int) (
 		sc.loc = append(sc.loc, make([]int32, 32)...)
 		sc.locDim = hd
 	}
-	for i, o := range offs {
-		kb.at(sc.kc[i*hd:(i+1)*hd], int(o)+kvOff, hd)
-		vb.at(sc.vc[i*hd:(i+1)*hd], int(o)+kvOff, hd)
-	}
+	// The tiled path runs with the kernels and a head dim of a multiple
+	// of 8, what decodeRows needs.
+	kb.decodeRows(sc.kc, offs, kvOff, hd)
+	vb.decodeRows(sc.vc, offs, kvOff, hd)
 	return sc.kc, sc.vc, sc.loc
 }
 

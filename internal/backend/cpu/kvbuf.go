@@ -64,11 +64,17 @@ func (b *kvBuf) put(off int, src []float32) {
 }
 
 // at returns the n values from off: float32 storage in place, else
-// decoded into tmp (len(tmp) >= n).
+// decoded into tmp (len(tmp) >= n), 8 at a time by the kernels of
+// kvbuf_amd64.s when they run (a head dim is a multiple of 8 there).
 func (b *kvBuf) at(tmp []float32, off, n int) []float32 {
 	switch {
 	case b.f32 != nil:
 		return b.f32[off : off+n]
+	case useAsm && n%8 == 0 && n > 0:
+		if off < 0 || off+n > b.len() {
+			panic("cpu: KV row out of range")
+		}
+		b.decodeRows(tmp, []int32{int32(off)}, 0, n)
 	case b.b16 != nil:
 		for i, h := range b.b16[off : off+n] {
 			tmp[i] = tensor.BF16ToF32(h)
@@ -80,4 +86,21 @@ func (b *kvBuf) at(tmp []float32, off, n int) []float32 {
 		}
 	}
 	return tmp[:n]
+}
+
+// decodeRows decodes, with the kernels of kvbuf_amd64.s, d values from
+// each of offs (plus off) into dst, one row after the other: a chunk of
+// keys in one call. The kernels must run, d be a multiple of 8 and the
+// rows lie in the store.
+func (b *kvBuf) decodeRows(dst []float32, offs []int32, off, d int) {
+	if len(offs) == 0 {
+		return
+	}
+	_ = dst[len(offs)*d-1]
+	if b.b16 != nil {
+		decodeRowsBF16(&dst[0], &b.b16[off], &offs[0], len(offs), d)
+		return
+	}
+	// 256: the 2^8 the kernel's f16 trick leaves out.
+	decodeRowsE4M3(&dst[0], &b.f8[off], &offs[0], len(offs), d, 256*b.scale)
 }
