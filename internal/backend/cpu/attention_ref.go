@@ -29,7 +29,10 @@ func (b *Backend) attentionRef(out, qt *Tensor, st *kvStore, layer int, p backen
 	sinks := sinkLogits(p)
 	b.parallel(work, max(1, (1<<16)/max(perItem, 1)), func(lo, hi int) {
 		var scores []float32
-		tmp := make([]float32, p.HeadDim) // a decoded K or V row
+		var tmp []float32 // a decoded K or V row; float32 is read in place
+		if K.f32 == nil {
+			tmp = make([]float32, p.HeadDim)
+		}
 		// rows[i] is the store row of the i-th key of token rowsOf; all
 		// heads of a token (consecutive items) share it.
 		var rows []int
