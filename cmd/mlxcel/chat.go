@@ -18,7 +18,7 @@ import (
 type chatFlags struct {
 	params        sample.Params
 	maxTokens     int
-	ctxSize       int
+	engine        engine.Config // the one-sequence engine (modelFlags.engineConfig)
 	system        string
 	stops         []string
 	showReasoning bool
@@ -34,7 +34,7 @@ func runChat(l *app.Loaded, f chatFlags) error {
 		}
 		fmt.Fprintf(os.Stderr, "%s has no chat template: turns are written as \"User: ...\" / \"Assistant: ...\"\n", l.Name)
 	}
-	eng, err := engine.New(l.Model, engine.Config{Parallel: 1, MaxQueue: 1, MaxContext: f.ctxSize})
+	eng, err := engine.New(l.Model, f.engine)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 type memoryEstimate struct {
 	Backend     string `json:"backend"`
 	WeightBytes int64  `json:"weight_bytes"`
+	KVDtype     string `json:"kv_cache_dtype"` // --kv-cache-dtype (auto: the backend's own)
 	KVPerToken  int64  `json:"kv_bytes_per_token"`
 	KVPerSeq    int64  `json:"kv_bytes_per_sequence,omitempty"` // recurrent state of linear-attention layers
 	KVBytes     int64  `json:"kv_bytes"`
@@ -39,11 +40,15 @@ func estimateMemory(dir, backendName string, r memplan.Request) (*memoryEstimate
 	defer be.Close()
 	e, ctx := app.Estimate(cfg, dir, be, r)
 	tokens, par := r.KVTokens(ctx, e), max(r.Parallel, 1)
-	m := &memoryEstimate{Backend: be.Name(), WeightBytes: e.WeightBytes(), KVPerToken: e.KVPerToken, KVPerSeq: e.KVPerSeq,
+	m := &memoryEstimate{Backend: be.Name(), KVDtype: r.KVDtype.String(), WeightBytes: e.WeightBytes(), KVPerToken: e.KVPerToken, KVPerSeq: e.KVPerSeq,
 		KVBytes: e.KVBytes(tokens, par), KVTokens: tokens, ActBytes: e.ActBytes, NeedBytes: int64(float64(e.Need(tokens, par)) * memplan.Margin),
 		FreeBytes: e.Available, FreeSource: e.Source, Fits: e.Fits(tokens, par)}
-	m.Summary = fmt.Sprintf("on %s: weights %s + KV %s (%d tokens, --parallel %d) + activations %s = %s with margin",
-		m.Backend, memplan.GiB(m.WeightBytes), memplan.GiB(m.KVBytes), tokens, par,
+	dtype := "" // named when chosen
+	if m.KVDtype != string(backend.KVAuto) {
+		dtype = ", --kv-cache-dtype " + m.KVDtype
+	}
+	m.Summary = fmt.Sprintf("on %s: weights %s + KV %s (%d tokens, --parallel %d%s) + activations %s = %s with margin",
+		m.Backend, memplan.GiB(m.WeightBytes), memplan.GiB(m.KVBytes), tokens, par, dtype,
 		memplan.GiB(m.ActBytes), memplan.GiB(m.NeedBytes))
 	switch {
 	case e.Available < 0:

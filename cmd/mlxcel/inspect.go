@@ -56,6 +56,7 @@ func runInspect(args []string) error {
 	be := fs.String("backend", "auto", "backend the memory estimate is for: cpu, cuda or auto")
 	fs.IntVar(&req.CtxSize, "ctx-size", 0, "context of the memory estimate (0: the model's)")
 	fs.IntVar(&req.Parallel, "parallel", 1, "sequences of the memory estimate (mlxcel serve --parallel)")
+	fs.Var(&req.KVDtype, "kv-cache-dtype", "KV cache dtype of the memory estimate (mlxcel serve --kv-cache-dtype: "+backend.KVDtypes+")")
 	fs.StringVar(&spec, "model", "", "model folder or Hub name ORG/NAME (or give it as the argument)")
 	fs.StringVar(&spec, "m", "", "shorthand for --model")
 	if err := fs.Parse(args); err != nil {

@@ -1,6 +1,12 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/memplan"
+)
 
 // inspect's KV figures are the CPU store's: Qwen3.5's linear layers keep
 // no K/V but a per-sequence state; Gemma 4 E's shared layers keep nothing.
@@ -26,5 +32,28 @@ func TestInspectKVFigures(t *testing.T) {
 	// sliding of 16 and one full of 32 (its per-layer head dim) own K/V.
 	if want := int64((3*16 + 32) * 2 * 4); g.KVBytesPerTok != want || g.StateBytes != 0 {
 		t.Errorf("gemma4 E: %d KV bytes a token, %d of state; want %d and none", g.KVBytesPerTok, g.StateBytes, want)
+	}
+}
+
+// The estimate counts the --kv-cache-dtype's bytes: fp8 K/V are a
+// quarter of the CPU's float32, the recurrent state stays float32.
+func TestInspectEstimateKVDtype(t *testing.T) {
+	dir := testdata + "tiny/qwen3_5_text-bf16"
+	f32, err := estimateMemory(dir, "cpu", memplan.Request{CtxSize: 256, Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp8, err := estimateMemory(dir, "cpu", memplan.Request{CtxSize: 256, Parallel: 2, KVDtype: backend.KVFP8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fp8.Summary, "--parallel 2, --kv-cache-dtype fp8)") {
+		t.Errorf("summary %q does not name the dtype", fp8.Summary)
+	}
+	if fp8.KVPerToken*4 != f32.KVPerToken || fp8.KVPerSeq != f32.KVPerSeq || fp8.KVDtype != "fp8" {
+		t.Errorf("fp8 %d bytes a token, %d a sequence (%s); f32 %d and %d", fp8.KVPerToken, fp8.KVPerSeq, fp8.KVDtype, f32.KVPerToken, f32.KVPerSeq)
+	}
+	if want := f32.KVBytes - (f32.KVPerToken-fp8.KVPerToken)*int64(f32.KVTokens); fp8.KVBytes != want {
+		t.Errorf("fp8 KV %d bytes, want %d", fp8.KVBytes, want)
 	}
 }

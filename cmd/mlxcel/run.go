@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/mlxcel/mlxcel/internal/app"
+	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/chat"
 	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/generate"
@@ -38,6 +39,7 @@ type modelFlags struct {
 	threads        int
 	tensorParallel int
 	ctxSize        int
+	kvDtype        backend.KVDtype
 	skipMemCheck   bool
 }
 
@@ -48,12 +50,18 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0: all cores)")
 	fs.IntVar(&f.tensorParallel, "tensor-parallel", 1, "shard the model over N ranks (in-process CPU ranks; docs/tensor-parallel.md)")
 	fs.IntVar(&f.ctxSize, "ctx-size", 0, "maximum tokens of prompt + answer, which sizes the KV cache (0: the model's context)")
+	fs.Var(&f.kvDtype, "kv-cache-dtype", backend.KVDtypeUsage)
 	fs.BoolVar(&f.skipMemCheck, "skip-mem-check", false, "load even when the memory estimate says the model will not fit")
 }
 
 func (f *modelFlags) load(quiet bool) (*app.Loaded, error) {
 	return app.Load(app.Options{ModelDir: f.model, Backend: f.backend, Threads: f.threads, TensorParallel: f.tensorParallel, Quiet: quiet,
-		Preflight: &memplan.Request{CtxSize: f.ctxSize, Parallel: 1, Skip: f.skipMemCheck}})
+		Preflight: &memplan.Request{CtxSize: f.ctxSize, Parallel: 1, KVDtype: f.kvDtype, Skip: f.skipMemCheck}})
+}
+
+// engineConfig is the one-sequence engine that run and its chat use.
+func (f *modelFlags) engineConfig() engine.Config {
+	return engine.Config{Parallel: 1, MaxQueue: 1, MaxContext: f.ctxSize, KVDtype: f.kvDtype}
 }
 
 func runRun(args []string) error {
@@ -121,7 +129,7 @@ func runRun(args []string) error {
 		if !flagSet(fs, "max-tokens") {
 			chatMax = 4096 // answers, not a benchmark: the context bounds them
 		}
-		return runChat(l, chatFlags{params: params, maxTokens: chatMax, ctxSize: mf.ctxSize, system: *system, stops: stops,
+		return runChat(l, chatFlags{params: params, maxTokens: chatMax, engine: mf.engineConfig(), system: *system, stops: stops,
 			showReasoning: *showReasoning})
 	}
 
@@ -129,7 +137,7 @@ func runRun(args []string) error {
 	if err != nil {
 		return err
 	}
-	eng, err := engine.New(l.Model, engine.Config{Parallel: 1, MaxQueue: 1, MaxContext: mf.ctxSize})
+	eng, err := engine.New(l.Model, mf.engineConfig())
 	if err != nil {
 		return err
 	}

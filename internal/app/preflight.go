@@ -19,7 +19,7 @@ func estimate(cfg *weights.Config, stored int64, be backend.Backend, r memplan.R
 	if chunk <= 0 {
 		chunk = 512
 	}
-	return memplan.New(cfg, be, stored, chunk), model.ContextOf(cfg)
+	return memplan.New(cfg, be, stored, chunk).WithKVDtype(r.KVDtype), model.ContextOf(cfg)
 }
 
 // profilePreflight is Preflight for synthetic weights, sized by the plan.

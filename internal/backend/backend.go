@@ -185,6 +185,8 @@ type KVSpec struct {
 	Layers               []KVLayer
 	Slots                int // sequences admitted at once (SeqSlice.Slot < Slots)
 	RingTokens           int // ring length per slot for windowed layers
+	// Dtype is how K and V are kept ("" or KVAuto: the backend's own).
+	Dtype KVDtype
 }
 
 // KVLayer is one layer's KV geometry.

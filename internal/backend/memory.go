@@ -19,14 +19,19 @@ type KVSizer interface {
 
 // KVStoreBytes is what be.NewKVStore(spec) allocates. A backend without
 // KVSizer is taken to keep every layer's K and V in the paged blocks at
-// KVElemBytes, which is what one that knows no rings does.
+// spec.Dtype (KVElemBytes for auto), which is what one that knows no rings
+// does.
 func KVStoreBytes(be Backend, spec KVSpec) int64 {
 	if s, ok := be.(KVSizer); ok {
 		return s.KVStoreBytes(spec)
 	}
+	elem := spec.Dtype.Bytes()
+	if elem == 0 {
+		elem = KVElemBytes(be)
+	}
 	var n int64
 	for _, l := range spec.Layers {
-		n += 2 * int64(spec.NumBlocks*spec.BlockSize*l.KVHeads*l.HeadDim) * int64(KVElemBytes(be))
+		n += 2 * int64(spec.NumBlocks*spec.BlockSize*l.KVHeads*l.HeadDim) * int64(elem)
 	}
 	return n
 }

@@ -120,7 +120,7 @@ func runBatches(m *model.Model, est Estimate, o DecodeOptions, base Row, perToke
 			rows = append(rows, r)
 			continue
 		}
-		stepMS, _, err := batchSteps(m, 0, b, o.Context, o.Steps, o.PrefillChunk)
+		stepMS, _, err := batchSteps(m, 0, b, o.Context, o.Steps, o.PrefillChunk, o.KVDtype)
 		if err != nil {
 			r.Status = FailStatus("decode")
 			firstErr = cmpOr(firstErr, fmt.Errorf("batch %d: %w", b, err))
@@ -158,7 +158,7 @@ const batchWarmSteps = 3
 // chunk tokens, one sequence at a time; sequence first+s's prompt is a
 // fixed function of its number) and returns the mean time of steps greedy
 // decode steps of all n, in ms, and the ids the last step chose.
-func batchSteps(m *model.Model, first, n, ctx, steps, chunk int) (float64, []int32, error) {
+func batchSteps(m *model.Model, first, n, ctx, steps, chunk int, dt backend.KVDtype) (float64, []int32, error) {
 	if n < 1 || ctx < 1 || steps < 1 {
 		return 0, nil, errors.New("batch, context and steps must be positive")
 	}
@@ -168,7 +168,7 @@ func batchSteps(m *model.Model, first, n, ctx, steps, chunk int) (float64, []int
 	}
 	per := (total + blockSize - 1) / blockSize
 	// A slot per sequence: recurrent layers (Qwen3.5) keep their state there.
-	kv, err := m.Backend().NewKVStore(backend.KVSpec{NumBlocks: n * per, BlockSize: blockSize, Layers: m.KVLayers(), Slots: n})
+	kv, err := m.Backend().NewKVStore(backend.KVSpec{NumBlocks: n * per, BlockSize: blockSize, Layers: m.KVLayers(), Slots: n, Dtype: dt})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -253,6 +253,6 @@ func batchSteps(m *model.Model, first, n, ctx, steps, chunk int) (float64, []int
 // chunk tokens), on a model already loaded: backend tests time the same
 // steps as `bench decode --batch` under tunings of their own.
 func BatchStepMS(m *model.Model, n, ctx, steps, chunk int) (float64, error) {
-	ms, _, err := batchSteps(m, 0, n, ctx, steps, chunk)
+	ms, _, err := batchSteps(m, 0, n, ctx, steps, chunk, backend.KVAuto)
 	return ms, err
 }

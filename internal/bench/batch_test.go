@@ -56,23 +56,26 @@ func TestBatchStepsAreBatchInvariant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, batched, err := batchSteps(m, 0, 3, 20, 4, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(batched) != 3 {
-		t.Fatalf("%d ids from a batch of 3", len(batched))
-	}
-	for s := range 3 {
-		_, alone, err := batchSteps(m, s, 1, 20, 4, 8)
+	// The fp8 cache too: its codes do not depend on the batch.
+	for _, dt := range []backend.KVDtype{backend.KVAuto, backend.KVFP8} {
+		_, batched, err := batchSteps(m, 0, 3, 20, 4, 8, dt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if alone[0] != batched[s] {
-			t.Errorf("sequence %d: %d decoded alone, %d in the batch", s, alone[0], batched[s])
+		if len(batched) != 3 {
+			t.Fatalf("%d ids from a batch of 3", len(batched))
+		}
+		for s := range 3 {
+			_, alone, err := batchSteps(m, s, 1, 20, 4, 8, dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if alone[0] != batched[s] {
+				t.Errorf("%s: sequence %d: %d decoded alone, %d in the batch", dt, s, alone[0], batched[s])
+			}
 		}
 	}
-	if _, _, err := batchSteps(m, 0, 1, m.MaxContext(), 4, 8); err == nil {
+	if _, _, err := batchSteps(m, 0, 1, m.MaxContext(), 4, 8, backend.KVAuto); err == nil {
 		t.Error("a context past the model's was accepted")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/mlxcel/mlxcel/internal/app"
+	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/profiles"
 )
@@ -97,6 +98,7 @@ type modelFlags struct {
 	threads, maxTokens, warmup, repeat int
 	maxPrefillSec                      float64
 	prefillChunk                       int
+	kvDtype                            backend.KVDtype
 	seed                               uint64
 	skipMemCheck, quiet                bool
 	memLimitGiB                        float64
@@ -116,6 +118,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, maxTokens, warmup int) {
 	fs.IntVar(&m.repeat, "repeat", 1, "measured runs; the row has their mean")
 	fs.IntVar(&m.prefillChunk, "prefill-chunk", 0, fmt.Sprintf("prompt tokens per forward step during prefill (0: %d on cuda, as mlxcel serve; %d on cpu)",
 		engine.DefaultPrefillChunkGPU, cpuBenchChunk))
+	fs.Var(&m.kvDtype, "kv-cache-dtype", backend.KVDtypeUsage)
 	fs.Float64Var(&m.maxPrefillSec, "max-prefill-seconds", 0, "skip a prompt whose prefill is estimated (quadratically, from the model's previous point) to take longer (0: no limit)")
 	fs.Uint64Var(&m.seed, "seed", 0, "seed of synthetic weights")
 	fs.BoolVar(&m.skipMemCheck, "skip-mem-check", false, "run even when the memory estimate says it will not fit")
@@ -125,7 +128,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, maxTokens, warmup int) {
 
 func (m *modelFlags) options(stderr io.Writer) DecodeOptions {
 	o := DecodeOptions{Backend: m.backend, Threads: m.threads, ProfilesDir: m.profilesDir, Tokenizer: m.tokenizer,
-		MaxTokens: m.maxTokens, Warmup: m.warmup, Repeat: m.repeat, PrefillChunk: m.prefillChunk, MaxPrefillSeconds: m.maxPrefillSec, Seed: m.seed,
+		MaxTokens: m.maxTokens, Warmup: m.warmup, Repeat: m.repeat, PrefillChunk: m.prefillChunk, KVDtype: m.kvDtype, MaxPrefillSeconds: m.maxPrefillSec, Seed: m.seed,
 		SkipMemCheck: m.skipMemCheck, MemLimit: int64(m.memLimitGiB * (1 << 30)), Log: stderr}
 	if m.quiet {
 		o.Log = io.Discard

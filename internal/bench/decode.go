@@ -33,7 +33,8 @@ type DecodeOptions struct {
 	MaxTokens    int
 	Warmup       int // -1: 1 on cuda, 0 on cpu
 	Repeat       int
-	PrefillChunk int // 0: DefaultPrefillChunk of the backend
+	PrefillChunk int             // 0: DefaultPrefillChunk of the backend
+	KVDtype      backend.KVDtype // --kv-cache-dtype ("": the backend's own)
 	// MaxPrefillSeconds (> 0) skips a prompt whose prefill is estimated to
 	// take longer (StatusSkipTime).
 	MaxPrefillSeconds float64
@@ -204,7 +205,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 
 	// 4. Memory estimate, before anything big is allocated. Each length
 	// needs its prompt plus the generated tokens in the KV cache.
-	est := estimate(cfg, be, stored, o.PrefillChunk)
+	est := estimate(cfg, be, stored, o.PrefillChunk).WithKVDtype(o.KVDtype)
 	if o.MemLimit > 0 {
 		est.Available, est.Source = o.MemLimit, "--mem-limit-gib"
 	}
@@ -278,7 +279,7 @@ func RunDecode(o DecodeOptions) ([]Row, error) {
 			}
 			ids = long
 		}
-		if _, _, _, _, err := once(m, ids, 2, o.PrefillChunk); err != nil {
+		if _, _, _, _, err := once(m, ids, 2, o.PrefillChunk, o.KVDtype); err != nil {
 			fmt.Fprintf(o.Log, "%s: warm-up pass: %v\n", base.Model, err)
 		}
 	}
@@ -417,7 +418,7 @@ func runOne(m *model.Model, enc Encoder, r *Row, o DecodeOptions) (err error) {
 	var idle backend.HostTime // summed over the measured runs
 	for i := range o.Warmup + o.Repeat {
 		runtime.GC() // keep a collection of the last run's garbage out of the timings
-		p, d, id, st, err := once(m, prompt, maxTokens, o.PrefillChunk)
+		p, d, id, st, err := once(m, prompt, maxTokens, o.PrefillChunk, o.KVDtype)
 		if err != nil {
 			stage = st
 			return err
@@ -448,11 +449,11 @@ func runOne(m *model.Model, enc Encoder, r *Row, o DecodeOptions) (err error) {
 // tokens, then decodes n tokens greedily one at a time (no EOS stop: the
 // point is a fixed amount of work). It returns both durations in ms and,
 // on error, the stage that failed.
-func once(m *model.Model, prompt []int32, n, chunk int) (prefillMS, decodeMS float64, idle backend.HostTime, stage string, err error) {
+func once(m *model.Model, prompt []int32, n, chunk int, dt backend.KVDtype) (prefillMS, decodeMS float64, idle backend.HostTime, stage string, err error) {
 	total := len(prompt) + n
 	nb := (total + blockSize - 1) / blockSize
 	// Slot 0 of 1: recurrent layers (Qwen3.5) keep their state there.
-	kv, err := m.Backend().NewKVStore(backend.KVSpec{NumBlocks: nb, BlockSize: blockSize, Layers: m.KVLayers(), Slots: 1})
+	kv, err := m.Backend().NewKVStore(backend.KVSpec{NumBlocks: nb, BlockSize: blockSize, Layers: m.KVLayers(), Slots: 1, Dtype: dt})
 	if err != nil {
 		return 0, 0, idle, "prefill", err
 	}

@@ -108,6 +108,9 @@ type Config struct {
 	MixedBatchTokens int
 	// BlockSize is the KV block size in tokens (default 16).
 	BlockSize int
+	// KVDtype is how the KV store keeps K and V (--kv-cache-dtype;
+	// default auto, the backend's own: docs/kv-cache.md).
+	KVDtype backend.KVDtype
 	// NumBlocks is the number of KV blocks (default: enough for Parallel
 	// sequences of MaxContext tokens; a server should size it from the
 	// memory it can spare).
@@ -315,7 +318,7 @@ func sizingDefaults(cfg Config, be backend.Backend) Config {
 // (Parallel rings against NumBlocks*BlockSize positions); a short context
 // or a huge window keeps windowed layers paged, which is always correct.
 func kvSpec(cfg Config, layers []backend.KVLayer) backend.KVSpec {
-	spec := backend.KVSpec{NumBlocks: cfg.NumBlocks, BlockSize: cfg.BlockSize, Layers: layers, Slots: cfg.Parallel}
+	spec := backend.KVSpec{NumBlocks: cfg.NumBlocks, BlockSize: cfg.BlockSize, Layers: layers, Slots: cfg.Parallel, Dtype: cfg.KVDtype}
 	if ring := ringTokens(cfg, layers); ring > 0 && cfg.Parallel*ring < cfg.NumBlocks*cfg.BlockSize {
 		spec.RingTokens = ring
 	}
@@ -351,7 +354,7 @@ func KVSpec(be backend.Backend, cfg Config, layers []backend.KVLayer) backend.KV
 // so both sides are solved and the larger answer that is on its side wins.
 func KVBlocksWithin(be backend.Backend, cfg Config, layers []backend.KVLayer, budget int64) int {
 	cfg = sizingDefaults(cfg, be)
-	paged := backend.KVSpec{BlockSize: cfg.BlockSize, Layers: layers, Slots: cfg.Parallel}
+	paged := backend.KVSpec{BlockSize: cfg.BlockSize, Layers: layers, Slots: cfg.Parallel, Dtype: cfg.KVDtype}
 	n := backend.KVCostOf(be, paged).Blocks(budget, math.MaxInt32)
 	if ring := ringTokens(cfg, layers); ring > 0 {
 		last := cfg.Parallel * ring / cfg.BlockSize // the most blocks that keep windowed layers paged

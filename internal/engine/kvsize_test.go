@@ -25,19 +25,24 @@ func TestKVBlocksWithin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := engine.Config{BlockSize: 16, Parallel: 4, PrefillChunk: 32}
-		bytes := func(blocks int) int64 {
-			c := c
-			c.NumBlocks = blocks
-			return backend.KVStoreBytes(be, engine.KVSpec(be, c, layers))
+		for _, dt := range []backend.KVDtype{backend.KVAuto, backend.KVFP8} {
+			checkKVBlocksWithin(t, be, name, layers, engine.Config{BlockSize: 16, Parallel: 4, PrefillChunk: 32, KVDtype: dt})
 		}
-		// Windows of 8 at 4 slots: rings of 8+36 tokens past 11 blocks.
-		for _, blocks := range []int{1, 2, 5, 10, 11, 12, 17, 60, 200, 1000} {
-			for _, budget := range []int64{bytes(blocks) - 1, bytes(blocks), bytes(blocks) + 1000} {
-				n := engine.KVBlocksWithin(be, c, layers, budget)
-				if n > 0 && bytes(n) > budget || bytes(n+1) <= budget {
-					t.Errorf("%s: %d bytes: %d blocks (%d bytes), %d blocks would be %d", name, budget, n, bytes(n), n+1, bytes(n+1))
-				}
+	}
+}
+
+func checkKVBlocksWithin(t *testing.T, be backend.Backend, name string, layers []backend.KVLayer, c engine.Config) {
+	bytes := func(blocks int) int64 {
+		c := c
+		c.NumBlocks = blocks
+		return backend.KVStoreBytes(be, engine.KVSpec(be, c, layers))
+	}
+	// Windows of 8 at 4 slots: rings of 8+36 tokens past 11 blocks.
+	for _, blocks := range []int{1, 2, 5, 10, 11, 12, 17, 60, 200, 1000} {
+		for _, budget := range []int64{bytes(blocks) - 1, bytes(blocks), bytes(blocks) + 1000} {
+			n := engine.KVBlocksWithin(be, c, layers, budget)
+			if n > 0 && bytes(n) > budget || bytes(n+1) <= budget {
+				t.Errorf("%s, %s: %d bytes: %d blocks (%d bytes), %d blocks would be %d", name, c.KVDtype, budget, n, bytes(n), n+1, bytes(n+1))
 			}
 		}
 	}

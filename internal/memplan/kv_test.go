@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/backend/cpu"
 	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/profiles"
@@ -14,7 +15,7 @@ import (
 // the store the engine would ask for.
 func allocated(t *testing.T, be *cpu.Backend, e Estimate, tokens, seqs int) int64 {
 	t.Helper()
-	spec := engine.KVSpec(be, engine.Config{NumBlocks: tokens / 16, BlockSize: 16, Parallel: seqs, PrefillChunk: e.chunk}, e.layers)
+	spec := engine.KVSpec(be, engine.Config{NumBlocks: tokens / 16, BlockSize: 16, Parallel: seqs, PrefillChunk: e.chunk, KVDtype: e.dtype}, e.layers)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	kv, err := be.NewKVStore(spec)
@@ -29,7 +30,8 @@ func allocated(t *testing.T, be *cpu.Backend, e Estimate, tokens, seqs int) int6
 // The estimate's KV bytes are what the CPU backend allocates for the
 // fixtures' stores: recurrent state per slot (Qwen3.5), nothing for
 // KV-shared layers (Gemma 4 E), sliding-window rings once the cache is
-// long enough for the engine to pick them (gpt-oss, Gemma 4 E).
+// long enough for the engine to pick them (gpt-oss, Gemma 4 E), at each
+// --kv-cache-dtype.
 func TestKVBytesAreAllocated(t *testing.T) {
 	be := cpu.New(1)
 	for _, name := range []string{"qwen3_5_text-bf16", "qwen3_5_moe_text-bf16", "gemma4_e-bf16", "gpt_oss-bf16", "llama-bf16"} {
@@ -37,13 +39,15 @@ func TestKVBytesAreAllocated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := New(cfg, be, 0, 64)
-		for _, c := range []struct{ tokens, seqs int }{{16, 1}, {4096, 2}, {65536, 8}} {
-			want := allocated(t, be, e, c.tokens, c.seqs)
-			// The store's own fields and the allocator's rounding of each
-			// slice (to a size class or page) are the slack.
-			if got := e.KVBytes(c.tokens, c.seqs); got > want || want-got > want/200+16<<10 {
-				t.Errorf("%s, %d tokens over %d slots: estimate %d bytes, allocated %d", name, c.tokens, c.seqs, got, want)
+		for _, dt := range []backend.KVDtype{backend.KVAuto, backend.KVBF16, backend.KVFP8} {
+			e := New(cfg, be, 0, 64).WithKVDtype(dt)
+			for _, c := range []struct{ tokens, seqs int }{{16, 1}, {4096, 2}, {65536, 8}} {
+				want := allocated(t, be, e, c.tokens, c.seqs)
+				// The store's own fields and the allocator's rounding of
+				// each slice (to a size class or page) are the slack.
+				if got := e.KVBytes(c.tokens, c.seqs); got > want || want-got > want/200+16<<10 {
+					t.Errorf("%s, %s, %d tokens over %d slots: estimate %d bytes, allocated %d", name, dt, c.tokens, c.seqs, got, want)
+				}
 			}
 		}
 	}

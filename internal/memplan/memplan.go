@@ -35,6 +35,7 @@ type Estimate struct {
 	be     backend.Backend
 	layers []backend.KVLayer
 	chunk  int
+	dtype  backend.KVDtype // --kv-cache-dtype ("": the backend's own)
 }
 
 // WeightBytes is the predicted resident size of the weights.
@@ -48,7 +49,7 @@ func (e Estimate) KVBytes(tokens, seqs int) int64 {
 		return e.KVPerToken*int64(tokens) + e.KVPerSeq*int64(seqs)
 	}
 	// One-token blocks: the same store as any block size dividing tokens.
-	cfg := engine.Config{NumBlocks: max(tokens, 1), BlockSize: 1, Parallel: seqs, PrefillChunk: e.chunk}
+	cfg := engine.Config{NumBlocks: max(tokens, 1), BlockSize: 1, Parallel: seqs, PrefillChunk: e.chunk, KVDtype: e.dtype}
 	return backend.KVStoreBytes(e.be, engine.KVSpec(e.be, cfg, e.layers))
 }
 
@@ -62,7 +63,7 @@ func (e Estimate) KVTokensWithin(budget int64, seqs, blockSize int) int {
 		}
 		return int(max(0, budget-e.KVPerSeq*int64(seqs))/(e.KVPerToken*int64(blockSize))) * blockSize
 	}
-	cfg := engine.Config{BlockSize: blockSize, Parallel: seqs, PrefillChunk: e.chunk}
+	cfg := engine.Config{BlockSize: blockSize, Parallel: seqs, PrefillChunk: e.chunk, KVDtype: e.dtype}
 	return engine.KVBlocksWithin(e.be, cfg, e.layers, budget) * blockSize
 }
 
@@ -114,15 +115,27 @@ func MiB(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // chunk in tokens.
 func New(cfg *weights.Config, be backend.Backend, storedBytes int64, chunk int) Estimate {
 	e := Estimate{StoredBytes: storedBytes, be: be, layers: kvLayers(cfg), chunk: chunk}
-	// Per token and per slot with every layer paged (rings, which the
-	// engine picks by the cache's size, only make KVBytes smaller).
-	c := backend.KVCostOf(be, backend.KVSpec{BlockSize: 1, Slots: 1, Layers: e.layers})
-	e.KVPerToken, e.KVPerSeq = c.PerBlock, c.Fixed
+	e.kvCost()
 	e.Expansion = probeExpansion(be, cfg)
 	width := 4*cfg.Hidden + 2*max(cfg.Intermediate, cfg.MoEIntermediate*max(cfg.TopK, 1)) + 3*cfg.Heads*max(cfg.HeadDim, cfg.GlobalHeadDim)
 	e.ActBytes = int64(chunk)*int64(width)*4 + int64(cfg.Vocab)*4*2
 	e.Available, e.Source = Available(be)
 	return e
+}
+
+// WithKVDtype is e with the KV cache kept at d (--kv-cache-dtype).
+func (e Estimate) WithKVDtype(d backend.KVDtype) Estimate {
+	e.dtype = d
+	e.kvCost()
+	return e
+}
+
+// kvCost sets KVPerToken and KVPerSeq: per token and per slot with every
+// layer paged (rings, which the engine picks by the cache's size, only
+// make KVBytes smaller), at e's dtype.
+func (e *Estimate) kvCost() {
+	c := backend.KVCostOf(e.be, backend.KVSpec{BlockSize: 1, Slots: 1, Layers: e.layers, Dtype: e.dtype})
+	e.KVPerToken, e.KVPerSeq = c.PerBlock, c.Fixed
 }
 
 // kvLayers is cfg's KV geometry; an architecture the build does not know

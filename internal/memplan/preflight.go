@@ -3,6 +3,8 @@ package memplan
 import (
 	"fmt"
 	"strings"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
 )
 
 // Request is what a command will allocate: the engine's sizing flags.
@@ -15,7 +17,8 @@ type Request struct {
 	// server's 4096); 0 sizes every slot for the whole context, as the
 	// engine does by default.
 	DefaultPerSeq int
-	PrefillChunk  int // tokens a prefill step holds activations for (0: 512)
+	PrefillChunk  int             // tokens a prefill step holds activations for (0: 512)
+	KVDtype       backend.KVDtype // --kv-cache-dtype
 	Skip          bool
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mlxcel/mlxcel/internal/app"
+	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/settings"
 )
@@ -61,6 +62,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&o.KVBlocks, "kv-blocks", 0, "KV cache size in blocks (0: see --kv-mem)")
 	fs.IntVar(&o.KVMemMiB, "kv-mem", 0, "KV cache size in MiB (0 with --kv-blocks 0: 4096 tokens per --parallel slot, capped by the context)")
 	fs.IntVar(&o.BlockSize, "block-size", 16, "KV cache block size in tokens")
+	fs.Var(&o.KVCacheDtype, "kv-cache-dtype", backend.KVDtypeUsage)
 	fs.BoolVar(&o.NoPrefixCache, "no-prefix-cache", false, "do not reuse the KV of prompt prefixes shared with earlier requests")
 	fs.BoolVar(&o.NoRunAhead, "no-run-ahead", false, "do not queue greedy decode steps before the previous step's tokens are read (on by default with cuda)")
 	fs.IntVar(&o.MaxQueue, "max-queue", engine.DefaultMaxQueue, "requests that may wait beyond the running ones before 429 (-1: none)")

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/engine"
 	"io"
 	"log/slog"
@@ -45,8 +46,14 @@ func TestFlags(t *testing.T) {
 	if f.Model != "/d" || f.Host != "127.0.0.1" || f.Port != 8080 || f.Options.PrefillChunk != 0 { // 0: the engine picks by backend
 		t.Errorf("defaults %+v", f)
 	}
+	if f.Options.KVCacheDtype.Or(backend.KVAuto) != backend.KVAuto {
+		t.Errorf("--kv-cache-dtype defaults to %s", f.Options.KVCacheDtype)
+	}
+	if f, _ = parseFlags(t, "--kv-cache-dtype", "fp8_e4m3"); f.Options.KVCacheDtype != backend.KVFP8 {
+		t.Errorf("--kv-cache-dtype fp8_e4m3 parsed as %q", f.Options.KVCacheDtype)
+	}
 	for _, bad := range [][]string{{"--kv-mem", "8", "--kv-blocks", "8"}, {"--parallel", "-1"}, {"--port", "70000"}, {"--ctx-size", "-1"},
-		{"--gpu-memory-utilization", "0"}, {"--gpu-memory-utilization", "1.5"}} {
+		{"--gpu-memory-utilization", "0"}, {"--gpu-memory-utilization", "1.5"}, {"--kv-cache-dtype", "int8"}} {
 		if _, err := parseFlags(t, bad...); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
@@ -79,6 +86,32 @@ func TestKVMem(t *testing.T) {
 	defer s.Close()
 	if got := s.Engine().Config().NumBlocks; got != cfg.NumBlocks {
 		t.Errorf("engine has %d blocks, want %d", got, cfg.NumBlocks)
+	}
+}
+
+// With --kv-cache-dtype fp8 the same --kv-mem holds four times the
+// blocks (one byte a value against the CPU's four), and the engine keeps
+// that dtype.
+func TestKVMemFP8(t *testing.T) {
+	l := loadModel(t, "")
+	f32, err := New(Options{KVMemMiB: 1}).engineConfig(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{KVMemMiB: 1, KVCacheDtype: backend.KVFP8})
+	cfg, err := s.engineConfig(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NumBlocks < 4*f32.NumBlocks || cfg.NumBlocks > 4*f32.NumBlocks+3 {
+		t.Errorf("fp8: %d blocks in 1 MiB, f32 %d", cfg.NumBlocks, f32.NumBlocks)
+	}
+	if err := s.Ready(l); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.Engine().KVStore().Spec().Dtype; got != backend.KVFP8 {
+		t.Errorf("engine store dtype %q", got)
 	}
 }
 

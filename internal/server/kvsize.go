@@ -22,16 +22,18 @@ const MaxAutoParallel = 256
 // kvFromDeviceMemory sizes the KV cache of a device backend that reports
 // its memory: what --gpu-memory-utilization of the device leaves after the
 // loaded weights (and anything else already using it) and one prefill
-// step's activations, in blocks of blockSize tokens. With parallel 0 it
-// also picks the slots: as many as the cache holds sequences of
-// min(context, DefaultKVTokensPerSeq) tokens, 1 to MaxAutoParallel. ok is
-// false when the backend runs on the host or cannot say.
-func kvFromDeviceMemory(l *app.Loaded, util float64, blockSize, parallel, ctx, chunk int) (blocks, slots int, note string, ok bool, err error) {
-	return kvSizeOn(l, l.Model.Backend(), util, blockSize, parallel, ctx, chunk)
+// step's activations, in blocks of sizing.BlockSize tokens at
+// sizing.KVDtype. With sizing.Parallel 0 it also picks the slots: as many
+// as the cache holds sequences of min(context, DefaultKVTokensPerSeq)
+// tokens, 1 to MaxAutoParallel. ok is false when the backend runs on the
+// host or cannot say.
+func kvFromDeviceMemory(l *app.Loaded, util float64, sizing engine.Config, ctx int) (blocks, slots int, note string, ok bool, err error) {
+	return kvSizeOn(l, l.Model.Backend(), util, sizing, ctx)
 }
 
 // kvSizeOn is kvFromDeviceMemory on backend be (tests pass a stand-in).
-func kvSizeOn(l *app.Loaded, be backend.Backend, util float64, blockSize, parallel, ctx, chunk int) (blocks, slots int, note string, ok bool, err error) {
+func kvSizeOn(l *app.Loaded, be backend.Backend, util float64, sizing engine.Config, ctx int) (blocks, slots int, note string, ok bool, err error) {
+	blockSize, parallel, chunk := sizing.BlockSize, sizing.Parallel, sizing.PrefillChunk
 	mr, isMR := be.(backend.MemoryReporter)
 	if !backend.IsAccelerator(be) || !isMR {
 		return 0, 0, "", false, nil
@@ -47,7 +49,9 @@ func kvSizeOn(l *app.Loaded, be backend.Backend, util float64, blockSize, parall
 	budget := int64(util*float64(total)) - (total - free) - act
 	layers := l.Model.KVLayers()
 	within := func(slots int) int {
-		return engine.KVBlocksWithin(be, engine.Config{BlockSize: blockSize, Parallel: slots, PrefillChunk: chunk}, layers, budget)
+		c := sizing
+		c.Parallel = slots
+		return engine.KVBlocksWithin(be, c, layers, budget)
 	}
 	slots = parallel
 	if slots <= 0 {
@@ -68,7 +72,8 @@ func kvSizeOn(l *app.Loaded, be backend.Backend, util float64, blockSize, parall
 			"%s in use, %s of activations and the per-slot state of %d slots; raise --gpu-memory-utilization or pass --kv-mem",
 			byteSize(int64(util*float64(total))), byteSize(total), util, byteSize(total-free), byteSize(act), slots)
 	}
-	kv := backend.KVStoreBytes(be, engine.KVSpec(be, engine.Config{NumBlocks: blocks, BlockSize: blockSize, Parallel: slots, PrefillChunk: chunk}, layers))
+	sizing.NumBlocks, sizing.Parallel = blocks, slots
+	kv := backend.KVStoreBytes(be, engine.KVSpec(be, sizing, layers))
 	note = fmt.Sprintf("KV cache %d blocks of %d tokens (%s) from %.0f%% of %s (%s in use, %s kept for activations); %d parallel slots",
 		blocks, blockSize, byteSize(kv), util*100, byteSize(total), byteSize(total-free), byteSize(act), slots)
 	return blocks, slots, note, true, nil

@@ -34,7 +34,7 @@ func TestKVFromDeviceMemory(t *testing.T) {
 	per := kvCost(l, engine.Config{BlockSize: 16}).PerBlock
 	const gib = int64(1) << 30
 	be := fakeDevice{Backend: l.Model.Backend(), free: 10 * gib, total: 16 * gib}
-	blocks, slots, note, ok, err := kvSizeOn(l, be, 0.9, 16, 0, 512, 512)
+	blocks, slots, note, ok, err := kvSizeOn(l, be, 0.9, engine.Config{BlockSize: 16, PrefillChunk: 512}, 512)
 	if err != nil || !ok {
 		t.Fatalf("sizing: ok %v err %v", ok, err)
 	}
@@ -49,16 +49,16 @@ func TestKVFromDeviceMemory(t *testing.T) {
 		t.Errorf("note %q", note)
 	}
 	// An explicit --parallel is kept.
-	if _, slots, _, _, _ := kvSizeOn(l, be, 0.9, 16, 3, 512, 512); slots != 3 {
+	if _, slots, _, _, _ := kvSizeOn(l, be, 0.9, engine.Config{BlockSize: 16, Parallel: 3, PrefillChunk: 512}, 512); slots != 3 {
 		t.Errorf("--parallel 3 became %d", slots)
 	}
 	// Nothing left: a clear error naming the flags.
 	full := fakeDevice{Backend: l.Model.Backend(), free: gib, total: 16 * gib}
-	if _, _, _, _, err := kvSizeOn(l, full, 0.9, 16, 0, 512, 512); err == nil || !strings.Contains(err.Error(), "--gpu-memory-utilization") {
+	if _, _, _, _, err := kvSizeOn(l, full, 0.9, engine.Config{BlockSize: 16, PrefillChunk: 512}, 512); err == nil || !strings.Contains(err.Error(), "--gpu-memory-utilization") {
 		t.Errorf("a full device: %v", err)
 	}
 	// A host backend is not sized this way.
-	if _, _, _, ok, _ := kvSizeOn(l, l.Model.Backend(), 0.9, 16, 0, 512, 512); ok {
+	if _, _, _, ok, _ := kvSizeOn(l, l.Model.Backend(), 0.9, engine.Config{BlockSize: 16, PrefillChunk: 512}, 512); ok {
 		t.Error("the CPU backend was sized from device memory")
 	}
 }
@@ -70,7 +70,7 @@ func TestKVFromDeviceMemoryHybrid(t *testing.T) {
 	l := loadModel(t, fixture("qwen3_5_text-bf16"))
 	const mib = int64(1) << 20
 	be := fakeDevice{Backend: l.Model.Backend(), free: 64 * mib, total: 64 * mib}
-	blocks, slots, _, ok, err := kvSizeOn(l, be, 0.25, 16, 0, 512, 512)
+	blocks, slots, _, ok, err := kvSizeOn(l, be, 0.25, engine.Config{BlockSize: 16, PrefillChunk: 512}, 512)
 	if err != nil || !ok {
 		t.Fatalf("sizing: ok %v err %v", ok, err)
 	}

@@ -7,5 +7,5 @@ import "github.com/mlxcel/mlxcel/internal/memplan"
 func (f *Flags) preflight() *memplan.Request {
 	o := f.Options
 	return &memplan.Request{CtxSize: o.CtxSize, Parallel: o.Parallel, KVBlocks: o.KVBlocks, BlockSize: o.BlockSize,
-		KVMemMiB: o.KVMemMiB, DefaultPerSeq: DefaultKVTokensPerSeq, PrefillChunk: o.PrefillChunk, Skip: f.SkipMemCheck}
+		KVMemMiB: o.KVMemMiB, DefaultPerSeq: DefaultKVTokensPerSeq, PrefillChunk: o.PrefillChunk, KVDtype: o.KVCacheDtype, Skip: f.SkipMemCheck}
 }

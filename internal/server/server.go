@@ -53,6 +53,9 @@ type Options struct {
 	KVBlocks             int
 	KVMemMiB             int
 	BlockSize            int
+	// KVCacheDtype is how the KV cache keeps K and V
+	// (engine.Config.KVDtype).
+	KVCacheDtype backend.KVDtype
 	// NoPrefixCache turns automatic prefix caching off
 	// (engine.Config.DisablePrefixCache).
 	NoPrefixCache bool
@@ -207,7 +210,7 @@ func (s *Server) Ready(l *app.Loaded) error {
 	s.state.Store(m)
 	c := eng.Config()
 	s.log.Info("model ready", "model", name, "backend", l.Model.Backend().Name(), "ctx", eng.MaxContext(),
-		"parallel", c.Parallel, "kv_blocks", c.NumBlocks, "block_size", c.BlockSize, "prefix_cache", eng.PrefixCaching(),
+		"parallel", c.Parallel, "kv_blocks", c.NumBlocks, "block_size", c.BlockSize, "kv_dtype", c.KVDtype, "prefix_cache", eng.PrefixCaching(),
 		"plain_chat", m.plainChat)
 	return nil
 }
@@ -228,6 +231,7 @@ func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 		MaxContext:       o.CtxSize,
 		BlockSize:        o.BlockSize,
 		NumBlocks:        o.KVBlocks,
+		KVDtype:          o.KVCacheDtype,
 		OnFinish:         s.metrics.onFinish,
 		OnStep:           s.metrics.onStep,
 	}
@@ -250,7 +254,8 @@ func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 	}
 	if o.KVBlocks == 0 && o.KVMemMiB == 0 {
 		bs := max(o.BlockSize, 1)
-		blocks, slots, note, ok, err := kvFromDeviceMemory(l, util, bs, o.Parallel, ctx, cmp.Or(o.PrefillChunk, engine.DefaultPrefillChunkFor(l.Model.Backend())))
+		blocks, slots, note, ok, err := kvFromDeviceMemory(l, util, engine.Config{BlockSize: bs, Parallel: o.Parallel,
+			PrefillChunk: cmp.Or(o.PrefillChunk, engine.DefaultPrefillChunkFor(l.Model.Backend())), KVDtype: o.KVCacheDtype}, ctx)
 		if err != nil {
 			return cfg, err
 		}
@@ -278,7 +283,7 @@ func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 			bs = 16 // kvcache.DefaultBlockSize
 			cfg.BlockSize = bs
 		}
-		sizing := engine.Config{BlockSize: bs, Parallel: cfg.Parallel, PrefillChunk: o.PrefillChunk}
+		sizing := engine.Config{BlockSize: bs, Parallel: cfg.Parallel, PrefillChunk: o.PrefillChunk, KVDtype: o.KVCacheDtype}
 		n := engine.KVBlocksWithin(l.Model.Backend(), sizing, l.Model.KVLayers(), int64(o.KVMemMiB)<<20)
 		if n < 1 {
 			c := kvCost(l, sizing)

@@ -16,7 +16,7 @@ import (
 //     NumBlocks is, which is what bounds sliding-window memory.
 type kvStore struct {
 	spec  backend.KVSpec
-	k, v  [][]float32
+	k, v  []kvBuf
 	ring  []bool        // per layer: stored as per-slot rings
 	delta []*deltaState // per layer: recurrent state (deltanet.go), or nil
 }
@@ -30,13 +30,16 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 	if spec.Slots < 0 || spec.RingTokens < 0 {
 		return nil, fmt.Errorf("cpu: KV store slots %d and ring tokens %d must not be negative", spec.Slots, spec.RingTokens)
 	}
+	dt, err := kvDtype(spec.Dtype)
+	if err != nil {
+		return nil, err
+	}
 	s := &kvStore{spec: spec}
 	for i, l := range spec.Layers {
 		n, ring, state := kvLayout(spec, l)
 		var ds *deltaState
 		switch {
 		case l.Recurrent():
-			var err error
 			if ds, err = newDeltaState(spec, l, i, state); err != nil {
 				return nil, err
 			}
@@ -47,8 +50,8 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 		}
 		s.delta = append(s.delta, ds)
 		s.ring = append(s.ring, ring)
-		s.k = append(s.k, make([]float32, n))
-		s.v = append(s.v, make([]float32, n))
+		s.k = append(s.k, newKVBuf(dt, n))
+		s.v = append(s.v, newKVBuf(dt, n))
 	}
 	return s, nil
 }
@@ -68,24 +71,30 @@ func kvLayout(spec backend.KVSpec, l backend.KVLayer) (n int, ring bool, state i
 	return spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim, false, 0
 }
 
-// KVStoreBytes is what NewKVStore(spec) allocates (backend.KVSizer):
-// float32 K and V, and the float32 recurrent state.
+// KVStoreBytes is what NewKVStore(spec) allocates (backend.KVSizer): K
+// and V at spec.Dtype, the recurrent state in float32 whatever the dtype
+// (it is rewritten every step, so rounding it would compound). A dtype
+// NewKVStore refuses counts as float32.
 func (b *Backend) KVStoreBytes(spec backend.KVSpec) int64 {
+	elem := int64(4)
+	if dt, err := kvDtype(spec.Dtype); err == nil {
+		elem = int64(dt.Bytes())
+	}
 	var n int64
 	for _, l := range spec.Layers {
 		kv, _, state := kvLayout(spec, l)
-		n += 4 * (2*int64(kv) + int64(state))
+		n += 2*elem*int64(kv) + 4*int64(state)
 	}
 	return n
 }
 
 // bytes is the memory of layer's K and V (tests).
 func (s *kvStore) bytes(layer int) int {
-	n := len(s.k[layer]) + len(s.v[layer])
+	n := s.k[layer].bytes() + s.v[layer].bytes()
 	if d := s.delta[layer]; d != nil {
-		n += len(d.data)
+		n += 4 * len(d.data)
 	}
-	return 4 * n
+	return n
 }
 
 // row is the index, in units of one position's KVHeads*HeadDim values, of
@@ -142,7 +151,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	st := kv.(*kvStore)
 	out, qt := dst.(*Tensor), q.(*Tensor)
 	kvw := p.KVHeads * p.HeadDim
-	K, V := st.k[layer], st.v[layer]
+	K, V := &st.k[layer], &st.v[layer]
 	step := b.step
 	if st.ring[layer] {
 		st.checkRing(layer, step, p)
@@ -159,13 +168,13 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		s := &step.Seqs[i]
 		for r := s.Start; r < s.Start+s.Len; r++ {
 			row := st.row(layer, s, int(step.Positions[r]))
-			copy(K[row*kvw:(row+1)*kvw], kt.Row(r))
-			copy(V[row*kvw:(row+1)*kvw], vt.Row(r))
+			K.put(row*kvw, kt.Row(r))
+			V.put(row*kvw, vt.Row(r))
 		}
 	}
 	// The kernels address keys by int32 float offsets and walk the head
 	// dim 8 at a time.
-	if !useAsm || p.HeadDim%8 != 0 || len(K) > math.MaxInt32 {
+	if !useAsm || p.HeadDim%8 != 0 || K.len() > math.MaxInt32 {
 		seqOf := make([]int, qt.rows)
 		for i, s := range step.Seqs {
 			for r := s.Start; r < s.Start+s.Len; r++ {

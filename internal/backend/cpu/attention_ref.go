@@ -14,7 +14,7 @@ import (
 // and values are already stored.
 func (b *Backend) attentionRef(out, qt *Tensor, st *kvStore, layer int, p backend.AttnParams, seqOf []int) {
 	kvw := p.KVHeads * p.HeadDim
-	K, V := st.k[layer], st.v[layer]
+	K, V := &st.k[layer], &st.v[layer]
 	step := b.step
 	group := p.Heads / p.KVHeads
 	work := qt.rows * p.Heads
@@ -29,6 +29,10 @@ func (b *Backend) attentionRef(out, qt *Tensor, st *kvStore, layer int, p backen
 	sinks := sinkLogits(p)
 	b.parallel(work, max(1, (1<<16)/max(perItem, 1)), func(lo, hi int) {
 		var scores []float32
+		var tmp []float32 // a decoded K or V row; float32 is read in place
+		if K.f32 == nil {
+			tmp = make([]float32, p.HeadDim)
+		}
 		// rows[i] is the store row of the i-th key of token rowsOf; all
 		// heads of a token (consecutive items) share it.
 		var rows []int
@@ -49,7 +53,7 @@ func (b *Backend) attentionRef(out, qt *Tensor, st *kvStore, layer int, p backen
 			scores = scores[:0]
 			maxS := float32(math.Inf(-1))
 			for _, row := range rows {
-				sc := qmat.Dot(qv, K[row*kvw+kvOff:row*kvw+kvOff+p.HeadDim]) * p.Scale
+				sc := qmat.Dot(qv, K.at(tmp, row*kvw+kvOff, p.HeadDim)) * p.Scale
 				if p.Softcap > 0 {
 					sc = p.Softcap * float32(math.Tanh(float64(sc/p.Softcap)))
 				}
@@ -71,7 +75,7 @@ func (b *Backend) attentionRef(out, qt *Tensor, st *kvStore, layer int, p backen
 			clear(o)
 			for i, row := range rows {
 				wgt := scores[i] / sum
-				vv := V[row*kvw+kvOff : row*kvw+kvOff+p.HeadDim]
+				vv := V.at(tmp, row*kvw+kvOff, p.HeadDim)
 				for d := range o {
 					o[d] += wgt * vv[d]
 				}

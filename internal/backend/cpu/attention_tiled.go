@@ -51,6 +51,12 @@ type attnScratch struct {
 	// (the score kernel prefetches up to 12 entries past a chunk).
 	offs              []int32
 	seqBase, seqFirst []int
+	// A chunk's keys and values of one KV head decoded from a store that
+	// is not float32, and loc[i] = i*locDim their offsets (then 32 spare
+	// zeros, as offs).
+	kc, vc []float32
+	loc    []int32
+	locDim int
 }
 
 var attnPool = sync.Pool{New: func() any { return new(attnScratch) }}
@@ -158,7 +164,11 @@ func (b *Backend) attnItem(it attnItem, sc, shared *attnScratch, out, q *Tensor,
 	// faster value kernel, else [dim][lane].
 	rowMajor := hd%32 == 0
 	kvOff := it.kvh * hd
-	K, V := st.k[layer][kvOff:], st.v[layer][kvOff:]
+	kb, vb := &st.k[layer], &st.v[layer]
+	var K, V []float32
+	if kb.f32 != nil {
+		K, V = kb.f32[kvOff:], vb.f32[kvOff:]
+	}
 	offs, ob := shared.offs, shared.seqBase[it.seq]-shared.seqFirst[it.seq] // position c at offs[ob+c]
 	// Chunks are aligned to absolute positions, so a lane meets the same
 	// chunk boundaries (and its online softmax the same rescalings)
@@ -168,7 +178,11 @@ func (b *Backend) attnItem(it attnItem, sc, shared *attnScratch, out, q *Tensor,
 	for c0 := kFirst; c0 <= kLast; c0 = (c0/attnChunk + 1) * attnChunk {
 		c1 := min((c0/attnChunk+1)*attnChunk, kLast+1)
 		n := c1 - c0
-		attnScores(&qtr[0], hd, &K[0], &offs[ob+c0], n, &sct[0], &V[0])
+		ck, cv, co := K, V, offs[ob+c0:]
+		if K == nil {
+			ck, cv, co = sc.decodeChunk(kb, vb, co[:n], kvOff, hd)
+		}
+		attnScores(&qtr[0], hd, &ck[0], &co[0], n, &sct[0], &cv[0])
 		if p.Softcap > 0 {
 			for i, x := range sct[:n*8] {
 				sct[i] = p.Softcap * float32(math.Tanh(float64(x/p.Softcap)))
@@ -192,9 +206,9 @@ func (b *Backend) attnItem(it attnItem, sc, shared *attnScratch, out, q *Tensor,
 		}
 		attnSoftmax(&sct[0], n, &sc.ml[0])
 		if rowMajor {
-			attnPVRows(&ot[0], hd, &V[0], &offs[ob+c0], n, &sct[0], &sc.ml[16])
+			attnPVRows(&ot[0], hd, &cv[0], &co[0], n, &sct[0], &sc.ml[16])
 		} else {
-			attnPV(&ot[0], hd, &V[0], &offs[ob+c0], n, &sct[0], &sc.ml[16])
+			attnPV(&ot[0], hd, &cv[0], &co[0], n, &sct[0], &sc.ml[16])
 		}
 	}
 	sinks := sinkLogits(p)
@@ -216,6 +230,29 @@ func (b *Backend) attnItem(it attnItem, sc, shared *attnScratch, out, q *Tensor,
 			o[d] = ot[d*8+l] * inv
 		}
 	}
+}
+
+// decodeChunk decodes the keys and values at offs (row offsets; the KV
+// head's values start kvOff past them) into sc.kc and sc.vc, one after
+// the other, and returns them with offsets into them. Once per item and
+// chunk, so each stored key is decoded once per 8 query rows, as often as
+// the float32 path loads it.
+func (sc *attnScratch) decodeChunk(kb, vb *kvBuf, offs []int32, kvOff, hd int) (k, v []float32, loc []int32) {
+	sc.kc = grow(sc.kc, attnChunk*hd)
+	sc.vc = grow(sc.vc, attnChunk*hd)
+	if sc.locDim != hd {
+		sc.loc = sc.loc[:0]
+		for i := range attnChunk {
+			sc.loc = append(sc.loc, int32(i*hd))
+		}
+		sc.loc = append(sc.loc, make([]int32, 32)...)
+		sc.locDim = hd
+	}
+	// The tiled path runs with the kernels and a head dim of a multiple
+	// of 8, what decodeRows needs.
+	kb.decodeRows(sc.kc, offs, kvOff, hd)
+	vb.decodeRows(sc.vc, offs, kvOff, hd)
+	return sc.kc, sc.vc, sc.loc
 }
 
 // offsets appends, for positions first..last of seq in layer, the float

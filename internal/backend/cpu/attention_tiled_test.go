@@ -16,11 +16,18 @@ import (
 // kernels sum in another order, so the bound is relative to the output's
 // scale: float32 rounding, ~1e-6. Attention sinks are folded in at
 // different places (the plain loop's softmax, the kernels' final
-// denominator).
+// denominator). Each store dtype: the kernels read the decoded chunks
+// that the plain loop decodes row by row.
 func TestTiledAttentionMatchesRef(t *testing.T) {
 	if !useAsm {
 		t.Skip("no assembly kernels")
 	}
+	for _, dt := range []backend.KVDtype{backend.KVF32, backend.KVBF16, backend.KVFP8} {
+		testTiledAttentionMatchesRef(t, dt)
+	}
+}
+
+func testTiledAttentionMatchesRef(t *testing.T, dt backend.KVDtype) {
 	for _, c := range []struct {
 		p      backend.AttnParams
 		chunks []int // tokens per step for each of the sequences
@@ -36,7 +43,7 @@ func TestTiledAttentionMatchesRef(t *testing.T) {
 		{backend.AttnParams{Heads: 4, KVHeads: 2, HeadDim: 16, Scale: 0.25, Window: 8,
 			Sinks: &weight{shape: []int{4}, dense: []float32{0.5, -1, 2, 6}}}, []int{20, 1, 9, 1}, 4},
 	} {
-		t.Run(fmt.Sprintf("h%d-kv%d-d%d-w%d-cap%g", c.p.Heads, c.p.KVHeads, c.p.HeadDim, c.p.Window, c.p.Softcap), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s-h%d-kv%d-d%d-w%d-cap%g", dt, c.p.Heads, c.p.KVHeads, c.p.HeadDim, c.p.Window, c.p.Softcap), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(c.p.HeadDim)))
 			be := New(2)
 			total := 0
@@ -46,7 +53,7 @@ func TestTiledAttentionMatchesRef(t *testing.T) {
 			const seqs = 3
 			nb := seqs * (total/c.bs + 2)
 			spec := backend.KVSpec{NumBlocks: nb, BlockSize: c.bs,
-				Layers: []backend.KVLayer{{KVHeads: c.p.KVHeads, HeadDim: c.p.HeadDim, Window: c.p.Window}}}
+				Layers: []backend.KVLayer{{KVHeads: c.p.KVHeads, HeadDim: c.p.HeadDim, Window: c.p.Window}}, Dtype: dt}
 			kvA, _ := be.NewKVStore(spec)
 			kvB, _ := be.NewKVStore(spec)
 			perm := rng.Perm(nb)
@@ -114,12 +121,16 @@ func TestTiledAttentionMatchesRef(t *testing.T) {
 // into steps of 1, 7 and 37 tokens, with a window so items start at
 // different keys.
 func TestTiledAttentionBatchInvariant(t *testing.T) {
-	for _, window := range []int{0, 300} {
+	for _, c := range []struct {
+		window int
+		dt     backend.KVDtype
+	}{{0, backend.KVF32}, {300, backend.KVF32}, {300, backend.KVFP8}} {
+		window := c.window
 		p := backend.AttnParams{Heads: 14, KVHeads: 2, HeadDim: 64, Scale: 0.125, Window: window}
 		rng := rand.New(rand.NewPCG(3, 4))
 		be := New(2)
 		const pre, n = 600, 45
-		spec := backend.KVSpec{NumBlocks: 64, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: 2, HeadDim: 64, Window: window}}}
+		spec := backend.KVSpec{NumBlocks: 64, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: 2, HeadDim: 64, Window: window}}, Dtype: c.dt}
 		blocks := make([]int32, 64)
 		for i := range blocks {
 			blocks[i] = int32(i)
@@ -161,22 +172,28 @@ func TestTiledAttentionBatchInvariant(t *testing.T) {
 
 // BenchmarkDecodeAttention: one decode token of Qwen2.5-0.5B's attention
 // (14 heads, 2 KV heads, dim 64) over ctx keys, with the KV store hot in
-// cache; per token the model runs 24 of these.
+// cache; per token the model runs 24 of these. Each KV dtype: the cost of
+// decoding bf16 and fp8 chunks against reading float32.
 func BenchmarkDecodeAttention(b *testing.B) {
-	for _, ctx := range []int{512, 2048} {
-		b.Run(fmt.Sprint(ctx), func(b *testing.B) {
+	for _, c := range []struct {
+		ctx int
+		dt  backend.KVDtype
+	}{{512, backend.KVF32}, {2048, backend.KVF32}, {2048, backend.KVBF16}, {2048, backend.KVFP8}} {
+		ctx := c.ctx
+		b.Run(fmt.Sprintf("%d-%s", ctx, c.dt), func(b *testing.B) {
 			p := backend.AttnParams{Heads: 14, KVHeads: 2, HeadDim: 64, Scale: 0.125}
 			be := New(0)
 			rng := rand.New(rand.NewPCG(1, 1))
 			nb := (ctx + 16) / 16
-			kv, _ := be.NewKVStore(backend.KVSpec{NumBlocks: nb, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: 2, HeadDim: 64}}})
+			kv, _ := be.NewKVStore(backend.KVSpec{NumBlocks: nb, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: 2, HeadDim: 64}}, Dtype: c.dt})
 			blocks := make([]int32, nb)
 			for i := range blocks {
 				blocks[i] = int32(i)
 			}
 			st := kv.(*kvStore)
-			for i := range st.k[0] {
-				st.k[0][i], st.v[0][i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+			for i := range st.k[0].len() {
+				st.k[0].put(i, []float32{float32(rng.NormFloat64())})
+				st.v[0].put(i, []float32{float32(rng.NormFloat64())})
 			}
 			bt := &backend.Batch{Tokens: []int32{0}, Positions: []int32{int32(ctx)}, Seqs: []backend.SeqSlice{{Len: 1, Blocks: blocks}}}
 			if err := be.BeginStep(bt); err != nil {

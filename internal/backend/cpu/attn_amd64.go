@@ -19,6 +19,12 @@ func attnPV(ot *float32, d int, vbase *float32, offs *int32, n int, pt *float32,
 func attnPVRows(o *float32, d int, vbase *float32, offs *int32, n int, pt *float32, f *float32)
 
 //go:noescape
+func decodeRowsE4M3(dst *float32, src *uint8, offs *int32, rows, d int, scale float32)
+
+//go:noescape
+func decodeRowsBF16(dst *float32, src *uint16, offs *int32, rows, d int)
+
+//go:noescape
 func siluMul(dst, gate, up *float32, n int)
 
 // useAsm selects the assembly kernels; tests turn it off to compare with

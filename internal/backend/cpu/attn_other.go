@@ -22,4 +22,12 @@ func attnPVRows(o *float32, d int, vbase *float32, offs *int32, n int, pt *float
 	panic("cpu: no attention kernels")
 }
 
+func decodeRowsE4M3(dst *float32, src *uint8, offs *int32, rows, d int, scale float32) {
+	panic("cpu: no decode kernels")
+}
+
+func decodeRowsBF16(dst *float32, src *uint16, offs *int32, rows, d int) {
+	panic("cpu: no decode kernels")
+}
+
 func siluMul(dst, gate, up *float32, n int) { panic("cpu: no activation kernels") }

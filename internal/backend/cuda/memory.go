@@ -301,12 +301,24 @@ func (s *kvStore) Spec() backend.KVSpec { return s.spec }
 // KVElemBytes: the cache holds f16 (backend.KVElemSizer).
 func (b *Backend) KVElemBytes() int { return 2 }
 
+// checkKVDtype refuses every dtype but auto: the attention kernels read
+// f16 K and V, and no others are written yet.
+func checkKVDtype(d backend.KVDtype) error {
+	if d.Or(backend.KVAuto) != backend.KVAuto {
+		return fmt.Errorf("cuda: --kv-cache-dtype %s is not supported: the CUDA KV cache stores f16, which its attention kernels read (use --kv-cache-dtype auto)", d)
+	}
+	return nil
+}
+
 func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.bind()()
 	if spec.NumBlocks <= 0 || spec.BlockSize <= 0 {
 		return nil, fmt.Errorf("cuda: KV store needs positive block count and size")
+	}
+	if err := checkKVDtype(spec.Dtype); err != nil {
+		return nil, err
 	}
 	s := &kvStore{spec: spec}
 	for i, l := range spec.Layers {
