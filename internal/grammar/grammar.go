@@ -55,6 +55,8 @@ type Thinking struct {
 	Opened      bool
 }
 
+const defaultNFAStates, defaultDFAStates = 300000, 60000
+
 func (o Options) withDefaults() Options {
 	if o.MaxDepth <= 0 {
 		o.MaxDepth = 4
@@ -63,10 +65,10 @@ func (o Options) withDefaults() Options {
 		o.MaxRefDepth = 3
 	}
 	if o.MaxNFAStates <= 0 {
-		o.MaxNFAStates = 300000
+		o.MaxNFAStates = defaultNFAStates
 	}
 	if o.MaxDFAStates <= 0 {
-		o.MaxDFAStates = 60000
+		o.MaxDFAStates = defaultDFAStates
 	}
 	return o
 }

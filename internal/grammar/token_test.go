@@ -135,7 +135,7 @@ func TestToolCallQwen(t *testing.T) {
 		{Name: "get_weather", Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]}},"required":["city","unit"]}`)},
 		{Name: "noop"},
 	}
-	g, err := ToolCall("hermes", tools, Options{})
+	g, err := ToolCalls("hermes", tools, 1, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestToolCallQwen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ToolCall("nope", tools, Options{}); err == nil {
+	if _, err := ToolCalls("nope", tools, 1, Options{}); err == nil {
 		t.Fatal("an unsupported syntax compiled")
 	}
 }

@@ -22,24 +22,38 @@ type toolSyntax struct {
 	// to map the special ones (Options.Specials).
 	markers []string
 	call    func(c *compiler, name string, params *jval, mk func(string) string) frag
+	// list is how several calls are written: open, each call, sep
+	// between calls, close (nil: one after another).
+	list func(o Options, mk func(string) string) (open, sep, close string)
+	// single: the syntax holds one call per answer (harmony's <|call|>
+	// ends the turn).
+	single bool
+}
+
+// between is a list of calls written one after another, sep between.
+func between(sep string) func(Options, func(string) string) (string, string, string) {
+	return func(Options, func(string) string) (string, string, string) { return "", sep, "" }
 }
 
 // toolSyntaxes are the call syntaxes a forced call can be written in,
 // named as internal/toolcall's parsers; each is what the family's chat
 // template shows the model, read back by that parser.
 var toolSyntaxes = map[string]toolSyntax{
-	// Hermes / Qwen 2.5 / Qwen 3: <tool_call>\n{...}\n</tool_call>.
-	"hermes": {[]string{"<tool_call>", "</tool_call>"}, func(c *compiler, name string, p *jval, mk func(string) string) frag {
+	// Hermes / Qwen 2.5 / Qwen 3: <tool_call>\n{...}\n</tool_call>, calls
+	// on their own lines as the templates render them.
+	"hermes": {markers: []string{"<tool_call>", "</tool_call>"}, list: between("\n"), call: func(c *compiler, name string, p *jval, mk func(string) string) frag {
 		return jsonCall(c, mk("<tool_call>")+"\n", name, "arguments", p, "}\n"+mk("</tool_call>"))
 	}},
-	// Llama 3.x custom tools: bare {"name": ..., "parameters": ...}.
-	"llama3_json": {nil, func(c *compiler, name string, p *jval, mk func(string) string) frag {
+	// Llama 3.x custom tools: bare {"name": ..., "parameters": ...}; calls
+	// separated by "; ", as vLLM's llama3_json parser reads them.
+	"llama3_json": {list: between("; "), call: func(c *compiler, name string, p *jval, mk func(string) string) frag {
 		return jsonCall(c, "", name, "parameters", p, "}")
 	}},
-	"mistral":     {[]string{"[TOOL_CALLS]", "[ARGS]"}, mistralCall},
-	"qwen3_coder": {[]string{"<tool_call>", "</tool_call>"}, qwenXMLCall},
-	"gemma4":      {[]string{"<|tool_call>", "<tool_call|>", gemmaQuoteText}, gemmaCall},
-	"harmony":     {[]string{"<|channel|>", "<|constrain|>", "<|message|>", "<|call|>"}, harmonyCall},
+	"mistral":     {markers: []string{"[TOOL_CALLS]", "[ARGS]"}, call: mistralCall, list: mistralList},
+	"qwen3_coder": {markers: []string{"<tool_call>", "</tool_call>"}, call: qwenXMLCall, list: between("\n")},
+	// Gemma 4: calls back to back, as its template renders them.
+	"gemma4":  {markers: []string{"<|tool_call>", "<tool_call|>", gemmaQuoteText}, call: gemmaCall},
+	"harmony": {markers: []string{"<|channel|>", "<|constrain|>", "<|message|>", "<|call|>"}, call: harmonyCall, single: true},
 }
 
 // ToolSyntaxes lists the syntaxes ToolCall supports.
@@ -57,10 +71,12 @@ func ToolSyntaxes() []string {
 // their ids to NewVocab), so the call is written with them.
 func ToolMarkers(syntax string) []string { return toolSyntaxes[syntax].markers }
 
-// ToolCall compiles one call of one of tools (tool_choice "required", or
-// a named function when tools holds just it) in the given syntax, the
-// arguments constrained by the tool's parameter schema.
-func ToolCall(syntax string, tools []Tool, o Options) (*Grammar, error) {
+// ToolCalls compiles 1 to maxCalls calls, each of one of tools
+// (tool_choice "required", or a named function when tools holds just
+// it), in the given syntax, the arguments constrained by the tool's
+// parameter schema; the answer ends after the last call. A syntax that
+// holds one call per answer (harmony) gets one.
+func ToolCalls(syntax string, tools []Tool, maxCalls int, o Options) (*Grammar, error) {
 	ts, ok := toolSyntaxes[syntax]
 	if !ok {
 		return nil, fmt.Errorf("forced tool calls are not supported for the %q call syntax (supported: %s)",
@@ -69,6 +85,17 @@ func ToolCall(syntax string, tools []Tool, o Options) (*Grammar, error) {
 	if len(tools) == 0 {
 		return nil, fmt.Errorf("no tools to call")
 	}
+	if ts.single || maxCalls < 1 {
+		maxCalls = 1
+	}
+	// Each call position is its own copy of the automaton: the default
+	// bounds grow with the count.
+	if o.MaxNFAStates <= 0 {
+		o.MaxNFAStates = defaultNFAStates * maxCalls
+	}
+	if o.MaxDFAStates <= 0 {
+		o.MaxDFAStates = defaultDFAStates * maxCalls
+	}
 	o = o.withDefaults()
 	mk := func(s string) string {
 		if id, ok := o.Specials[s]; ok {
@@ -76,8 +103,7 @@ func ToolCall(syntax string, tools []Tool, o Options) (*Grammar, error) {
 		}
 		return s
 	}
-	n := newNFA(o.MaxNFAStates)
-	alts := make([]frag, len(tools))
+	roots := make([]*jval, len(tools))
 	for i, t := range tools {
 		params := t.Parameters
 		if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
@@ -87,13 +113,33 @@ func ToolCall(syntax string, tools []Tool, o Options) (*Grammar, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tool parameters: %w", &SchemaError{Msg: fmt.Sprintf("the schema is not valid JSON: %v", err)})
 		}
-		c := &compiler{n: n, root: root, opts: o, refs: map[string]int{}}
-		alts[i] = ts.call(c, t.Name, root, mk)
-		if c.err != nil {
-			return nil, fmt.Errorf("tool %s parameters: %w", t.Name, c.err)
-		}
+		roots[i] = root
 	}
-	g, err := finish(n, alts, o)
+	// one is a call of any of the tools, built afresh for each position
+	// in the list; a schema's error is the same in every copy.
+	var err error
+	one := func(n *nfa) frag {
+		alts := make([]frag, len(tools))
+		for i, t := range tools {
+			c := &compiler{n: n, root: roots[i], opts: o, refs: map[string]int{}}
+			alts[i] = ts.call(c, t.Name, roots[i], mk)
+			if c.err != nil && err == nil {
+				err = fmt.Errorf("tool %s parameters: %w", t.Name, c.err)
+			}
+		}
+		return n.alt(alts...)
+	}
+	var open, sep, end string
+	if ts.list != nil {
+		open, sep, end = ts.list(o, mk)
+	}
+	n := newNFA(o.MaxNFAStates)
+	first := one(n)
+	if err != nil {
+		return nil, err
+	}
+	rest := n.repeat(func(n *nfa) frag { return n.seq(n.lit(sep), one(n)) }, 0, maxCalls-1)
+	g, err := finish(n, []frag{n.seq(n.lit(open), first, rest, n.lit(end))}, o)
 	if err != nil {
 		return nil, fmt.Errorf("tool parameters: %w", err)
 	}
@@ -107,8 +153,9 @@ func jsonCall(c *compiler, open, name, argsKey string, p *jval, suffix string) f
 	return n.seq(n.lit(open+`{"name": `+quote(name)+`, "`+argsKey+`": `), c.schema(p, "", c.opts.MaxDepth), n.lit(suffix))
 }
 
-// mistralCall: [TOOL_CALLS]NAME[ARGS]{...} where the tokenizer has
-// [ARGS] (v11 on), else the older [TOOL_CALLS] [{"name": ..., "arguments": ...}].
+// mistralCall: NAME[ARGS]{...} after [TOOL_CALLS] where the tokenizer
+// has [ARGS] (v11 on), else the older {"name": ..., "arguments": ...} in
+// the [TOOL_CALLS] list (mistralList).
 func mistralCall(c *compiler, name string, p *jval, mk func(string) string) frag {
 	if _, v11 := c.opts.Specials["[ARGS]"]; v11 {
 		if name == "" || strings.ContainsAny(name, " \n{\"[") {
@@ -117,7 +164,17 @@ func mistralCall(c *compiler, name string, p *jval, mk func(string) string) frag
 		n := c.n
 		return n.seq(n.lit(mk("[TOOL_CALLS]")+name+mk("[ARGS]")), c.schema(p, "", c.opts.MaxDepth))
 	}
-	return jsonCall(c, mk("[TOOL_CALLS]")+" [", name, "arguments", p, "}]")
+	return jsonCall(c, "", name, "arguments", p, "}")
+}
+
+// mistralList: v11 repeats [TOOL_CALLS]NAME[ARGS]{...} (its template
+// writes each call so); the older form is one JSON list,
+// [TOOL_CALLS] [{...}, {...}].
+func mistralList(o Options, mk func(string) string) (string, string, string) {
+	if _, v11 := o.Specials["[ARGS]"]; v11 {
+		return "", "", ""
+	}
+	return mk("[TOOL_CALLS]") + " [", ", ", "]"
 }
 
 // harmonyCall is gpt-oss's commentary message to the function, the

@@ -41,66 +41,94 @@ func unspecial(b []byte, sp map[string]int32) string {
 	return s
 }
 
-// parseOne reads text with the syntax's parser and checks it is exactly
-// one call of a forced tool whose arguments validate.
-func parseOne(t *testing.T, syntax, text string, tools []Tool) toolcall.Call {
+// parseCalls reads text with the syntax's parser and checks it is only
+// calls of forced tools whose arguments validate.
+func parseCalls(t *testing.T, syntax, text string, tools []Tool) []toolcall.Call {
 	t.Helper()
 	st, err := toolcall.NewStream(syntax)
 	if err != nil {
 		t.Fatal(err)
 	}
 	schemas := map[string]json.RawMessage{}
+	params := map[string]string{}
 	for _, tl := range tools {
 		schemas[tl.Name] = tl.Parameters
+		params[tl.Name] = string(tl.Parameters)
+		if params[tl.Name] == "" {
+			params[tl.Name] = `{"type":"object"}`
+		}
 	}
 	st.Schemas(schemas)
 	content, calls := toolcall.Collect(append(st.Push(text), st.Close()...))
-	if len(calls) != 1 || strings.TrimSpace(content) != "" {
+	if len(calls) == 0 || strings.TrimSpace(content) != "" {
 		t.Fatalf("%s: %q parsed as content %q and calls %v", syntax, text, content, calls)
 	}
-	for _, tl := range tools {
-		if tl.Name != calls[0].Name {
-			continue
+	for _, c := range calls {
+		p, ok := params[c.Name]
+		if !ok {
+			t.Fatalf("%s: %q called %q", syntax, text, c.Name)
 		}
-		params := string(tl.Parameters)
-		if params == "" {
-			params = `{"type":"object"}`
+		if err := valid(validator(t, p), []byte(c.Arguments)); err != nil {
+			t.Fatalf("%s: %q: arguments %s do not validate: %v", syntax, text, c.Arguments, err)
 		}
-		if err := valid(validator(t, params), []byte(calls[0].Arguments)); err != nil {
-			t.Fatalf("%s: %q: arguments %s do not validate: %v", syntax, text, calls[0].Arguments, err)
-		}
-		return calls[0]
 	}
-	t.Fatalf("%s: %q called %q", syntax, text, calls[0].Name)
-	return toolcall.Call{}
+	return calls
+}
+
+// parseOne is parseCalls of exactly one call.
+func parseOne(t *testing.T, syntax, text string, tools []Tool) toolcall.Call {
+	t.Helper()
+	calls := parseCalls(t, syntax, text, tools)
+	if len(calls) != 1 {
+		t.Fatalf("%s: %q parsed as %d calls, want 1", syntax, text, len(calls))
+	}
+	return calls[0]
 }
 
 // TestToolCallSyntaxesParse: random walks of every syntax's forced-call
 // automaton, markup as text or as special tokens, parse through that
-// syntax's parser as one call of an offered tool with valid arguments.
+// syntax's parser as calls of offered tools with valid arguments: one
+// when one is allowed, 1 to 3 (several seen) when 3 are, except in
+// harmony, which holds one call per answer.
 func TestToolCallSyntaxesParse(t *testing.T) {
 	for _, syntax := range ToolSyntaxes() {
 		for _, special := range []bool{false, true} {
-			var sp map[string]int32
-			if special {
-				sp = withSpecials(syntax)
-			}
-			g, err := ToolCall(syntax, forcedTools, Options{Specials: sp})
-			if err != nil {
-				t.Fatalf("%s: %v", syntax, err)
-			}
-			r := rand.New(rand.NewPCG(7, uint64(len(syntax))))
-			dist := g.distances()
-			seen := map[string]bool{}
-			for i := range 300 {
-				text := unspecial(g.sample(r, dist, 5+i%120), sp)
-				seen[parseOne(t, syntax, text, forcedTools).Name] = true
-				if i == 61 && !special {
-					t.Logf("%s: %q", syntax, text)
+			for _, maxCalls := range []int{1, 3} {
+				var sp map[string]int32
+				if special {
+					sp = withSpecials(syntax)
 				}
-			}
-			if len(seen) != len(forcedTools) {
-				t.Errorf("%s: only %v called", syntax, seen)
+				g, err := ToolCalls(syntax, forcedTools, maxCalls, Options{Specials: sp})
+				if err != nil {
+					t.Fatalf("%s: %v", syntax, err)
+				}
+				if syntax == "harmony" {
+					maxCalls = 1
+				}
+				r := rand.New(rand.NewPCG(7, uint64(len(syntax))))
+				dist := g.distances()
+				seen := map[string]bool{}
+				counts := map[int]int{}
+				for i := range 300 {
+					text := unspecial(g.sample(r, dist, 5+i%120), sp)
+					calls := parseCalls(t, syntax, text, forcedTools)
+					if len(calls) > maxCalls {
+						t.Fatalf("%s: %q parsed as %d calls, at most %d allowed", syntax, text, len(calls), maxCalls)
+					}
+					counts[len(calls)]++
+					for _, c := range calls {
+						seen[c.Name] = true
+					}
+					if i == 61 && !special {
+						t.Logf("%s: %q", syntax, text)
+					}
+				}
+				if len(seen) != len(forcedTools) {
+					t.Errorf("%s: only %v called", syntax, seen)
+				}
+				if maxCalls > 1 && counts[1] == 300 {
+					t.Errorf("%s (specials %v): never more than one call", syntax, special)
+				}
 			}
 		}
 	}
@@ -129,7 +157,7 @@ func TestToolCallSyntaxesText(t *testing.T) {
 		{"mistral", `[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}]`, true},
 		{"mistral", `[TOOL_CALLS] [{"name": "other", "arguments": {}}]`, false},
 	} {
-		g, err := ToolCall(c.syntax, forcedTools, Options{})
+		g, err := ToolCalls(c.syntax, forcedTools, 1, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +170,7 @@ func TestToolCallSyntaxesText(t *testing.T) {
 	}
 	// Mistral v11 (the tokenizer has [ARGS]): name[ARGS]{...}.
 	sp := withSpecials("mistral")
-	g, err := ToolCall("mistral", forcedTools, Options{Specials: sp})
+	g, err := ToolCalls("mistral", forcedTools, 1, Options{Specials: sp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +192,7 @@ func TestToolCallSpecialTokens(t *testing.T) {
 		special: map[int32]bool{0: true, 1: true, 2: true, 3: true, 4: true},
 	}
 	sp := map[string]int32{"<|channel|>": 1, "<|constrain|>": 2, "<|message|>": 3, "<|call|>": 4}
-	g, err := ToolCall("harmony", []Tool{{Name: "noop"}}, Options{Specials: sp})
+	g, err := ToolCalls("harmony", []Tool{{Name: "noop"}}, 1, Options{Specials: sp})
 	if err != nil {
 		t.Fatal(err)
 	}
