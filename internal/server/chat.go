@@ -268,3 +268,7 @@ func (s *Server) completeChat(w http.ResponseWriter, r *http.Request, j *chatJob
 	})
 	return choices[0].FinishReason
 }
+
+// parallelCalls reports whether the answer may make several calls
+// (parallel_tool_calls, true unless false, as OpenAI's default).
+func (r *chatRequest) parallelCalls() bool { return r.ParallelToolCalls == nil || *r.ParallelToolCalls }

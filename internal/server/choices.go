@@ -62,7 +62,7 @@ func newChatJob(m *served, req *chatRequest) (*chatJob, *apiError) {
 		return nil, e
 	}
 	greq.NeedLogprob = wantLP
-	if e := m.constrain(&greq, req.ResponseFormat, choice, tools, text); e != nil { // constraint.go
+	if e := m.constrain(&greq, req.ResponseFormat, choice, tools, req.parallelCalls(), text); e != nil { // constraint.go
 		return nil, e
 	}
 	j := &chatJob{m: m, req: req, greq: greq, n: 1, wantLP: wantLP, tools: tools, choice: choice,
@@ -79,7 +79,7 @@ func newChatJob(m *served, req *chatRequest) (*chatJob, *apiError) {
 // newAnswer reads one choice back with the model's parsers; tool calls
 // are looked for only when the request offers tools and allows calls.
 func (j *chatJob) newAnswer() *answer {
-	a := &answer{parallel: j.req.ParallelToolCalls == nil || *j.req.ParallelToolCalls}
+	a := &answer{parallel: j.req.parallelCalls()}
 	if p := j.m.agent.reasoningParser; p != "" {
 		a.rs, _ = reasoning.NewStream(p, j.opened)
 	}

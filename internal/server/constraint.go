@@ -144,20 +144,25 @@ func (m *served) responseFormatConstraint(raw json.RawMessage, o grammar.Options
 	return t.NewMatcher(m.stopIDs), nil
 }
 
+// maxForcedCalls bounds the calls of tool_choice "required" with
+// parallel calls allowed: each position is a copy of the call automaton,
+// so the compile grows with it.
+const maxForcedCalls = 4
+
 // forcedToolCall is the constraint of tool_choice "required" (tools: all
-// the request's tools) or of a named function (tools: just it): one call
-// in the call syntax of parser (a toolcall parser name), its arguments
-// constrained by the tool's parameter schema.
-func (m *served) forcedToolCall(parser string, tools []grammar.Tool, o grammar.Options) (engine.Constraint, *apiError) {
+// the request's tools) or of a named function (tools: just it): 1 to
+// calls calls in the call syntax of parser (a toolcall parser name), the
+// arguments constrained by the tool's parameter schema.
+func (m *served) forcedToolCall(parser string, tools []grammar.Tool, calls int, o grammar.Options) (engine.Constraint, *apiError) {
 	var key strings.Builder
-	key.WriteString(thinkKey(o) + "tool:" + parser)
+	fmt.Fprintf(&key, "%stool:%s:%d", thinkKey(o), parser, calls)
 	for _, t := range tools {
 		fmt.Fprintf(&key, "\x00%s\x00%s", t.Name, t.Parameters)
 	}
 	gs := m.grammars()
 	o.Specials = gs.specials
 	t, err := gs.tableFor(key.String(), func() (*grammar.Grammar, error) {
-		return grammar.ToolCall(parser, tools, o)
+		return grammar.ToolCalls(parser, tools, calls, o)
 	})
 	if err != nil {
 		return nil, badRequest("tool_choice", "The forced tool call cannot be enforced: %v", err)
@@ -174,12 +179,13 @@ func cloneConstraint(c engine.Constraint) engine.Constraint {
 	return c
 }
 
-// constrain sets greq's constraint: a forced tool call for tool_choice
-// "required" or a named function (in the model's call syntax), else the
+// constrain sets greq's constraint: forced tool calls for tool_choice
+// "required" (up to maxForcedCalls when parallel) or a named function
+// (one call, as OpenAI's named choice), in the model's call syntax, else the
 // response_format's JSON, else none. prompt is the rendered chat: with a
 // <think> reasoning model the answer may think first (required when the
 // prompt opened the thought), and the constraint starts after it.
-func (m *served) constrain(greq *generate.Request, responseFormat json.RawMessage, choice toolChoice, tools []toolDef, prompt string) *apiError {
+func (m *served) constrain(greq *generate.Request, responseFormat json.RawMessage, choice toolChoice, tools []toolDef, parallel bool, prompt string) *apiError {
 	var forced []grammar.Tool
 	for _, t := range tools {
 		if choice.mode == "required" || (choice.mode == "function" && choice.name == t.Name) {
@@ -199,7 +205,11 @@ func (m *served) constrain(greq *generate.Request, responseFormat json.RawMessag
 		if m.agent.toolParser == "" {
 			return badRequest("tool_choice", "tool_choice %q needs the model's tool-call syntax, which is unknown for %s (set --tool-call-parser).", choice.mode, m.name)
 		}
-		if c, e = m.forcedToolCall(m.agent.toolParser, forced, o); e != nil {
+		calls := 1
+		if parallel && choice.mode == "required" {
+			calls = maxForcedCalls
+		}
+		if c, e = m.forcedToolCall(m.agent.toolParser, forced, calls, o); e != nil {
 			return e
 		}
 	}

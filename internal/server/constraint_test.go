@@ -308,7 +308,7 @@ func TestConstraintAfterThought(t *testing.T) {
 	eos := m.stopIDs[0]
 	ends := func(prompt, answer string) bool {
 		var greq generate.Request
-		if e := m.constrain(&greq, rf, toolChoice{mode: "auto"}, nil, prompt); e != nil {
+		if e := m.constrain(&greq, rf, toolChoice{mode: "auto"}, nil, true, prompt); e != nil {
 			t.Fatal(e)
 		}
 		ids, err := l.Tokenizer.Encode(answer, false)

@@ -20,8 +20,9 @@ var forcedToolSchemas = map[string]string{
 // TestForcedCallSyntaxesSampled: in every call syntax, a tiny random
 // model sampling at temperature 1 under tool_choice "required" or a named
 // function (through Chat Completions, Responses and Messages) always
-// answers with one call, parsed by that syntax's parser, of an offered
-// tool whose arguments validate.
+// answers with calls, parsed by that syntax's parser, of offered tools
+// whose arguments validate: 1 to maxForcedCalls of them for "required"
+// with parallel calls allowed (one in harmony), else exactly one.
 func TestForcedCallSyntaxesSampled(t *testing.T) {
 	refs := map[string]*jsonschema.Schema{}
 	var chatTools, anthTools []any
@@ -37,75 +38,98 @@ func TestForcedCallSyntaxesSampled(t *testing.T) {
 		{"gemma4", "", "gemma4-bf16"},
 		{"harmony", "harmony", "gpt_oss-bf16"},
 		{"hermes", "", "llama-bf16"},
+		{"llama3_json", "", "llama-bf16"},
 	} {
 		t.Run(c.parser, func(t *testing.T) {
 			s := startServer(t, loadModel(t, fixture(c.model)), Options{Agent: AgentOptions{ToolCallParser: c.parser, ReasoningParser: c.reasoning}})
+			several := 0
 			for seed := range 24 {
 				named := seed%2 == 1
-				msgs := []map[string]any{{"role": "user", "content": "Weather in Paris?"}}
-				var name, args string
-				switch seed % 3 {
-				case 0:
-					choice := any("required")
-					if named {
-						choice = map[string]any{"type": "function", "function": map[string]any{"name": "find"}}
-					}
-					code, body := s.post(t, "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 300,
-						"temperature": 1, "seed": seed, "tools": chatTools, "tool_choice": choice})
-					ch := body["choices"].([]any)[0].(map[string]any)
-					calls, _ := ch["message"].(map[string]any)["tool_calls"].([]any)
-					if code != 200 || ch["finish_reason"] != "tool_calls" || len(calls) != 1 {
-						t.Fatalf("seed %d: status %d, %v", seed, code, body)
-					}
-					fn := calls[0].(map[string]any)["function"].(map[string]any)
-					name, args = fn["name"].(string), fn["arguments"].(string)
-				case 1:
-					choice := any("required")
-					if named {
-						choice = map[string]any{"type": "function", "name": "find"}
-					}
-					code, body := s.post(t, "/v1/responses", map[string]any{"input": "Weather in Paris?", "max_output_tokens": 300,
-						"temperature": 1, "seed": seed, "tools": respTools(chatTools), "tool_choice": choice})
-					var calls []map[string]any
-					for _, it := range body["output"].([]any) {
-						if item := it.(map[string]any); item["type"] == "function_call" {
-							calls = append(calls, item)
-						}
-					}
-					if code != 200 || len(calls) != 1 {
-						t.Fatalf("seed %d: status %d, %v", seed, code, body)
-					}
-					name, args = calls[0]["name"].(string), calls[0]["arguments"].(string)
-				default:
-					choice := map[string]any{"type": "any"}
-					if named {
-						choice = map[string]any{"type": "tool", "name": "find"}
-					}
-					code, body := s.post(t, "/v1/messages", map[string]any{"messages": msgs, "max_tokens": 300,
-						"temperature": 1, "tools": anthTools, "tool_choice": choice})
-					var uses []map[string]any
-					for _, b := range body["content"].([]any) {
-						if blk := b.(map[string]any); blk["type"] == "tool_use" {
-							uses = append(uses, blk)
-						}
-					}
-					if code != 200 || body["stop_reason"] != "tool_use" || len(uses) != 1 {
-						t.Fatalf("seed %d: status %d, %v", seed, code, body)
-					}
-					in, _ := json.Marshal(uses[0]["input"])
-					name, args = uses[0]["name"].(string), string(in)
+				parallel := seed%4 == 0
+				calls := forcedSample(t, s, seed, named, parallel, chatTools, anthTools)
+				most := 1
+				if parallel && c.parser != "harmony" {
+					most = maxForcedCalls
 				}
-				ref := refs[name]
-				if ref == nil || (named && name != "find") {
-					t.Fatalf("seed %d: called %q", seed, name)
+				if len(calls) < 1 || len(calls) > most {
+					t.Fatalf("seed %d: %d calls, want 1 to %d", seed, len(calls), most)
 				}
-				if err := validates(ref, args); err != nil {
-					t.Fatalf("seed %d: %s arguments %s do not validate: %v", seed, name, args, err)
+				if len(calls) > 1 {
+					several++
 				}
-				t.Logf("seed %d: %s(%s)", seed, name, args)
+				for _, call := range calls {
+					ref := refs[call[0]]
+					if ref == nil || (named && call[0] != "find") {
+						t.Fatalf("seed %d: called %q", seed, call[0])
+					}
+					if err := validates(ref, call[1]); err != nil {
+						t.Fatalf("seed %d: %s arguments %s do not validate: %v", seed, call[0], call[1], err)
+					}
+				}
+				t.Logf("seed %d (parallel %v): %v", seed, parallel, calls)
 			}
+			t.Logf("%d answers with several calls", several)
 		})
 	}
+}
+
+// forcedSample asks for a forced call through the API seed picks (Chat
+// Completions, Responses, Messages) and returns the answer's calls as
+// name and arguments.
+func forcedSample(t *testing.T, s *testServer, seed int, named, parallel bool, chatTools, anthTools []any) [][2]string {
+	t.Helper()
+	msgs := []map[string]any{{"role": "user", "content": "Weather in Paris?"}}
+	var out [][2]string
+	switch seed % 3 {
+	case 0:
+		choice := any("required")
+		if named {
+			choice = map[string]any{"type": "function", "function": map[string]any{"name": "find"}}
+		}
+		code, body := s.post(t, "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 600,
+			"temperature": 1, "seed": seed, "tools": chatTools, "tool_choice": choice, "parallel_tool_calls": parallel})
+		ch := body["choices"].([]any)[0].(map[string]any)
+		calls, _ := ch["message"].(map[string]any)["tool_calls"].([]any)
+		if code != 200 || ch["finish_reason"] != "tool_calls" {
+			t.Fatalf("seed %d: status %d, %v", seed, code, body)
+		}
+		for _, c := range calls {
+			fn := c.(map[string]any)["function"].(map[string]any)
+			out = append(out, [2]string{fn["name"].(string), fn["arguments"].(string)})
+		}
+	case 1:
+		choice := any("required")
+		if named {
+			choice = map[string]any{"type": "function", "name": "find"}
+		}
+		code, body := s.post(t, "/v1/responses", map[string]any{"input": "Weather in Paris?", "max_output_tokens": 600,
+			"temperature": 1, "seed": seed, "tools": respTools(chatTools), "tool_choice": choice, "parallel_tool_calls": parallel})
+		if code != 200 {
+			t.Fatalf("seed %d: status %d, %v", seed, code, body)
+		}
+		for _, it := range body["output"].([]any) {
+			if item := it.(map[string]any); item["type"] == "function_call" {
+				out = append(out, [2]string{item["name"].(string), item["arguments"].(string)})
+			}
+		}
+	default:
+		choice := map[string]any{"type": "any", "disable_parallel_tool_use": !parallel}
+		if named {
+			choice = map[string]any{"type": "tool", "name": "find", "disable_parallel_tool_use": !parallel}
+		}
+		code, body := s.post(t, "/v1/messages", map[string]any{"messages": msgs, "max_tokens": 600,
+			"temperature": 1, "tools": anthTools, "tool_choice": choice})
+		if code != 200 || body["stop_reason"] != "tool_use" {
+			t.Fatalf("seed %d: status %d, %v", seed, code, body)
+		}
+		for _, b := range body["content"].([]any) {
+			if blk := b.(map[string]any); blk["type"] == "tool_use" {
+				in, _ := json.Marshal(blk["input"])
+				out = append(out, [2]string{blk["name"].(string), string(in)})
+			}
+		}
+	}
+	return out
 }
 
 // respTools are chat tools in the Responses API's flat shape.
