@@ -194,7 +194,8 @@ func TestResponseFormatErrors(t *testing.T) {
 // TestToolChoiceForcedSampled: with tool_choice "required" or a named
 // function, stories260k at temperature 1 (Hermes syntax forced with
 // --tool-call-parser) always answers with a parsed call of an offered
-// tool whose arguments validate against its parameters.
+// tool whose arguments validate against its parameters (one: parallel
+// calls off; TestForcedCallSyntaxesSampled has them on).
 func TestToolChoiceForcedSampled(t *testing.T) {
 	s := startServer(t, loadModel(t, ""), Options{Agent: AgentOptions{ToolCallParser: "hermes"}})
 	weather := `{"type":"object","properties":{"city":{"type":"string","maxLength":10},"unit":{"enum":["c","f"]}},"required":["city","unit"]}`
@@ -211,7 +212,7 @@ func TestToolChoiceForcedSampled(t *testing.T) {
 		}
 		code, body := s.post(t, "/v1/chat/completions", map[string]any{
 			"messages": []map[string]any{{"role": "user", "content": "Weather?"}}, "max_tokens": 200,
-			"temperature": 1, "seed": seed, "tools": tools, "tool_choice": choice,
+			"temperature": 1, "seed": seed, "tools": tools, "tool_choice": choice, "parallel_tool_calls": false,
 		})
 		if code != 200 {
 			t.Fatalf("status %d: %v", code, body)
