@@ -1,13 +1,9 @@
 package app
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
-	"github.com/mlxcel/mlxcel/internal/chat"
 	"github.com/mlxcel/mlxcel/internal/reasoning"
 	"github.com/mlxcel/mlxcel/internal/toolcall"
 )
@@ -18,23 +14,10 @@ import (
 // renders as transformers does, <|im_end|> stops generation, and the
 // model type picks Qwen's think and XML tool-call parsers.
 func TestQwen35TemplateAndStops(t *testing.T) {
-	const td = "../../../shared/testdata/"
-	dir := t.TempDir()
-	for dst, src := range map[string]string{
+	dir := linkFixture(t, map[string]string{
 		"config.json": "tiny/qwen3_5_moe_text-mlx-q4g64/config.json", "model.safetensors": "tiny/qwen3_5_moe_text-mlx-q4g64/model.safetensors",
 		"tokenizer.json": "tokenizers/qwen3/tokenizer.json", "tokenizer_config.json": "tokenizers/qwen3/tokenizer_config.json",
-	} {
-		abs, err := filepath.Abs(td + src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := os.Stat(abs); err != nil {
-			t.Fatalf("fixture missing: %v", err)
-		}
-		if err := os.Symlink(abs, filepath.Join(dir, dst)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	l, err := Load(Options{ModelDir: dir, Backend: "cpu", Quiet: true})
 	if err != nil {
 		t.Fatal(err)
@@ -42,26 +25,7 @@ func TestQwen35TemplateAndStops(t *testing.T) {
 	if l.Template == nil {
 		t.Fatalf("no chat template: %v", l.TemplateErr)
 	}
-	type goldenCase struct {
-		Template, Conversation string
-		Messages               []chat.Message
-		Rendered               string
-	}
-	var golden struct{ Cases []goldenCase }
-	b, err := os.ReadFile(td + "templates/renders.golden.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &golden); err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(golden.Cases, func(c goldenCase) bool {
-		return c.Template == "qwen3.jinja" && c.Conversation == "system"
-	})
-	if i < 0 {
-		t.Fatal("no qwen3 system case in renders.golden.json")
-	}
-	c := golden.Cases[i]
+	c := goldenRender(t, "qwen3.jinja", "system")
 	got, err := l.Template.Render(c.Messages, true, nil)
 	if err != nil {
 		t.Fatal(err)
