@@ -35,35 +35,7 @@ func init() {
 
 // gemma3LayerTypes returns layer_types, or the pattern's types.
 func gemma3LayerTypes(cfg *weights.Config) ([]string, error) {
-	types := cfg.LayerTypes
-	if types == nil {
-		pattern := 6
-		for _, k := range []string{"sliding_window_pattern", "_sliding_window_pattern"} {
-			if f, ok := cfg.Raw[k].(float64); ok {
-				pattern = int(f)
-				break
-			}
-		}
-		if pattern <= 0 {
-			return nil, fmt.Errorf("sliding_window_pattern %d must be positive", pattern)
-		}
-		for i := range cfg.Layers {
-			t := "sliding_attention"
-			if (i+1)%pattern == 0 {
-				t = "full_attention"
-			}
-			types = append(types, t)
-		}
-	}
-	if len(types) != cfg.Layers {
-		return nil, fmt.Errorf("layer_types has %d entries for %d layers", len(types), cfg.Layers)
-	}
-	for i, t := range types {
-		if t != "sliding_attention" && t != "full_attention" {
-			return nil, fmt.Errorf("layer %d: unsupported layer type %q", i, t)
-		}
-	}
-	return types, nil
+	return periodicLayerTypes(cfg, []string{"sliding_window_pattern", "_sliding_window_pattern"}, 6, "sliding_attention")
 }
 
 // gemma3Rope is the rope of a layer type.

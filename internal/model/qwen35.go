@@ -102,32 +102,7 @@ func buildQwen35(cfg *weights.Config, src Source, m *Model) error {
 // qwen35LayerTypes returns layer_types, or transformers' default: every
 // full_attention_interval-th layer (4 when absent) full, the rest linear.
 func qwen35LayerTypes(cfg *weights.Config) ([]string, error) {
-	types := cfg.LayerTypes
-	if types == nil {
-		interval := 4
-		if f, ok := cfg.Raw["full_attention_interval"].(float64); ok {
-			interval = int(f)
-		}
-		if interval <= 0 {
-			return nil, fmt.Errorf("full_attention_interval %d must be positive", interval)
-		}
-		for i := range cfg.Layers {
-			t := "linear_attention"
-			if (i+1)%interval == 0 {
-				t = "full_attention"
-			}
-			types = append(types, t)
-		}
-	}
-	if len(types) != cfg.Layers {
-		return nil, fmt.Errorf("layer_types has %d entries for %d layers", len(types), cfg.Layers)
-	}
-	for i, t := range types {
-		if t != "linear_attention" && t != "full_attention" {
-			return nil, fmt.Errorf("layer %d: unsupported layer type %q", i, t)
-		}
-	}
-	return types, nil
+	return periodicLayerTypes(cfg, []string{"full_attention_interval"}, 4, "linear_attention")
 }
 
 // shaper is a source that tells a stored tensor's shape (the checkpoint).
