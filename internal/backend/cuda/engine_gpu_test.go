@@ -23,14 +23,7 @@ import (
 func TestEngineRunAheadGPU(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
-	fixture := testdataDir() + "/tiny/llama-mlx-q4g64"
-	if _, err := os.Stat(fixture); err != nil {
-		t.Fatalf("no fixture at %s: %v", fixture, err)
-	}
-	m, err := model.Load(fixture, b, model.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := loadTinyLlamaQ4(t, b)
 	var reqs []engine.Request
 	for i := range 5 {
 		p := []int32{1}
@@ -74,14 +67,7 @@ func TestEngineRunAheadGPU(t *testing.T) {
 func TestEngineBatchInvarianceGPU(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
-	fixture := testdataDir() + "/tiny/llama-mlx-q4g64"
-	if _, err := os.Stat(fixture); err != nil {
-		t.Fatalf("no fixture at %s: %v", fixture, err)
-	}
-	m, err := model.Load(fixture, b, model.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := loadTinyLlamaQ4(t, b)
 	const n, invarianceTie = 64, 0.05
 	var reqs []engine.Request
 	for i := range n {
@@ -149,4 +135,19 @@ func TestEngineBatchInvarianceGPU(t *testing.T) {
 		}
 		t.Logf("%s: %d of %d requests identical to their run alone, %d parted at a near tie", run.name, same, n, ties)
 	}
+}
+
+// loadTinyLlamaQ4 loads the 4-bit tiny Llama fixture on b; a missing
+// fixture fails the test.
+func loadTinyLlamaQ4(t *testing.T, b *Backend) *model.Model {
+	t.Helper()
+	fixture := testdataDir() + "/tiny/llama-mlx-q4g64"
+	if _, err := os.Stat(fixture); err != nil {
+		t.Fatalf("no fixture at %s: %v", fixture, err)
+	}
+	m, err := model.Load(fixture, b, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
