@@ -1,4 +1,4 @@
-# NOT RUN: the session's device time ran out before it (prepared for the next session).
+# Prepared in session 12, run as the first call of session 13 (2026-12-02, outputs in ../2026-12-02-h200-s13/).
 # s12r7 (issue 21): the final build of the session. GPU tests (conformance, models, the engine's batch
 # invariance alone / among 64 / among 64 preempted by a 40-block cache); batch-1 decode (256 tokens) as the
 # README's 455 tok/s is measured; serving at concurrency 64 (512-token prompts, 256 output tokens) with
@@ -17,3 +17,6 @@ for mbt in 1024 512; do
   kill $spid; wait $spid 2>/dev/null
 done
 echo "== table"; for f in $OUT/serve_c64_mbt*.csv; do echo "$f"; tail -1 $f | cut -d, -f1,5,6,8,9,10,13; done
+# Added in session 13: the MoE batch ladder (issue 21 asks Qwen3-30B-A3B >= 8,000 tok/s at 64 streams).
+timeout 120 .gpu/mlxcel bench decode --profile qwen3-30b-a3b-4bit --backend cuda --batch 1,8,32,64,128 --context 1024 --steps 16 $TOK --csv $OUT/batch_qwen3moe.csv > $OUT/bm.log 2>&1; echo "moe batch rc=$?"
+cut -d, -f2,5,6 $OUT/batch_qwen3moe.csv | paste -sd' '
