@@ -72,6 +72,7 @@ type Backend struct {
 	// flash2 holds the head dims whose prefill kernel (flash2_attn_*) got
 	// its dynamic shared memory (optInFlash2).
 	flash2 map[int]bool
+	dtile  map[int]bool // head dims whose attn_dtile got its dynamic shared memory (optInDecodeTile)
 
 	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
 	cntN   int    // counters zeroed so far
@@ -174,6 +175,7 @@ func New(dev int) (*Backend, error) {
 	}
 	b.setDefaults()
 	b.flash2 = b.optInFlash2()
+	b.dtile = b.optInDecodeTile()
 	// PDL (griddepcontrol) and decode attention's cluster merge (the _c
 	// kernels) need Hopper and cuLaunchKernelEx; 16 blocks a cluster need
 	// the non-portable opt-in.
@@ -236,7 +238,7 @@ func kernelNames() []string {
 			names = append(names, fmt.Sprintf("attn_decode_%d%s", hd, k))
 		}
 	}
-	return append(names, "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512",
+	return append(names, "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_dtile_64", "attn_dtile_128",
 		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6") // (two-argument __launch_bounds__: not matched by kernelName)
 }
 
@@ -247,6 +249,21 @@ const (
 	// CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 	funcAttrNonPortableCluster = 14
 )
+
+// optInDecodeTile gives attn_dtile_<hd> its dynamic shared memory.
+func (b *Backend) optInDecodeTile() map[int]bool {
+	ok := map[int]bool{}
+	for _, hd := range []int{64, 128} {
+		n := plan.DecodeTileSmem(hd)
+		f := b.fns[fmt.Sprintf("attn_dtile_%d", hd)]
+		if n > b.d.Attr(b.dev, cudalib.AttrMaxSmemOptin) ||
+			b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrMaxDynamicSmem, uintptr(n)) != nil {
+			continue
+		}
+		ok[hd] = true
+	}
+	return ok
+}
 
 // optInClusters allows the _c decode attention kernels clusters of 16
 // blocks (8 is the portable limit) and returns the most it may launch.

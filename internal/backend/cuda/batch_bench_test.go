@@ -17,8 +17,8 @@ import (
 
 // TestBenchBatchDecodeTuning times `bench decode --batch` steps of the
 // synthetic Llama-3.1-8B 4-bit model under tunings of the decode step
-// (s12r5 measured the attention splits and waves and the qmm4 row range,
-// s12r6 attn_decode loading each round's K/V a round ahead: it lost),
+// (s12r5 measured the attention splits and waves and the qmm4 row range;
+// s13 the tile kernel of batched decode attention against attn_decode),
 // interleaved in one process, to measure defaults rather than assume
 // them. MLXCEL_CUDA_BENCH=1 runs it on a GPU.
 func TestBenchBatchDecodeTuning(t *testing.T) {
@@ -44,27 +44,28 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 		t.Fatal(err)
 	}
 	def := b.Tuning
-	variants := []struct {
-		name string
-		set  func(*plan.Tuning)
-	}{
-		{"default", func(*plan.Tuning) {}},
-		{"waves2", func(u *plan.Tuning) { u.DecWaves = 2 }},
+	variants := map[string]func(*plan.Tuning){
+		"default": func(*plan.Tuning) {},
+		"notile":  func(u *plan.Tuning) { u.DecTileMinTokens = 0 }, // attn_decode at every batch
+		"tile1":   func(u *plan.Tuning) { u.DecTileMinTokens = 1 }, // attn_dtile at every batch
 	}
-	// Each call allocates its own KV store (never freed): the points stay
-	// within the card's memory.
+	// Each call allocates its own KV store (never freed): the points and
+	// their variants stay within the card's memory (~80 GB of KV).
 	fmt.Println("tuning,batch,context,step_ms,tok_s")
-	for _, pt := range []struct{ n, ctx, reps int }{{1, 1024, 2}, {1, 8192, 2}, {64, 1024, 2}, {128, 1024, 1}} {
-		for range pt.reps {
-			for _, v := range variants {
-				b.Tuning = def
-				v.set(&b.Tuning)
-				ms, err := bench.BatchStepMS(m, pt.n, pt.ctx, 16, 8192)
-				if err != nil {
-					t.Fatal(err)
-				}
-				fmt.Printf("%s,%d,%d,%.3f,%.1f\n", v.name, pt.n, pt.ctx, ms, float64(pt.n)/ms*1e3)
+	for _, pt := range []struct {
+		n, ctx int
+		vs     []string
+	}{{1, 1024, []string{"default", "tile1"}}, {8, 1024, []string{"default", "tile1"}},
+		{16, 1024, []string{"default", "notile"}}, {32, 1024, []string{"default", "notile"}},
+		{64, 1024, []string{"default", "notile", "default", "notile"}}, {128, 1024, []string{"default", "notile"}}} {
+		for _, name := range pt.vs {
+			b.Tuning = def
+			variants[name](&b.Tuning)
+			ms, err := bench.BatchStepMS(m, pt.n, pt.ctx, 16, 8192)
+			if err != nil {
+				t.Fatal(err)
 			}
+			fmt.Printf("%s,%d,%d,%.3f,%.1f\n", name, pt.n, pt.ctx, ms, float64(pt.n)/ms*1e3)
 		}
 	}
 	b.Tuning = def

@@ -5,6 +5,7 @@ package cuda
 import (
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -81,6 +82,9 @@ func TestLaunchSignatures(t *testing.T) {
 		{"qwen3", "qwen3", func(*Backend) {}},
 		{"qwen3 ticket merge", "qwen3", func(b *Backend) { b.DecClusterMax = 0 }},
 		{"qwen3 whole groups", "qwen3", func(b *Backend) { b.DecHeads = 0 }},
+		// The tile kernel of batched steps, reached here at one sequence.
+		{"llama decode tile", "llama", decodeTileAt1},
+		{"qwen3 decode tile", "qwen3", decodeTileAt1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := hostOnlyBackend()
@@ -110,7 +114,17 @@ func TestLaunchSignatures(t *testing.T) {
 			if checked == 0 {
 				t.Fatal("no launch checked")
 			}
+			if strings.HasSuffix(c.name, "decode tile") && !slices.Contains(launchNames(b), "attn_dtile_128") {
+				t.Errorf("no attn_dtile_128 launch among %v", launchNames(b))
+			}
 			t.Logf("%d launches checked", checked)
 		})
 	}
+}
+
+// decodeTileAt1 makes a host-only backend's one-sequence decode step take
+// attn_dtile, as batched steps do.
+func decodeTileAt1(b *Backend) {
+	b.DecTileMinTokens = 1
+	b.dtile = map[int]bool{64: true, 128: true}
 }

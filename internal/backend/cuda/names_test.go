@@ -16,7 +16,7 @@ func TestKernelNames(t *testing.T) {
 		t.Fatalf("only %d kernels found", len(names))
 	}
 	for _, n := range names {
-		if !strings.Contains(src, n+"(") && !strings.HasPrefix(n, "qgemv") && !strings.HasPrefix(n, "dgemv_") && !strings.HasPrefix(n, "qmma4_") && !strings.HasPrefix(n, "qmm4_") && !strings.HasPrefix(n, "flash_attn_") && !strings.HasPrefix(n, "flash2_attn_") && !strings.HasPrefix(n, "attn_decode_") {
+		if !strings.Contains(src, n+"(") && !strings.HasPrefix(n, "qgemv") && !strings.HasPrefix(n, "dgemv_") && !strings.HasPrefix(n, "qmma4_") && !strings.HasPrefix(n, "qmm4_") && !strings.HasPrefix(n, "flash_attn_") && !strings.HasPrefix(n, "flash2_attn_") && !strings.HasPrefix(n, "attn_decode_") && !strings.HasPrefix(n, "attn_dtile_") {
 			t.Errorf("kernel %s not in the source", n)
 		}
 	}
@@ -41,7 +41,7 @@ func TestKernelNames(t *testing.T) {
 func TestKernelsWaitForPredecessors(t *testing.T) {
 	src := kernelSource()
 	parts := strings.Split(src, `extern "C" __global__`)
-	waits := []string{"grid_dep_start()", "grid_dep_wait()", "qgemv_impl<", "qgemv_multi_impl<", "attn_decode_impl<", "norm_row<", "moe_gateup_impl<", "moe_down_sum_impl<", "moe_down_acc_impl<", "qmm4_impl<"}
+	waits := []string{"grid_dep_start()", "grid_dep_wait()", "qgemv_impl<", "qgemv_multi_impl<", "attn_decode_impl<", "attn_dtile_impl<", "norm_row<", "moe_gateup_impl<", "moe_down_sum_impl<", "moe_down_acc_impl<", "qmm4_impl<"}
 	for _, p := range parts[1:] {
 		open := strings.Index(p, "{")
 		if open < 0 {

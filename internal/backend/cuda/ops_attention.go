@@ -14,8 +14,13 @@ import (
 // folded in (takeRoPE, takeHeadNorms).
 func (b *Backend) attnDecode(o, qt, kt, vt *Tensor, st *kvStore, layer int, p backend.AttnParams) {
 	T := b.step.tokens
-	d := plan.DecodeAttention(plan.DecodeShape{Tokens: T, Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim,
-		MaxCtx: b.step.maxCtx, ScratchQK: p.ScratchQK}, b.Tuning, b.SMs)
+	shape := plan.DecodeShape{Tokens: T, Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim,
+		MaxCtx: b.step.maxCtx, ScratchQK: p.ScratchQK}
+	if d, ok := plan.DecodeTile(shape, b.Tuning, b.SMs, b.DecClusterMax); ok && b.dtile[p.HeadDim] && p.Sinks == nil {
+		b.attnDecodeTile(d, o, qt, kt, vt, st, layer, p)
+		return
+	}
+	d := plan.DecodeAttention(shape, b.Tuning, b.SMs)
 	part, cnt, ok := b.splitScratch(T*p.Heads, d.Splits, p.HeadDim, d.Counters)
 	if !ok {
 		return
@@ -35,6 +40,21 @@ func (b *Backend) attnDecode(o, qt, kt, vt *Tensor, st *kvStore, layer int, p ba
 		p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(st.spec.BlockSize).
 		i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(p.KVHeads * p.HeadDim).p(cnt).
 		p(invf).i(half).f(rscale).p(qn).p(kn).f(neps).i(d.HeadsPerBlock).i(wb)
+	l.cz = uint32(d.Cluster)
+}
+
+// attnDecodeTile records attn_dtile (many one-token sequences, the
+// tensor-core tile kernel) with the rotation and head norms folded in as
+// attnDecode does; it writes q and k back never (DecodeTile requires
+// ScratchQK).
+func (b *Backend) attnDecodeTile(d plan.Decode, o, qt, kt, vt *Tensor, st *kvStore, layer int, p backend.AttnParams) {
+	invf, half, rscale := b.takeRoPE(qt, kt, p)
+	qn, kn, neps := b.takeHeadNorms(qt, kt, b.step.tokens, p)
+	l := b.newLaunch(d.Kernel, d.GridX, b.step.tokens, d.Splits, 128).p(o.ptr).p(qt.ptr).
+		p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(st.spec.BlockSize).
+		i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(p.KVHeads * p.HeadDim).
+		p(invf).i(half).f(rscale).p(qn).p(kn).f(neps)
+	l.smem = uint32(plan.DecodeTileSmem(p.HeadDim))
 	l.cz = uint32(d.Cluster)
 }
 

@@ -21,12 +21,15 @@ type Tuning struct {
 	DecClusterMax  int // the most splits merged in a thread block cluster (0: off; the device caps it)
 	QMMMinRows     int // fewest activation rows a 4-bit product takes the fused qmm4 kernels with (0: never)
 	QMMMaxRows     int // most rows it takes them with (more go to cuBLAS on dequantized weights)
+	// DecTileMinTokens: fewest sequences of a decode step whose attention
+	// runs on the tensor-core tile kernel (DecodeTile; 0: never).
+	DecTileMinTokens int
 }
 
 // DefaultTuning is what a default run uses.
 func DefaultTuning() Tuning {
 	return Tuning{DecSplitKeys: DecSplitKeys, DecHeads: DecHeadsPerBlock, DecHeadsMaxCtx: DecHeadsMaxCtx, DecLongHeads: -1, DecClusterMax: 16,
-		QMMMinRows: QMMMinRows, QMMMaxRows: QMMMaxRows}
+		QMMMinRows: QMMMinRows, QMMMaxRows: QMMMaxRows, DecTileMinTokens: DecTileMinTokens}
 }
 
 // DecHeadsPerBlock is attn_decode's default number of query heads a block

@@ -1,0 +1,56 @@
+package plan
+
+import "fmt"
+
+// DecTileMinTokens is the fewest one-token sequences a decode step needs
+// for attention to take attn_dtile (the tensor-core tile kernel) instead
+// of attn_decode. Below it a step has too few (sequence, kv head) blocks
+// to fill the card without many splits, where attn_decode's head-group
+// and split plans (DecodeAttention) were tuned.
+const DecTileMinTokens = 16
+
+// decTileKeys is the fewest keys a tile kernel split takes: one 16-key
+// tile for each of its 4 warps, twice.
+const decTileKeys = 128
+
+// decTileBlocksPerSM is attn_dtile's residency (__launch_bounds__(128, 2)
+// and ~83 KB of shared memory at head dim 128).
+const decTileBlocksPerSM = 2
+
+// DecodeTileSmem is attn_dtile_<hd>'s dynamic shared memory (dtcfg in
+// kernels/decode_tile.cu): Q's 16 padded rows, the step's k and v in f16,
+// then 4 warps x 2 stages x (K and V tiles of 16 padded rows).
+func DecodeTileSmem(hd int) int {
+	ks := hd + 8
+	return 16*ks*2 + 2*hd*2 + 4*2*2*16*ks*2
+}
+
+// DecodeTile plans a decode step's attention on attn_dtile when it
+// applies: at least t.DecTileMinTokens sequences (0: never), q and k
+// scratch (the kernel writes neither back), head dim 64 or 128, up to 8
+// query heads a kv head. Splits fill the card about twice over, at least
+// decTileKeys keys each (by the longest context rounded up to a power of
+// two, so the graph repeats until it doubles), at most a cluster of 8.
+// clusterMax is the device's cluster limit (0: no clusters, one split).
+func DecodeTile(s DecodeShape, t Tuning, sms, clusterMax int) (Decode, bool) {
+	G := 0
+	if s.KVHeads > 0 && s.Heads%s.KVHeads == 0 {
+		G = s.Heads / s.KVHeads
+	}
+	if t.DecTileMinTokens <= 0 || s.Tokens < t.DecTileMinTokens || !s.ScratchQK || G < 1 || G > 8 ||
+		(s.HeadDim != 64 && s.HeadDim != 128) {
+		return Decode{}, false
+	}
+	ctx := 64
+	for ctx < s.MaxCtx {
+		ctx *= 2
+	}
+	hb := s.Tokens * s.KVHeads
+	splits := max(1, min(ctx/decTileKeys, min(8, clusterMax), (2*decTileBlocksPerSM*sms+hb-1)/hb))
+	cz := 0
+	if splits > 1 {
+		cz = splits
+	}
+	return Decode{Kernel: fmt.Sprintf("attn_dtile_%d", s.HeadDim), HeadsPerBlock: G, Splits: splits, Cluster: cz,
+		BlocksPerSplit: hb, GridX: s.KVHeads}, true
+}
