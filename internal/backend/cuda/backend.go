@@ -232,7 +232,8 @@ func kernelNames() []string {
 	for _, nt := range []int{1, 2, 4} {
 		names = append(names, fmt.Sprintf("qmma4_bf_%d", nt), fmt.Sprintf("qmma4_f32_%d", nt))
 	}
-	names = append(names, "qmma4_bf_1_xc", "qmma4_bf_2_xc", "qmm4_bf_64")
+	names = append(names, "qmma4_bf_1_xc", "qmma4_bf_2_xc")
+	names = append(names, plan.QMMKernels()...)
 	for _, hd := range []int{64, 128} {
 		for _, k := range []string{"", "_h1", "_h2", "_h4", "_h1c", "_h2c", "_h4c"} {
 			names = append(names, fmt.Sprintf("attn_decode_%d%s", hd, k))
@@ -265,12 +266,12 @@ func (b *Backend) optInDecodeTile() map[int]bool {
 	return ok
 }
 
-// optInClusters allows the _c decode attention kernels clusters of 16
+// optInClusters allows the _c decode attention kernels and attn_dtile clusters of 16
 // blocks (8 is the portable limit) and returns the most it may launch.
 func (b *Backend) optInClusters() int {
 	for _, hd := range []int{64, 128} {
-		for _, g := range []int{1, 2, 4} {
-			f := b.fns[fmt.Sprintf("attn_decode_%d_h%dc", hd, g)]
+		for _, k := range []string{"decode_%d_h1c", "decode_%d_h2c", "decode_%d_h4c", "dtile_%d"} {
+			f := b.fns["attn_"+fmt.Sprintf(k, hd)]
 			if b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrNonPortableCluster, 1) != nil {
 				return 8
 			}

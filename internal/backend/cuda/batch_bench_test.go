@@ -48,16 +48,19 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 		"default": func(*plan.Tuning) {},
 		"notile":  func(u *plan.Tuning) { u.DecTileMinTokens = 0 }, // attn_decode at every batch
 		"tile1":   func(u *plan.Tuning) { u.DecTileMinTokens = 1 }, // attn_dtile at every batch
+		"m2":      func(u *plan.Tuning) { u.QMMVariant = "m2" },
+		"m2d1":    func(u *plan.Tuning) { u.QMMVariant = "m2d1" },
 	}
 	// Each call allocates its own KV store (never freed): the points and
-	// their variants stay within the card's memory (~80 GB of KV).
+	// their variants stay within the card's memory (~100 GB of KV).
 	fmt.Println("tuning,batch,context,step_ms,tok_s")
 	for _, pt := range []struct {
 		n, ctx int
 		vs     []string
-	}{{1, 1024, []string{"default", "tile1"}}, {8, 1024, []string{"default", "tile1"}},
+	}{{1, 128, []string{"default", "tile1"}}, {1, 1024, []string{"default", "tile1"}}, {1, 8192, []string{"default", "tile1"}},
+		{1, 32768, []string{"default", "tile1"}}, {8, 1024, []string{"default", "tile1"}}, {8, 4096, []string{"default", "tile1"}},
 		{16, 1024, []string{"default", "notile"}}, {32, 1024, []string{"default", "notile"}},
-		{64, 1024, []string{"default", "notile", "default", "notile"}}, {128, 1024, []string{"default", "notile"}}} {
+		{64, 1024, []string{"default", "notile", "m2", "m2d1"}}, {128, 1024, []string{"default", "m2"}}} {
 		for _, name := range pt.vs {
 			b.Tuning = def
 			variants[name](&b.Tuning)

@@ -48,9 +48,16 @@ func (b *Backend) attnDecode(o, qt, kt, vt *Tensor, st *kvStore, layer int, p ba
 // attnDecode does; it writes q and k back never (DecodeTile requires
 // ScratchQK).
 func (b *Backend) attnDecodeTile(d plan.Decode, o, qt, kt, vt *Tensor, st *kvStore, layer int, p backend.AttnParams) {
+	var part, cnt uintptr
+	if d.Counters > 0 {
+		var ok bool
+		if part, cnt, ok = b.splitScratch(b.step.tokens*p.Heads, d.Splits, p.HeadDim, d.Counters); !ok {
+			return
+		}
+	}
 	invf, half, rscale := b.takeRoPE(qt, kt, p)
 	qn, kn, neps := b.takeHeadNorms(qt, kt, b.step.tokens, p)
-	l := b.newLaunch(d.Kernel, d.GridX, b.step.tokens, d.Splits, 128).p(o.ptr).p(qt.ptr).
+	l := b.newLaunch(d.Kernel, d.GridX, b.step.tokens, d.Splits, 128).p(o.ptr).p(part).p(cnt).p(qt.ptr).
 		p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(st.spec.BlockSize).
 		i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(p.KVHeads * p.HeadDim).
 		p(invf).i(half).f(rscale).p(qn).p(kn).f(neps)

@@ -123,7 +123,7 @@ func (b *Backend) qmm(d, s *Tensor, w *weight, bias uintptr, q plan.QMM) {
 	if !ready {
 		b.convertX(s)
 	}
-	l := b.newLaunch(q.Kernel, q.GridX, q.GridY, q.Split, 32*8).p(b.scratchX.ptr).i(K).i(M).i(w.gshft).
+	l := b.newLaunch(q.Kernel, q.GridX, q.GridY, q.Split, q.Threads).p(b.scratchX.ptr).i(K).i(M).i(w.gshft).
 		p(d.ptr).p(w.w).p(w.sb).p(bias).i(N)
 	for range 2 { // segments 1 and 2: none until a product joins the launch
 		l.p(0).p(0).p(0).p(0).i(0)
@@ -176,7 +176,7 @@ func (b *Backend) joinQMM(d *Tensor, w *weight, bias uintptr, q plan.QMM) bool {
 	if seg == 2 {
 		l.args[qNB2] = uint64(l.gy - uint32(q.GridY))
 	}
-	split := plan.QMMSplit(int(l.gx*l.gy), w.in, b.SMs)
+	split := plan.QMMSplit(int(l.gx*l.gy), w.in, b.SMs, q.PerSM)
 	l.gz, l.cz = uint32(split), 0
 	if split > 1 {
 		l.cz = uint32(split)
@@ -196,7 +196,7 @@ func (b *Backend) joinQMM(d *Tensor, w *weight, bias uintptr, q plan.QMM) bool {
 func (b *Backend) bf16Ready(x uintptr, n int) bool {
 	ls := b.rec.ls
 	bias, dqBF, dqF32, conv := b.fn("add_bias"), b.fn("dequant_bf16_bf"), b.fn("dequant_bf16_f32"), b.fn("f32_to_bf16")
-	qmm64 := b.fn("qmm4_bf_64")
+	qmm64 := b.fn(plan.QMMKernelName(b.Tuning))
 	for i := len(ls) - 1; i >= 0 && i >= len(ls)-16; i-- {
 		l := &ls[i]
 		switch l.fn {

@@ -57,7 +57,7 @@ func TestQMMJoinsProducts(t *testing.T) {
 				t.Errorf("group %d: segment %d writes %#x, want %#x", i, si, l.args[qSeg0+si*qSegLen], o.ptr)
 			}
 		}
-		if split := plan.QMMSplit(int(l.gy), 4096, b.SMs); int(l.gz) != split || (split > 1) != (l.cz == uint32(split)) {
+		if split := plan.QMMSplit(int(l.gy), 4096, b.SMs, 2); int(l.gz) != split || (split > 1) != (l.cz == uint32(split)) {
 			t.Errorf("group %d: split %d (cluster %d), want %d", i, l.gz, l.cz, split)
 		}
 	}

@@ -17,7 +17,9 @@
 // row. No block barrier runs in the key loop. The warps merge through
 // shared memory, and the splits of a (sequence, kv head) through the
 // thread block cluster (grid z = splits = cluster z), as attn_decode's _c
-// kernels do (merge_head_splits).
+// kernels do (merge_head_splits), or, past the cluster limit (one sequence
+// at a long context needs more blocks), through partials in global memory
+// merged by the last block of the (sequence, kv head).
 //
 // The step's own key and value come from k/v rows (f32): the block whose
 // split holds position p rotates and normalises k (RoPE and Qwen3's
@@ -58,7 +60,7 @@ DEV void dt_hilo(float a, float b, u32& hi, u32& lo) {
 }
 
 template <int HD>
-DEV void attn_dtile_impl(float* out, const float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,
+DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,
                          const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
                          float softcap, const float* kin, const float* vin, int ldk, const float* invf, int half,
                          float rscale, const float* qn, const float* kn, float neps) {
@@ -252,14 +254,28 @@ DEV void attn_dtile_impl(float* out, const float* q, u16* Kc, u16* Vc, const int
             L += wo[8 * HD + 8 + g] * f;
             acc += wo[g * HD + d] * f;
         }
+        const float Mn = M == NEG_INF ? NEG_INF : M * LN2F; // natural units for the split merge
         if (S == 1) {
             out[((long long)t * heads + h0 + g) * HD + d] = L > 0.f ? acc / L : 0.f;
+        } else if (cnt) {
+            float* pp = part + (((long long)t * heads + h0 + g) * S + split) * (HD + 2);
+            if (d == 0) pp[0] = Mn, pp[1] = L;
+            pp[2 + d] = acc;
         } else {
             co[g][d] = acc;
-            if (d == 0) cm[g] = M == NEG_INF ? NEG_INF : M * LN2F, cs[g] = L; // natural units for the merge
+            if (d == 0) cm[g] = Mn, cs[g] = L;
         }
     }
-    if (S > 1) { // the Go side launches the splits as one cluster
+    if (S > 1 && cnt) { // more splits than a cluster: the last block of the (sequence, kv head) merges
+        if (!last_block(cnt + (long long)t * kvh + kh, S)) return;
+        const float* pb0 = part + ((long long)t * heads + h0) * S * (HD + 2);
+        merge_head_splits<HD, 8>(out + ((long long)t * heads + h0) * HD, G, S, 0, G * HD,
+                                 [&](int g, int s) {
+                                     const float* pp = pb0 + ((long long)g * S + s) * (HD + 2);
+                                     return float2{ldcg(pp), ldcg(pp + 1)};
+                                 },
+                                 [&](int g, int d, int s) { return ldcg(pb0 + ((long long)g * S + s) * (HD + 2) + 2 + d); });
+    } else if (S > 1) { // the splits are one thread block cluster
         cluster_sync();
         const int chunk = (G * HD + S - 1) / S, e0 = (int)cluster_rank() * chunk;
         merge_head_splits<HD, 8>(out + ((long long)t * heads + h0) * HD, G, S, e0, min(e0 + chunk, G * HD),
@@ -269,16 +285,19 @@ DEV void attn_dtile_impl(float* out, const float* q, u16* Kc, u16* Vc, const int
     }
 }
 
-// Grid (kv heads, tokens, splits), cluster (1, 1, splits) when splits > 1;
+// Grid (kv heads, tokens, splits); with splits > 1 either cluster (1, 1,
+// splits) and no cnt, or cnt (zeroed counters, one per (token, kv head),
+// left zero) and part (token x head x split partials of HD + 2 floats);
 // 128 threads and dtcfg<HD>::SMEM bytes of dynamic shared memory.
 #define ATTN_DTILE(HD)                                                                                              \
     extern "C" __global__ void __launch_bounds__(128, 2) attn_dtile_##HD(                                         \
-        float* out, const float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq, const int* btab,         \
+        float* out, float* part, int* cnt, const float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,   \
+        const int* btab,                                                                                           \
         int btStride, int bs, int heads, int kvh, float scale, int window, float softcap, const float* kin,        \
         const float* vin, int ldk, const float* invf, int half, float rscale, const float* qn, const float* kn,     \
         float neps) {                                                                                              \
         grid_dep_launch();                                                                                         \
-        attn_dtile_impl<HD>(out, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, softcap, \
+        attn_dtile_impl<HD>(out, part, cnt, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, softcap, \
                             kin, vin, ldk, invf, half, rscale, qn, kn, neps);                                     \
     }
 ATTN_DTILE(64) ATTN_DTILE(128)

@@ -62,23 +62,23 @@ DEV uint4 qmm_perm(uint4 v) {
 }
 
 // qmm_xload loads this thread's chunks of slab s of the x tile (rows past
-// M as zeros): XC chunks of 8 elements, chunk c = threadIdx.x + 256*i is
+// M as zeros): XC chunks of 8 elements, chunk c = threadIdx.x + NT*i is
 // row c/8, chunk c%8 of the slab.
-template <int XC>
+template <int XC, int NT>
 DEV void qmm_xload(uint4 (&xr)[XC], const u16* x, int M, int K, int m0, int s, int nchunks) {
 #pragma unroll
     for (int i = 0; i < XC; i++) {
-        const int c = threadIdx.x + 32 * QMM_WARPS * i, r = c >> 3;
+        const int c = threadIdx.x + NT * i, r = c >> 3;
         xr[i].x = xr[i].y = xr[i].z = xr[i].w = 0u;
         if (c < nchunks && m0 + r < M)
             xr[i] = *reinterpret_cast<const uint4*>(x + (long long)(m0 + r) * K + (s << 6) + ((c & 7) << 3));
     }
 }
-template <int XC>
+template <int XC, int NT>
 DEV void qmm_xstore(u16* xs, const uint4 (&xr)[XC], int nchunks) {
 #pragma unroll
     for (int i = 0; i < XC; i++) {
-        const int c = threadIdx.x + 32 * QMM_WARPS * i;
+        const int c = threadIdx.x + NT * i;
         if (c < nchunks) *reinterpret_cast<uint4*>(xs + (c >> 3) * QMM_XS + ((c & 7) << 3)) = qmm_perm(xr[i]);
     }
 }
@@ -92,9 +92,12 @@ DEV void qmm_xstore(u16* xs, const uint4 (&xr)[XC], int nchunks) {
         int nb2
 #define QMM_ARGS x, K, M, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2, sb2, bias2, N2, nb1, nb2
 
-template <int NB, int D>
+// W warps of MT m16 tiles each: a block covers 16*MT*W = QMM_BN weight
+// rows (MT = 2 lets each B fragment from shared memory feed two mma).
+template <int NB, int D, int MT = 1, int W = QMM_WARPS>
 DEV void qmm4_impl(QMM_PARAMS) {
-    constexpr int BM = 8 * NB, XC = (BM * 8 + 32 * QMM_WARPS - 1) / (32 * QMM_WARPS);
+    static_assert(16 * MT * W == QMM_BN, "a block covers QMM_BN weight rows");
+    constexpr int NT = 32 * W, BM = 8 * NB, XC = (BM * 8 + NT - 1) / NT;
     constexpr int XBYTES = 3 * BM * QMM_XS * 2, RBYTES = BM * QMM_RS * 4;
     __shared__ __align__(16) unsigned char smem[XBYTES > RBYTES ? XBYTES : RBYTES];
     u16* xs = reinterpret_cast<u16*>(smem);      // [3][BM][QMM_XS], the x of three slabs
@@ -114,73 +117,87 @@ DEV void qmm4_impl(QMM_PARAMS) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int nw = K >> 3, ng = K >> gshift, ns = K >> 6;
-    const int m0 = blockIdx.x * BM, nblk = by * QMM_BN, row0 = nblk + warp * 16;
+    const int m0 = blockIdx.x * BM, nblk = by * QMM_BN, row0 = nblk + warp * 16 * MT;
     const int S = gridDim.z, rank = blockIdx.z;
     const int s_begin = (int)((long long)ns * rank / S), s_end = (int)((long long)ns * (rank + 1) / S);
     const int nchunks = BM * 8;
 
-    const uint2* wp[2];
-    const u32* sp[2];
+    const uint2* wp[MT][2];
+    const u32* sp[MT][2];
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int row = min(row0 + g + 8 * h, N - 1);
-        wp[h] = reinterpret_cast<const uint2*>(w + (long long)row * nw) + t; // slab s: [4s]
-        sp[h] = sb + (long long)row * ng;
-    }
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = min(row0 + 16 * mt + g + 8 * h, N - 1);
+            wp[mt][h] = reinterpret_cast<const uint2*>(w + (long long)row * nw) + t; // slab s: [4s]
+            sp[mt][h] = sb + (long long)row * ng;
+        }
     // The weights are constant: their first slabs load before waiting for
     // the kernel that writes x.
-    uint2 wc[D][2];
-    u32 sc[D][2];
+    uint2 wc[D][MT][2];
+    u32 sc[D][MT][2];
     grid_dep_launch();
 #pragma unroll
     for (int d = 0; d < D; d++) {
         const int s = min(s_begin + d, s_end - 1);
 #pragma unroll
-        for (int h = 0; h < 2; h++) wc[d][h] = wp[h][4 * s], sc[d][h] = sp[h][((s << 6) + 16 * t) >> gshift];
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                wc[d][mt][h] = wp[mt][h][4 * s], sc[d][mt][h] = sp[mt][h][((s << 6) + 16 * t) >> gshift];
     }
     grid_dep_wait();
 
-    float acc[NB][4];
+    float acc[MT][NB][4];
 #pragma unroll
-    for (int nt = 0; nt < NB; nt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) acc[nt][i] = 0.f;
+        for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0.f;
 
     // x runs two slabs ahead of the math: slab s+1 waits in shared memory
     // and slab s+2 in registers while slab s is multiplied (one slab ahead
     // left the L2 latency of every slab's x in front of its barrier).
     uint4 xr[XC];
-    qmm_xload<XC>(xr, x, M, K, m0, s_begin, nchunks);
-    qmm_xstore<XC>(xs + (s_begin % 3) * BM * QMM_XS, xr, nchunks);
-    if (s_begin + 1 < s_end) qmm_xload<XC>(xr, x, M, K, m0, s_begin + 1, nchunks);
+    qmm_xload<XC, NT>(xr, x, M, K, m0, s_begin, nchunks);
+    qmm_xstore<XC, NT>(xs + (s_begin % 3) * BM * QMM_XS, xr, nchunks);
+    if (s_begin + 1 < s_end) qmm_xload<XC, NT>(xr, x, M, K, m0, s_begin + 1, nchunks);
     for (int s0 = s_begin; s0 < s_end; s0 += D) {
 #pragma unroll
         for (int d = 0; d < D; d++) {
             const int s = s0 + d;
             if (s < s_end) { // block-uniform
-                if (s + 1 < s_end) qmm_xstore<XC>(xs + ((s + 1) % 3) * BM * QMM_XS, xr, nchunks);
-                if (s + 2 < s_end) qmm_xload<XC>(xr, x, M, K, m0, s + 2, nchunks);
+                if (s + 1 < s_end) qmm_xstore<XC, NT>(xs + ((s + 1) % 3) * BM * QMM_XS, xr, nchunks);
+                if (s + 2 < s_end) qmm_xload<XC, NT>(xr, x, M, K, m0, s + 2, nchunks);
                 __syncthreads(); // slab s+1's x is in; every warp is past slab s-2, whose buffer that was
                 const u16* xb = xs + (s % 3) * BM * QMM_XS;
-                u32 s2[2], b2[2];
+                u32 a[MT][4][4];
 #pragma unroll
-                for (int h = 0; h < 2; h++)
-                    s2[h] = __byte_perm(sc[d][h], 0u, 0x1010), b2[h] = __byte_perm(sc[d][h], 0u, 0x3232);
-                u32 a[4][4];
+                for (int mt = 0; mt < MT; mt++) {
+                    u32 s2[2], b2[2];
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const u32 lo = (j >> 1) ? wc[d][0].y : wc[d][0].x, hi = (j >> 1) ? wc[d][1].y : wc[d][1].x;
-                    const int sh = (j & 1) * 8;
-                    a[j][0] = qmm_dq(lo >> sh, s2[0], b2[0]);
-                    a[j][1] = qmm_dq(hi >> sh, s2[1], b2[1]);
-                    a[j][2] = qmm_dq(lo >> (sh + 4), s2[0], b2[0]);
-                    a[j][3] = qmm_dq(hi >> (sh + 4), s2[1], b2[1]);
+                    for (int h = 0; h < 2; h++)
+                        s2[h] = __byte_perm(sc[d][mt][h], 0u, 0x1010), b2[h] = __byte_perm(sc[d][mt][h], 0u, 0x3232);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        const uint2 w0 = wc[d][mt][0], w1 = wc[d][mt][1];
+                        const u32 lo = (j >> 1) ? w0.y : w0.x, hi = (j >> 1) ? w1.y : w1.x;
+                        const int sh = (j & 1) * 8;
+                        a[mt][j][0] = qmm_dq(lo >> sh, s2[0], b2[0]);
+                        a[mt][j][1] = qmm_dq(hi >> sh, s2[1], b2[1]);
+                        a[mt][j][2] = qmm_dq(lo >> (sh + 4), s2[0], b2[0]);
+                        a[mt][j][3] = qmm_dq(hi >> (sh + 4), s2[1], b2[1]);
+                    }
                 }
                 // Refill this slot: slab s + D, in flight under the math.
                 if (s + D < s_end) {
 #pragma unroll
-                    for (int h = 0; h < 2; h++)
-                        wc[d][h] = wp[h][4 * (s + D)], sc[d][h] = sp[h][(((s + D) << 6) + 16 * t) >> gshift];
+                    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                        for (int h = 0; h < 2; h++)
+                            wc[d][mt][h] = wp[mt][h][4 * (s + D)],
+                            sc[d][mt][h] = sp[mt][h][(((s + D) << 6) + 16 * t) >> gshift];
                 }
 #pragma unroll
                 for (int nt = 0; nt < NB; nt++) {
@@ -188,9 +205,11 @@ DEV void qmm4_impl(QMM_PARAMS) {
                     const uint4 x0 = xp[0], x1 = xp[1];
                     const u32 xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        mma_bf16(acc[nt], a[j][0], a[j][1], a[j][2], a[j][3], xv[(j >> 1) * 4 + (j & 1) * 2],
-                                 xv[(j >> 1) * 4 + (j & 1) * 2 + 1]);
+                    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                        for (int j = 0; j < 4; j++)
+                            mma_bf16(acc[mt][nt], a[mt][j][0], a[mt][j][1], a[mt][j][2], a[mt][j][3],
+                                     xv[(j >> 1) * 4 + (j & 1) * 2], xv[(j >> 1) * 4 + (j & 1) * 2 + 1]);
                 }
             }
         }
@@ -198,16 +217,18 @@ DEV void qmm4_impl(QMM_PARAMS) {
     __syncthreads(); // the x buffers become the partial tile
     // c0,c1: row g, columns 2t, 2t+1; c2,c3: row g+8.
 #pragma unroll
-    for (int nt = 0; nt < NB; nt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-            red[(nt * 8 + 2 * t + (i & 1)) * QMM_RS + warp * 16 + g + 8 * (i >> 1)] = acc[nt][i];
+        for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                red[(nt * 8 + 2 * t + (i & 1)) * QMM_RS + (warp * MT + mt) * 16 + g + 8 * (i >> 1)] = acc[mt][nt][i];
     if (S > 1)
         cluster_sync(); // every split's partial tile is in its shared memory
     else
         __syncthreads();
     const int chunk = (BM * QMM_BN + S - 1) / S, e0 = rank * chunk, e1 = min(e0 + chunk, BM * QMM_BN);
-    for (int e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
+    for (int e = e0 + threadIdx.x; e < e1; e += NT) {
         const int col = e / QMM_BN, r = e - col * QMM_BN, row = nblk + r, m = m0 + col;
         float v = 0.f;
         if (S > 1) {
@@ -222,9 +243,10 @@ DEV void qmm4_impl(QMM_PARAMS) {
 
 // Registers cap the weight prefetch of the 64-row tile at 2 slabs (3 spilled,
 // and one block an SM with 6 lost everywhere but the 1024-row matrices:
-// notes/cuda-kernels.md, s12r3).
-#define QMM(NAME, NB, D)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(32 * QMM_WARPS, 2) NAME(QMM_PARAMS) {                         \
-        qmm4_impl<NB, D>(QMM_ARGS);                                                                            \
+// notes/cuda-kernels.md, s12r3). _m2: 4 warps of two m16 tiles (128
+// threads, 3 blocks an SM), each x fragment feeding two mma.
+#define QMM(NAME, NB, D, MT, W, MINB)                                                                           \
+    extern "C" __global__ void __launch_bounds__(32 * W, MINB) NAME(QMM_PARAMS) {                              \
+        qmm4_impl<NB, D, MT, W>(QMM_ARGS);                                                                     \
     }
-QMM(qmm4_bf_64, 8, 2)
+QMM(qmm4_bf_64, 8, 2, 1, 8, 2) QMM(qmm4_bf_64_m2, 8, 2, 2, 4, 2) QMM(qmm4_bf_64_m2d1, 8, 1, 2, 4, 3)

@@ -30,8 +30,9 @@ func DecodeTileSmem(hd int) int {
 // scratch (the kernel writes neither back), head dim 64 or 128, up to 8
 // query heads a kv head. Splits fill the card about twice over, at least
 // decTileKeys keys each (by the longest context rounded up to a power of
-// two, so the graph repeats until it doubles), at most a cluster of 8.
-// clusterMax is the device's cluster limit (0: no clusters, one split).
+// two, so the graph repeats until it doubles), at most 64; they merge in
+// a cluster when they fit one (clusterMax, the device's limit; 0: none),
+// else through partials and a ticket per (sequence, kv head) (Counters).
 func DecodeTile(s DecodeShape, t Tuning, sms, clusterMax int) (Decode, bool) {
 	G := 0
 	if s.KVHeads > 0 && s.Heads%s.KVHeads == 0 {
@@ -46,11 +47,14 @@ func DecodeTile(s DecodeShape, t Tuning, sms, clusterMax int) (Decode, bool) {
 		ctx *= 2
 	}
 	hb := s.Tokens * s.KVHeads
-	splits := max(1, min(ctx/decTileKeys, min(8, clusterMax), (2*decTileBlocksPerSM*sms+hb-1)/hb))
-	cz := 0
-	if splits > 1 {
-		cz = splits
+	splits := max(1, min(ctx/decTileKeys, 64, (2*decTileBlocksPerSM*sms+hb-1)/hb))
+	d := Decode{Kernel: fmt.Sprintf("attn_dtile_%d", s.HeadDim), HeadsPerBlock: G, Splits: splits, BlocksPerSplit: hb,
+		GridX: s.KVHeads}
+	switch {
+	case splits > 1 && splits <= clusterMax:
+		d.Cluster = splits
+	case splits > 1:
+		d.Counters = hb
 	}
-	return Decode{Kernel: fmt.Sprintf("attn_dtile_%d", s.HeadDim), HeadsPerBlock: G, Splits: splits, Cluster: cz,
-		BlocksPerSplit: hb, GridX: s.KVHeads}, true
+	return d, true
 }

@@ -1,7 +1,5 @@
 package plan
 
-import "fmt"
-
 // QMMMinRows and QMMMaxRows bound the activation rows a 4-bit product
 // runs on the fused qmm4 kernels (batched decode): below, the qmma4 and
 // GEMV kernels, whose f16 activations are ten times more precise than
@@ -15,10 +13,30 @@ const (
 	QMMMaxRows = 128
 )
 
-// qmmBlocksPerSM is the blocks of a qmm4 kernel an SM holds at once (two
-// 256-thread blocks of at most 128 registers a thread): the split-K count
-// aims at one wave of them.
-const qmmBlocksPerSM = 2
+// qmmKernel is one form of the qmm4 kernel: its name, threads a block and
+// the blocks an SM holds at once (the split-K count aims at one wave of
+// them). "" is the default (8 warps of one m16 tile, two 256-thread blocks
+// of at most 128 registers); Tuning.QMMVariant names the others, which
+// benchmarks compare (m2: 4 warps of two m16 tiles, m2d1: the same with
+// one slab of weights in flight, three blocks an SM).
+type qmmKernel struct {
+	name           string
+	threads, perSM int
+}
+
+var qmmKernels = map[string]qmmKernel{
+	"":     {"qmm4_bf_64", 256, 2},
+	"m2":   {"qmm4_bf_64_m2", 128, 2},
+	"m2d1": {"qmm4_bf_64_m2d1", 128, 3},
+}
+
+// QMMKernelName is the kernel of the tuning's qmm4 form ("" when unknown).
+func QMMKernelName(t Tuning) string { return qmmKernels[t.QMMVariant].name }
+
+// QMMKernels lists the names of the qmm4 kernel forms.
+func QMMKernels() []string {
+	return []string{"qmm4_bf_64", "qmm4_bf_64_m2", "qmm4_bf_64_m2d1"}
+}
 
 // QMMWeightRows is the weight rows a qmm4 block covers (8 warps of 16).
 const QMMWeightRows = 128
@@ -34,6 +52,7 @@ type QMM struct {
 	Kernel              string
 	GridX, GridY, Split int
 	TileRows            int
+	Threads, PerSM      int // block size; blocks an SM (QMMSplit)
 }
 
 // PlanQMM plans y[M, N] = x[M, K] @ W^T on the qmm4 kernels, or reports
@@ -45,14 +64,19 @@ func PlanQMM(w Weight, M, SMs int, t Tuning) (QMM, bool) {
 		w.GroupShift < 4 || w.GroupShift > 7 || w.K%64 != 0 || w.N <= 0 {
 		return QMM{}, false
 	}
+	k, ok := qmmKernels[t.QMMVariant]
+	if !ok {
+		return QMM{}, false
+	}
 	const tile = 64
 	gx, gy := (M+tile-1)/tile, (w.N+QMMWeightRows-1)/QMMWeightRows
-	return QMM{Kernel: fmt.Sprintf("qmm4_bf_%d", tile), GridX: gx, GridY: gy, Split: QMMSplit(gx*gy, w.K, SMs), TileRows: tile}, true
+	return QMM{Kernel: k.name, GridX: gx, GridY: gy, Split: QMMSplit(gx*gy, w.K, SMs, k.perSM), TileRows: tile,
+		Threads: k.threads, PerSM: k.perSM}, true
 }
 
 // QMMSplit is the split-K count of a qmm4 launch of blocks blocks over K:
 // enough to fill one wave of the device, each split keeping at least 4
 // slabs of 64, at most a portable cluster.
-func QMMSplit(blocks, K, SMs int) int {
-	return max(1, min((qmmBlocksPerSM*max(SMs, 1)+blocks/2)/max(blocks, 1), qmmMaxSplits, K/64/4))
+func QMMSplit(blocks, K, SMs, perSM int) int {
+	return max(1, min((perSM*max(SMs, 1)+blocks/2)/max(blocks, 1), qmmMaxSplits, K/64/4))
 }
