@@ -47,8 +47,7 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 	variants := map[string]func(*plan.Tuning){
 		"default": func(*plan.Tuning) {},
 		"notile":  func(u *plan.Tuning) { u.DecTileMinTokens = 0 }, // attn_decode at every batch
-		"tile1":   func(u *plan.Tuning) { u.DecTileMinTokens = 1 }, // attn_dtile at every batch
-		"m2":      func(u *plan.Tuning) { u.QMMVariant = "m2" },
+		"wide":    func(u *plan.Tuning) { u.QMMVariant = "wide" },  // qmm4's 8-warp form for every product
 		"m2d1":    func(u *plan.Tuning) { u.QMMVariant = "m2d1" },
 	}
 	// Each call allocates its own KV store (never freed): the points and
@@ -57,10 +56,10 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 	for _, pt := range []struct {
 		n, ctx int
 		vs     []string
-	}{{1, 128, []string{"default", "tile1"}}, {1, 1024, []string{"default", "tile1"}}, {1, 8192, []string{"default", "tile1"}},
-		{1, 32768, []string{"default", "tile1"}}, {8, 1024, []string{"default", "tile1"}}, {8, 4096, []string{"default", "tile1"}},
+	}{{1, 128, []string{"default", "notile"}}, {1, 1024, []string{"default", "notile"}}, {1, 8192, []string{"default", "notile"}},
+		{1, 32768, []string{"default", "notile"}}, {8, 1024, []string{"default", "notile"}}, {8, 4096, []string{"default", "notile"}},
 		{16, 1024, []string{"default", "notile"}}, {32, 1024, []string{"default", "notile"}},
-		{64, 1024, []string{"default", "notile", "m2", "m2d1"}}, {128, 1024, []string{"default", "m2"}}} {
+		{64, 1024, []string{"default", "notile", "wide", "m2d1"}}, {128, 1024, []string{"default", "wide"}}} {
 		for _, name := range pt.vs {
 			b.Tuning = def
 			variants[name](&b.Tuning)

@@ -225,7 +225,7 @@ func TestBenchQMM(t *testing.T) {
 	def := b.Tuning
 	for _, rows := range []int{32, 64, 128} { // qmm4 from 9 rows here, to compare
 		for _, s := range [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}} {
-			for _, cfg := range []string{"before", "qmm", "qmm_m2", "qmm_m2d1"} {
+			for _, cfg := range []string{"before", "qmm_wide", "qmm_m2d1"} {
 				b.Tuning = def
 				b.Tuning.QMMMinRows, b.Tuning.QMMMaxRows = 0, 0
 				if cfg != "before" {

@@ -115,8 +115,8 @@ func TestGraphReplay(t *testing.T) {
 // before Hopper); a kv head's whole group of query heads in one block at
 // short contexts (DecHeads 0) and four heads a block past 1024 keys at any
 // context (DecLongHeads 4; AttentionLong's 1100 keys take two by default);
-// shorter and longer splits; the other forms of the qmm4 kernel; the
-// decode tile kernel at every batch.
+// shorter and longer splits; each form of the qmm4 kernel for every
+// product; attn_decode for the decode steps attn_dtile takes by default.
 func TestConformanceVariants(t *testing.T) {
 	for _, v := range []struct {
 		name string
@@ -128,12 +128,11 @@ func TestConformanceVariants(t *testing.T) {
 		{"splitkeys8", func(u *plan.Tuning) { u.DecSplitKeys = 8 }},
 		{"splitkeys64", func(u *plan.Tuning) { u.DecSplitKeys = 64 }},
 		{"noqmm", func(u *plan.Tuning) { u.QMMMinRows = 0 }},
-		{"qmm_m2", func(u *plan.Tuning) { u.QMMVariant = "m2" }},
+		{"qmm_wide", func(u *plan.Tuning) { u.QMMVariant = "wide" }},
 		{"qmm_m2d1", func(u *plan.Tuning) { u.QMMVariant = "m2d1" }},
-		// The tile kernel of batched decode at every decode step, its
-		// splits merged in clusters and by tickets.
-		{"tile1", func(u *plan.Tuning) { u.DecTileMinTokens = 1 }},
-		{"tile1ticket", func(u *plan.Tuning) { u.DecTileMinTokens, u.DecClusterMax = 1, 0 }},
+		// attn_decode where the tile kernel takes decode steps by default.
+		{"notile", func(u *plan.Tuning) { u.DecTileMinTokens = 0 }},
+		{"notileticket", func(u *plan.Tuning) { u.DecTileMinTokens, u.DecClusterMax = 0, 0 }},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			b := newOrSkip(t)

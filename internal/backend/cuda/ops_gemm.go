@@ -196,7 +196,7 @@ func (b *Backend) joinQMM(d *Tensor, w *weight, bias uintptr, q plan.QMM) bool {
 func (b *Backend) bf16Ready(x uintptr, n int) bool {
 	ls := b.rec.ls
 	bias, dqBF, dqF32, conv := b.fn("add_bias"), b.fn("dequant_bf16_bf"), b.fn("dequant_bf16_f32"), b.fn("f32_to_bf16")
-	qmm64 := b.fn(plan.QMMKernelName(b.Tuning))
+	qmmW, qmmN := b.fn("qmm4_bf_64"), b.fn("qmm4_bf_64_m2d1")
 	for i := len(ls) - 1; i >= 0 && i >= len(ls)-16; i-- {
 		l := &ls[i]
 		switch l.fn {
@@ -204,7 +204,7 @@ func (b *Backend) bf16Ready(x uintptr, n int) bool {
 			if uintptr(l.args[1]) != b.scratchX.ptr || uintptr(l.args[0]) == x {
 				return false
 			}
-		case qmm64: // x, K, M, gshift, segments of (y, ...): as a product
+		case qmmW, qmmN: // x, K, M, gshift, segments of (y, ...): as a product
 			if uintptr(l.args[qX]) != b.scratchX.ptr {
 				return false
 			}

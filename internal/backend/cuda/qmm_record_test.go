@@ -31,7 +31,7 @@ func TestQMMJoinsProducts(t *testing.T) {
 	b.Linear(u, xn, L.u, nil)
 	ls := b.rec.ls
 	names := launchNames(b)
-	want := []string{"rmsnorm", "qmm4_bf_64", "rmsnorm", "qmm4_bf_64"}
+	want := []string{"rmsnorm", "qmm4_bf_64_m2d1", "rmsnorm", "qmm4_bf_64"} // narrow q/k/v, wide gate/up
 	if len(names) != len(want) {
 		t.Fatalf("recorded %v, want %v", names, want)
 	}
@@ -44,7 +44,8 @@ func TestQMMJoinsProducts(t *testing.T) {
 		at           int
 		outs         []*Tensor
 		gy, nb1, nb2 int
-	}{{1, []*Tensor{q, k, v}, 32 + 8 + 8, 32, 40}, {3, []*Tensor{g, u}, 112 + 112, 112, 224}} {
+		perSM        int
+	}{{1, []*Tensor{q, k, v}, 32 + 8 + 8, 32, 40, 3}, {3, []*Tensor{g, u}, 112 + 112, 112, 224, 2}} {
 		l := &ls[c.at]
 		if uintptr(ls[c.at-1].args[5]) != b.scratchX.ptr {
 			t.Errorf("group %d: the norm does not write x's bf16 copy", i)
@@ -57,7 +58,7 @@ func TestQMMJoinsProducts(t *testing.T) {
 				t.Errorf("group %d: segment %d writes %#x, want %#x", i, si, l.args[qSeg0+si*qSegLen], o.ptr)
 			}
 		}
-		if split := plan.QMMSplit(int(l.gy), 4096, b.SMs, 2); int(l.gz) != split || (split > 1) != (l.cz == uint32(split)) {
+		if split := plan.QMMSplit(int(l.gy), 4096, b.SMs, c.perSM); int(l.gz) != split || (split > 1) != (l.cz == uint32(split)) {
 			t.Errorf("group %d: split %d (cluster %d), want %d", i, l.gz, l.cz, split)
 		}
 	}

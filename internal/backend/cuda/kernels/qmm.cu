@@ -243,10 +243,11 @@ DEV void qmm4_impl(QMM_PARAMS) {
 
 // Registers cap the weight prefetch of the 64-row tile at 2 slabs (3 spilled,
 // and one block an SM with 6 lost everywhere but the 1024-row matrices:
-// notes/cuda-kernels.md, s12r3). _m2: 4 warps of two m16 tiles (128
-// threads, 3 blocks an SM), each x fragment feeding two mma.
+// notes/cuda-kernels.md, s12r3). _m2d1: 4 warps of two m16 tiles (128
+// threads, 3 blocks an SM), each x fragment feeding two mma, one weight
+// slab in flight: faster on matrices of up to 4096 rows (s13r3).
 #define QMM(NAME, NB, D, MT, W, MINB)                                                                           \
     extern "C" __global__ void __launch_bounds__(32 * W, MINB) NAME(QMM_PARAMS) {                              \
         qmm4_impl<NB, D, MT, W>(QMM_ARGS);                                                                     \
     }
-QMM(qmm4_bf_64, 8, 2, 1, 8, 2) QMM(qmm4_bf_64_m2, 8, 2, 2, 4, 2) QMM(qmm4_bf_64_m2d1, 8, 1, 2, 4, 3)
+QMM(qmm4_bf_64, 8, 2, 1, 8, 2) QMM(qmm4_bf_64_m2d1, 8, 1, 2, 4, 3)

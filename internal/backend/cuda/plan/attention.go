@@ -24,7 +24,7 @@ type Tuning struct {
 	// DecTileMinTokens: fewest sequences of a decode step whose attention
 	// runs on the tensor-core tile kernel (DecodeTile; 0: never).
 	DecTileMinTokens int
-	QMMVariant       string // the qmm4 kernel form ("": the default; see qmmKernels)
+	QMMVariant       string // the qmm4 kernel form for every product ("": by the matrix, qmmForm)
 }
 
 // DefaultTuning is what a default run uses.

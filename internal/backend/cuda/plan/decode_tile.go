@@ -4,10 +4,13 @@ import "fmt"
 
 // DecTileMinTokens is the fewest one-token sequences a decode step needs
 // for attention to take attn_dtile (the tensor-core tile kernel) instead
-// of attn_decode. Below it a step has too few (sequence, kv head) blocks
-// to fill the card without many splits, where attn_decode's head-group
-// and split plans (DecodeAttention) were tuned.
-const DecTileMinTokens = 16
+// of attn_decode: every decode step. Measured on the H200 (s13r3,
+// synthetic Llama-3.1-8B 4-bit, step ms attn_decode / attn_dtile): one
+// sequence at 128 keys 2.22 / 2.21, 1024 2.97 / 2.29, 8192 4.00 / 3.36,
+// 32768 7.31 / 4.16; 8 at 1024 7.21 / 5.88, 8 at 4096 12.89 / 6.88; 64 at
+// 1024 17.0 / 10.5. attn_decode keeps the steps the tile kernel does not
+// take (q and k written back, sinks, groups over 8).
+const DecTileMinTokens = 1
 
 // decTileKeys is the fewest keys a tile kernel split takes: one 16-key
 // tile for each of its 4 warps, twice.

@@ -15,28 +15,41 @@ const (
 
 // qmmKernel is one form of the qmm4 kernel: its name, threads a block and
 // the blocks an SM holds at once (the split-K count aims at one wave of
-// them). "" is the default (8 warps of one m16 tile, two 256-thread blocks
-// of at most 128 registers); Tuning.QMMVariant names the others, which
-// benchmarks compare (m2: 4 warps of two m16 tiles, m2d1: the same with
-// one slab of weights in flight, three blocks an SM).
+// them). "wide" is 8 warps of one m16 tile (two 256-thread blocks of at
+// most 128 registers); "m2d1" 4 warps of two m16 tiles with one weight
+// slab in flight (three 128-thread blocks). Measured on the H200 at 64
+// rows (s13r3, us): 4096x4096 26.2 / 18.8, 4096x14336 68.8 / 48.7,
+// 14336x4096 46.1 / 52.9; so m2d1 takes matrices of up to QMMNarrowRows
+// weight rows (a layer's o and down, and q with k and v joined to it),
+// wide the others (gate and up).
 type qmmKernel struct {
 	name           string
 	threads, perSM int
 }
 
 var qmmKernels = map[string]qmmKernel{
-	"":     {"qmm4_bf_64", 256, 2},
-	"m2":   {"qmm4_bf_64_m2", 128, 2},
+	"wide": {"qmm4_bf_64", 256, 2},
 	"m2d1": {"qmm4_bf_64_m2d1", 128, 3},
 }
 
-// QMMKernelName is the kernel of the tuning's qmm4 form ("" when unknown).
-func QMMKernelName(t Tuning) string { return qmmKernels[t.QMMVariant].name }
+// QMMNarrowRows is the most weight rows a product takes the m2d1 form with.
+const QMMNarrowRows = 4096
+
+// qmmForm is the kernel form of an N-row product: the tuning's when set
+// (benchmarks), else by N.
+func qmmForm(t Tuning, N int) (qmmKernel, bool) {
+	if t.QMMVariant != "" {
+		k, ok := qmmKernels[t.QMMVariant]
+		return k, ok
+	}
+	if N <= QMMNarrowRows {
+		return qmmKernels["m2d1"], true
+	}
+	return qmmKernels["wide"], true
+}
 
 // QMMKernels lists the names of the qmm4 kernel forms.
-func QMMKernels() []string {
-	return []string{"qmm4_bf_64", "qmm4_bf_64_m2", "qmm4_bf_64_m2d1"}
-}
+func QMMKernels() []string { return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1"} }
 
 // QMMWeightRows is the weight rows a qmm4 block covers (8 warps of 16).
 const QMMWeightRows = 128
@@ -64,7 +77,7 @@ func PlanQMM(w Weight, M, SMs int, t Tuning) (QMM, bool) {
 		w.GroupShift < 4 || w.GroupShift > 7 || w.K%64 != 0 || w.N <= 0 {
 		return QMM{}, false
 	}
-	k, ok := qmmKernels[t.QMMVariant]
+	k, ok := qmmForm(t, w.N)
 	if !ok {
 		return QMM{}, false
 	}
