@@ -22,6 +22,7 @@ import (
 const moeGEMMRows = 32
 
 const (
+	moeYS   = 4    // MOE_YS in moe.cu: blocks a tile in moe_gather and moe_act
 	moeTile = 32   // MOE_TILE in moe.cu: rows per tile
 	moeMaxE = 1024 // MOE_MAXE: experts moe_align can count
 )
@@ -89,12 +90,14 @@ func (b *Backend) moeGEMM(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEPar
 	b.newLaunch("moe_route_w", T, 1, 1, 32).p(logits).i(T).i(E).i(topk).i(renorm).p(idx).p(wts)
 
 	b.newLaunch("moe_align", 1, 1, 1, 1024).p(idx).i(P).i(E).p(sorted).p(inv).p(tileE).p(ntiles)
-	b.newLaunch("moe_gather", tiles, 1, 1, min(256, roundUp(hidden/4, 32))).p(xs).p(s.ptr).p(sorted).p(ntiles).i(topk).i(hidden)
+	b.newLaunch("moe_gather", tiles, moeYS, 1, min(256, roundUp(hidden/4, 32))).p(xs).p(s.ptr).p(sorted).p(tileE).p(ntiles).
+		i(topk).i(hidden)
 	b.moeQMMA(g, u, xs, gw, uw, tileE, ntiles, tiles)
 	act := actCode(p.Act)
-	b.newLaunch("moe_act", tiles, 1, 1, 256).p(g).p(u).p(ntiles).i(inter).i(act)
+	b.newLaunch("moe_act", tiles, moeYS, 1, 256).p(g).p(u).p(tileE).p(ntiles).i(inter).i(act)
 	b.moeQMMA(xs, 0, g, dw, nil, tileE, ntiles, tiles)
-	b.newLaunch("moe_unsort_sum", T, 1, 1, min(256, roundUp(hidden, 32))).p(d.ptr).p(xs).p(wts).p(inv).i(topk).i(hidden)
+	cb := min(256, roundUp(hidden, 32))
+	b.newLaunch("moe_unsort_sum", T, (hidden+cb-1)/cb, 1, cb).p(d.ptr).p(xs).p(wts).p(inv).i(topk).i(hidden)
 }
 
 // moeQMMA records y0 = x @ w0^T (and y1 = x @ w1^T when w1 is set, same

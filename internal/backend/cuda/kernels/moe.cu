@@ -10,7 +10,7 @@
 //
 // Pipeline (no host sync, so a step stays capturable in a graph):
 //   moe_align      counts, padded offsets, sorted pairs, tile -> expert
-//   moe_gather     x rows into expert order (padding rows zero)
+//   moe_gather     x rows into expert order (padding rows left as they are)
 //   moe_qmma4_*    gate and up (grid.z) on the tensor cores, 4-bit weights
 //                  dequantized on the fly by qmma4_impl (mma.cu)
 //   moe_act        act(gate) * up over the real tiles only
@@ -74,22 +74,22 @@ extern "C" __global__ void __launch_bounds__(1024) moe_align(const int* idx, int
     }
 }
 
-// moe_gather: xs[row] = x[token of sorted[row]] (zeros for padding), one
-// block per tile; blocks past the real tile count exit at once.
-extern "C" __global__ void moe_gather(float* xs, const float* x, const int* sorted, const int* ntiles, int topk, int K) {
+// moe_gather: xs[row] = x[token of sorted[row]] for the real rows of each
+// tile (the products read no padding row: qmma_loadx zeros past M). Grid
+// (tiles, MOE_YS): block y takes rows y, y + MOE_YS, ... of its tile, so a
+// decode step's tiles of a few rows still spread over the card; blocks
+// past the real tile count exit at once.
+#define MOE_YS 4
+extern "C" __global__ void moe_gather(float* xs, const float* x, const int* sorted, const int* tileE, const int* ntiles,
+                                      int topk, int K) {
     grid_dep_start();
     if ((int)blockIdx.x >= *ntiles) return;
-    const int K4 = K >> 2;
-    for (int r = 0; r < MOE_TILE; r++) {
+    const int K4 = K >> 2, M = tileE[blockIdx.x] >> 16;
+    for (int r = blockIdx.y; r < M; r += gridDim.y) {
         const long long row = (long long)blockIdx.x * MOE_TILE + r;
-        const int p = sorted[row];
+        const float4* src = reinterpret_cast<const float4*>(x + (long long)(sorted[row] / topk) * K);
         float4* d = reinterpret_cast<float4*>(xs + row * K);
-        if (p < 0) {
-            for (int c = threadIdx.x; c < K4; c += blockDim.x) d[c] = f4(0.f, 0.f, 0.f, 0.f);
-        } else {
-            const float4* s = reinterpret_cast<const float4*>(x + (long long)(p / topk) * K);
-            for (int c = threadIdx.x; c < K4; c += blockDim.x) d[c] = s[c];
-        }
+        for (int c = threadIdx.x; c < K4; c += blockDim.x) d[c] = src[c];
     }
 }
 
@@ -128,24 +128,25 @@ extern "C" __global__ void __launch_bounds__(256) moe_qmma4_f32(MOE_QMMA_PARAMS)
     moe_qmma4<SBf32>(MOE_QMMA_ARGS);
 }
 
-// moe_act: g = act(g) * u over the real tiles' rows (act: gate_act's
-// code), one block per tile.
-extern "C" __global__ void moe_act(float* g, const float* u, const int* ntiles, int N, int act) {
+// moe_act: g = act(g) * u over the real rows of each tile (act:
+// gate_act's code); grid (tiles, MOE_YS) as moe_gather.
+extern "C" __global__ void moe_act(float* g, const float* u, const int* tileE, const int* ntiles, int N, int act) {
     grid_dep_start();
     if ((int)blockIdx.x >= *ntiles) return;
     const long long o = (long long)blockIdx.x * MOE_TILE * N;
-    for (int i = threadIdx.x; i < MOE_TILE * N; i += blockDim.x) {
+    const int n = (tileE[blockIdx.x] >> 16) * N;
+    for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < n; i += gridDim.y * blockDim.x) {
         const float x = g[o + i];
         g[o + i] = gate_act(act, x) * u[o + i];
     }
 }
 
 // moe_unsort_sum: dst[t] = sum over slots k (in order) of wts[t,k] * y[inv[t*topk+k]],
-// one block per token.
+// grid (tokens, column blocks of blockDim.x).
 extern "C" __global__ void moe_unsort_sum(float* dst, const float* y, const float* wts, const int* inv, int topk, int cols) {
     grid_dep_start();
     const int t = blockIdx.x;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    for (int c = blockIdx.y * blockDim.x + threadIdx.x; c < cols; c += gridDim.y * blockDim.x) {
         float acc = 0.f;
         for (int k = 0; k < topk; k++) acc = fmaf(wts[t * topk + k], y[(long long)inv[t * topk + k] * cols + c], acc);
         dst[(long long)t * cols + c] = acc;
