@@ -321,7 +321,7 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 	if err := checkKVDtype(spec.Dtype); err != nil {
 		return nil, err
 	}
-	s := &kvStore{spec: spec}
+	s := &kvStore{spec: spec, delta: make([]*deltaState, len(spec.Layers))}
 	for i, l := range spec.Layers {
 		if l.HeadDim > 512 {
 			return nil, fmt.Errorf("cuda: layer %d head dim %d is over 512", i, l.HeadDim)
@@ -331,10 +331,9 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 			if err != nil {
 				return nil, err
 			}
-			s.k, s.v, s.delta = append(s.k, 0), append(s.v, 0), append(s.delta, ds)
+			s.k, s.v, s.delta[i] = append(s.k, 0), append(s.v, 0), ds
 			continue
 		}
-		s.delta = append(s.delta, nil)
 		n := b.kvLayerBytes(spec, l)
 		k, err := b.allocPersistent(n)
 		if err != nil {

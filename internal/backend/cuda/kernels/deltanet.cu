@@ -92,12 +92,13 @@ DEV void dn_window(float* win, const float* in, int start, int len, bool fresh, 
         for (int m = 0; m < DN_KMAX - 1; m++) old[m] = (m < K - 1 && !fresh) ? win[(long long)m * C + c] : 0.f;
 #pragma unroll
         for (int m = 0; m < DN_KMAX - 1; m++) {
+            if (m >= K - 1) break;
             const int u = len - (K - 1) + m;
             float v = 0.f;
 #pragma unroll
             for (int o = 0; o < DN_KMAX - 1; o++) v = o == u + K - 1 ? old[o] : v; // (u < 0) a register, not a local array
             if (u >= 0) v = in[(long long)(start + u) * C + c];
-            if (m < K - 1) win[(long long)m * C + c] = v;
+            win[(long long)m * C + c] = v;
         }
     }
 }
