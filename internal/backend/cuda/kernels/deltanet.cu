@@ -81,23 +81,18 @@ extern "C" __global__ void __launch_bounds__(DN_THREADS) deltanet_conv(float* xs
 
 // dn_window moves sequence (start, len)'s conv window to its last K-1
 // inputs: from in where the sequence has them, else the old window's
-// later rows (a sequence of fewer than K-1 tokens). One thread owns a
-// channel's rows, reading all before writing any; the blocks of the
-// sequence (bi of nb) share the channels. deltanet_conv, which reads the
-// old window, has finished: the scan waited for it.
+// later rows (a sequence of fewer than K-1 tokens). Row m takes old row
+// len+m > m, which ascending m has not overwritten yet; one thread owns a
+// channel's rows, and the blocks of the sequence (bi of nb) share the
+// channels. deltanet_conv, which reads the old window, has finished: the
+// scan waited for it.
 DEV void dn_window(float* win, const float* in, int start, int len, bool fresh, int C, int K, int bi, int nb) {
     for (int c = bi * blockDim.x + threadIdx.x; c < C; c += nb * blockDim.x) {
-        float old[DN_KMAX - 1];
-#pragma unroll
-        for (int m = 0; m < DN_KMAX - 1; m++) old[m] = (m < K - 1 && !fresh) ? win[(long long)m * C + c] : 0.f;
-#pragma unroll
-        for (int m = 0; m < DN_KMAX - 1; m++) {
-            if (m >= K - 1) break;
+        for (int m = 0; m < K - 1; m++) {
             const int u = len - (K - 1) + m;
             float v = 0.f;
-#pragma unroll
-            for (int o = 0; o < DN_KMAX - 1; o++) v = o == u + K - 1 ? old[o] : v; // (u < 0) a register, not a local array
             if (u >= 0) v = in[(long long)(start + u) * C + c];
+            else if (!fresh) v = win[(long long)(u + K - 1) * C + c];
             win[(long long)m * C + c] = v;
         }
     }
