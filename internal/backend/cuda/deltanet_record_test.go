@@ -127,3 +127,14 @@ func TestKVStoreBytesRecurrent(t *testing.T) {
 		t.Errorf("KV cost %+v, want fixed %d (the state of two layers) and %d a block", cost, 2*state, 2*16*2*256*2)
 	}
 }
+
+// TestDeltaNetFeatures: the features ops_deltanet.go provides, which the
+// backend's Supports consults.
+func TestDeltaNetFeatures(t *testing.T) {
+	for f, want := range map[backend.Feature]bool{backend.FeatureGatedDeltaNet: true, backend.FeatureSigmoidGate: true,
+		backend.FeatureFPQuant: false} {
+		if deltaNetSupported(f) != want {
+			t.Errorf("deltaNetSupported(%q) = %v", f, !want)
+		}
+	}
+}
