@@ -292,8 +292,9 @@ func (b *Backend) wt(x backend.Weight) *weight {
 // kvStore holds each layer's K and V caches, [block][kvHead][slot][dim] f16
 // (kernels/attention.cu says why).
 type kvStore struct {
-	spec backend.KVSpec
-	k, v []uintptr
+	spec  backend.KVSpec
+	k, v  []uintptr
+	delta []*deltaState // per layer: recurrent state (ops_deltanet.go), or nil
 }
 
 func (s *kvStore) Spec() backend.KVSpec { return s.spec }
@@ -320,10 +321,18 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 	if err := checkKVDtype(spec.Dtype); err != nil {
 		return nil, err
 	}
-	s := &kvStore{spec: spec}
+	s := &kvStore{spec: spec, delta: make([]*deltaState, len(spec.Layers))}
 	for i, l := range spec.Layers {
 		if l.HeadDim > 512 {
 			return nil, fmt.Errorf("cuda: layer %d head dim %d is over 512", i, l.HeadDim)
+		}
+		if l.Recurrent() {
+			ds, err := b.newDeltaState(spec, l, i)
+			if err != nil {
+				return nil, err
+			}
+			s.k, s.v, s.delta[i] = append(s.k, 0), append(s.v, 0), ds
+			continue
 		}
 		n := b.kvLayerBytes(spec, l)
 		k, err := b.allocPersistent(n)
@@ -340,8 +349,12 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 }
 
 // kvLayerBytes is one of layer l's K and V caches: every layer paged, in
-// f16 (the store keeps no rings, shared or recurrent layers).
+// f16 (the store keeps no rings or shared layers); none for a recurrent
+// layer, whose state deltaStateBytes counts.
 func (b *Backend) kvLayerBytes(spec backend.KVSpec, l backend.KVLayer) int {
+	if l.Recurrent() {
+		return 0
+	}
 	return spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim * b.KVElemBytes()
 }
 
@@ -349,7 +362,7 @@ func (b *Backend) kvLayerBytes(spec backend.KVSpec, l backend.KVLayer) int {
 func (b *Backend) KVStoreBytes(spec backend.KVSpec) int64 {
 	var n int64
 	for _, l := range spec.Layers {
-		n += 2 * int64(b.kvLayerBytes(spec, l))
+		n += 2*int64(b.kvLayerBytes(spec, l)) + deltaStateBytes(spec, l)
 	}
 	return n
 }

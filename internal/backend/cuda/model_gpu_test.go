@@ -31,6 +31,15 @@ func TestModelsGPU(t *testing.T) {
 			t.Logf("%s: full %.2e incremental %.2e greedy steps checked %d, pipelined %d", f, r.FullRel, r.IncrRel, r.GreedyChecked, r.Pipelined)
 		})
 	}
+	for _, f := range hybridFixtures { // (model_hybrid_gpu_test.go)
+		t.Run(f.dir+"/"+f.ref, func(t *testing.T) {
+			if _, err := os.Stat(dir + "/" + f.dir); err != nil {
+				t.Fatalf("fixture %s missing (MLXCEL_TESTDATA or ../shared/testdata): %v", f.dir, err)
+			}
+			r := modeltest.Check(t, dir+"/"+f.dir, b, modeltest.Options{RelTol: 2e-2, NearTie: 1e-3, Prefix: 17, Reference: f.ref})
+			t.Logf("%s %s: full %.2e incremental %.2e greedy steps checked %d, pipelined %d", f.dir, f.ref, r.FullRel, r.IncrRel, r.GreedyChecked, r.Pipelined)
+		})
+	}
 	c, r, d, fl, lastErr := b.GraphStats()
 	t.Logf("graphs: %d captured, %d replays, %d direct launches, %d failed (%v)", c, r, d, fl, lastErr)
 }

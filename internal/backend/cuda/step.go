@@ -28,10 +28,17 @@ type stepInfo struct {
 	tiles                   uintptr // flash attention: (first row, rows) per query tile
 	ntiles                  int
 	consecutive             bool // each sequence's positions are consecutive
+	// sinfo: per sequence (first row, rows, slot), for the per-slot
+	// recurrent state (ops_deltanet.go); seqs and positions as the host
+	// gave them, for its checks at record time.
+	sinfo    uintptr
+	hostSeqs []backend.SeqSlice
+	hostPos  []int32
 }
 
 // BeginStep uploads the batch description into the step buffer with one
-// copy: [tokens | positions | token->sequence | logit rows | block tables].
+// copy: [tokens | positions | token->sequence | logit rows | block tables |
+// flash tiles | per-sequence (start, len, slot)].
 // Block tables are padded to a power-of-two width so that decode steps of
 // growing sequences keep the same kernel arguments (and so the same
 // graph) until a table outgrows that width.
@@ -85,7 +92,7 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 			consecutive = consecutive && batch.Positions[r] == batch.Positions[r-1]+1
 		}
 	}
-	host := make([]int32, 3*T+L+S*width+2*ntiles)
+	host := make([]int32, 3*T+L+S*width+2*ntiles+3*S)
 	copy(host, batch.Tokens)
 	copy(host[T:], batch.Positions)
 	for i, s := range batch.Seqs {
@@ -103,6 +110,9 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 			tl[0], tl[1] = int32(s.Start+st), int32(min(plan.FlashTile, s.Len-st))
 			tl = tl[2:]
 		}
+	}
+	for i, s := range batch.Seqs {
+		tl[3*i], tl[3*i+1], tl[3*i+2] = int32(s.Start), int32(s.Len), int32(s.Slot)
 	}
 	if err := b.grow(&b.stepBuf, 4*len(host)); err != nil {
 		return err
@@ -122,7 +132,8 @@ func (b *Backend) BeginStep(batch *backend.Batch) error {
 	b.step = stepInfo{tokens: T, seqs: S, logitRows: L, btStride: width,
 		tok: base, pos: base + uintptr(4*T), tok2seq: base + uintptr(8*T),
 		rows: base + uintptr(12*T), btab: base + uintptr(4*(3*T+L)),
-		decode: maxLen == 1, maxLen: maxLen, maxCtx: maxCtx, tiles: base + uintptr(4*(3*T+L+S*width)), ntiles: ntiles, consecutive: consecutive}
+		decode: maxLen == 1, maxLen: maxLen, maxCtx: maxCtx, tiles: base + uintptr(4*(3*T+L+S*width)), ntiles: ntiles, consecutive: consecutive,
+		sinfo: base + uintptr(4*(3*T+L+S*width+2*ntiles)), hostSeqs: batch.Seqs, hostPos: batch.Positions}
 	b.inStep = true
 	b.arena.reset()
 	b.pool.recycle()

@@ -1,0 +1,211 @@
+// Gated DeltaNet linear attention (Qwen3.5), backend.DeltaNetBackend,
+// following the CPU backend's deltanet.go (transformers'
+// modeling_qwen3_5.py). Two launches a layer and step, every sequence of
+// the step in each (ragged, prefill and decode mixed):
+//
+//   deltanet_conv: the causal depthwise conv + silu of the q|k|v channels,
+//     a block per (128 channels, query tile of one sequence), each thread
+//     one channel sliding a register window down the tile's rows;
+//   deltanet_scan_KP: the delta rule for key dims up to KP, a block per
+//     (32 or 16 value columns, value head, sequence), then the conv window
+//     update.
+//
+// The state of one slot is [ConvKernel-1][Channels] conv inputs (oldest
+// first) then VHeads matrices [KDim][VDim], f32, as the CPU keeps it. A
+// sequence whose first position in the step is 0 reads a zero state.
+// sinfo holds per sequence (first row, rows, slot).
+//
+// The delta rule runs as the one-token recurrence over the sequence's
+// positions, not in the chunked matrix form: its columns are independent
+// (S[:, j] evolves from k, q, beta, decay and v[j] alone), so each block
+// keeps its 32 columns of a head's state in registers for the whole
+// sequence, read once and written once, and the positions go through one
+// at a time with no barrier between them. The chunked form is the same
+// function up to rounding (the CPU backend's tests).
+
+#define DN_KMAX 8 // largest conv kernel
+#define DN_THREADS 128 // a scan block: 128/RP value columns, RP threads a column
+#define DN_LC 16       // positions staged in shared memory at a time
+
+// dn_w reads element i of a dense weight stored as f32 (0), bf16 (1) or
+// f16 (2).
+DEV float dn_w(const void* w, int dt, int i) {
+    if (dt == 1) return BF16::at((const u16*)w, i);
+    if (dt == 2) return F16::at((const u16*)w, i);
+    return ((const float*)w)[i];
+}
+
+// deltanet_conv writes xs = silu(causal depthwise conv of in) for the rows
+// of query tile blockIdx.y (tiles: (first row, rows), each inside one
+// sequence). Taps are kept right-aligned in DN_KMAX registers so every
+// index is a constant: wr[m] is tap m-(DN_KMAX-K) (zero before tap 0),
+// x[m] the input DN_KMAX-1-m rows before the current one.
+extern "C" __global__ void __launch_bounds__(DN_THREADS) deltanet_conv(float* xs, const float* in, const void* w, int wdt,
+        const float* state, int sf, const int* tiles, const int* pos, const int* tok2seq, const int* sinfo, int C, int K) {
+    grid_dep_start();
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int r0 = tiles[2 * blockIdx.y], n = tiles[2 * blockIdx.y + 1];
+    const int s = tok2seq[r0];
+    const int start = sinfo[3 * s], slot = sinfo[3 * s + 2];
+    const bool fresh = pos[start] == 0;
+    const float* win = state + (long long)slot * sf; // [K-1][C]
+    float wr[DN_KMAX], x[DN_KMAX - 1];
+#pragma unroll
+    for (int m = 0; m < DN_KMAX; m++) {
+        const int j = m - (DN_KMAX - K);
+        wr[m] = j >= 0 ? dn_w(w, wdt, c * K + j) : 0.f;
+    }
+    const int t0 = r0 - start; // the tile's first row within its sequence
+#pragma unroll
+    for (int m = 0; m < DN_KMAX - 1; m++) {
+        const int u = t0 - (DN_KMAX - 1) + m; // sequence-relative input
+        float v = 0.f;
+        if (u >= 0) v = in[(long long)(start + u) * C + c];
+        else if (u >= -(K - 1) && !fresh) v = win[(long long)(u + K - 1) * C + c];
+        x[m] = v;
+    }
+    for (int i = 0; i < n; i++) {
+        const long long r = r0 + i;
+        const float cur = in[r * C + c];
+        float acc = 0.f;
+#pragma unroll
+        for (int m = 0; m < DN_KMAX - 1; m++) acc += wr[m] * x[m];
+        acc += wr[DN_KMAX - 1] * cur;
+#pragma unroll
+        for (int m = 0; m < DN_KMAX - 2; m++) x[m] = x[m + 1];
+        x[DN_KMAX - 2] = cur;
+        xs[r * C + c] = acc / (1.f + expf(-acc));
+    }
+}
+
+// dn_window moves sequence (start, len)'s conv window to its last K-1
+// inputs: from in where the sequence has them, else the old window's
+// later rows (a sequence of fewer than K-1 tokens). Row m takes old row
+// len+m > m, which ascending m has not overwritten yet; one thread owns a
+// channel's rows, and the blocks of the sequence (bi of nb) share the
+// channels. deltanet_conv, which reads the old window, has finished: the
+// scan waited for it.
+DEV void dn_window(float* win, const float* in, int start, int len, bool fresh, int C, int K, int bi, int nb) {
+    for (int c = bi * blockDim.x + threadIdx.x; c < C; c += nb * blockDim.x) {
+        for (int m = 0; m < K - 1; m++) {
+            const int u = len - (K - 1) + m;
+            float v = 0.f;
+            if (u >= 0) v = in[(long long)(start + u) * C + c];
+            else if (!fresh) v = win[(long long)(u + K - 1) * C + c];
+            win[(long long)m * C + c] = v;
+        }
+    }
+}
+
+// deltanet_scan_impl runs value head blockIdx.y over sequence blockIdx.z
+// for the CT value columns of tile blockIdx.x. Thread (col, part) holds
+// rows i = r*RP + part (r < R) of column col: R*RP >= KDim, rows past
+// KDim are zero in k and q, so their state stays zero. Per position, with
+// the gates and the normalised q, k staged in shared memory DN_LC
+// positions at a time:
+//   S *= decay; m = k·S[:,j]; d = beta*(v_j - m); S[:,j] += k*d; y_j = q·S[:,j]
+// the two column sums finished by shuffles among the RP threads (adjacent
+// lanes). Interleaved rows keep the RP lanes' shared-memory reads of k and
+// q in distinct banks.
+template <int R, int RP>
+DEV void deltanet_scan_impl(float* out, int ldo, const float* xs, const float* in, const float* ga, const float* gb,
+        const float* alog, const float* dtb, float* state, int sf, const int* pos, const int* sinfo, int KH, int VH,
+        int KD, int VD, int K) {
+    constexpr int KP = R * RP, CT = DN_THREADS / RP;
+    __shared__ float sq[DN_LC][KP], sk[DN_LC][KP], sv[DN_LC][CT], sdec[DN_LC], sbeta[DN_LC];
+    const int s = blockIdx.z, h = blockIdx.y, tid = threadIdx.x;
+    const int start = sinfo[3 * s], len = sinfo[3 * s + 1], slot = sinfo[3 * s + 2];
+    const bool fresh = pos[start] == 0;
+    const int C = 2 * KH * KD + VH * VD, kh = h / (VH / KH);
+    const int col = tid / RP, part = tid % RP, j = blockIdx.x * CT + col;
+    const bool jok = j < VD;
+    float* base = state + (long long)slot * sf;
+    float* S = base + (long long)(K - 1) * C + (long long)h * KD * VD;
+    float st[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int i = r * RP + part;
+        st[r] = (!fresh && jok && i < KD) ? S[(long long)i * VD + j] : 0.f;
+    }
+    const float A = expf(alog[h]), bias = dtb[h], qscale = 1.f / sqrtf((float)KD);
+    const int warp = tid >> 5, lane = tid & 31, nw = blockDim.x >> 5;
+    for (int c0 = 0; c0 < len; c0 += DN_LC) {
+        const int L = min(DN_LC, len - c0);
+        // q and k of each position, L2-normalised (eps 1e-6 inside the
+        // root), q also times KDim^-0.5: a warp a vector.
+        for (int e = warp; e < 2 * L; e += nw) {
+            const int t = e >> 1, isk = e & 1;
+            const float* src = xs + (long long)(start + c0 + t) * C + (isk ? KH * KD : 0) + kh * KD;
+            float ss = 0.f;
+            for (int i = lane; i < KD; i += 32) ss += src[i] * src[i];
+            ss = warp_sum(ss);
+            const float inv = (1.f / sqrtf(ss + 1e-6f)) * (isk ? 1.f : qscale);
+            float* d = isk ? sk[t] : sq[t];
+            for (int i = lane; i < KP; i += 32) d[i] = i < KD ? src[i] * inv : 0.f;
+        }
+        for (int e = tid; e < L * CT; e += blockDim.x) {
+            const int t = e / CT, cj = blockIdx.x * CT + e % CT;
+            sv[t][e % CT] = cj < VD ? xs[(long long)(start + c0 + t) * C + 2 * KH * KD + h * VD + cj] : 0.f;
+        }
+        if (tid < L) { // decay = exp(-exp(A_log) * softplus(a + dt_bias)), beta = sigmoid(b)
+            const long long r = start + c0 + tid;
+            const float x = ga[r * VH + h] + bias;
+            const float sp = x > 20.f ? x : log1pf(expf(x));
+            sdec[tid] = expf(-A * sp);
+            sbeta[tid] = 1.f / (1.f + expf(-gb[r * VH + h]));
+        }
+        __syncthreads();
+        for (int t = 0; t < L; t++) {
+            const float dec = sdec[t];
+            float m = 0.f;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                st[r] *= dec;
+                m += st[r] * sk[t][r * RP + part];
+            }
+#pragma unroll
+            for (int o = 1; o < RP; o <<= 1) m += __shfl_xor_sync(0xffffffffu, m, o);
+            const float d = (sv[t][col] - m) * sbeta[t];
+            float y = 0.f;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                st[r] += sk[t][r * RP + part] * d;
+                y += st[r] * sq[t][r * RP + part];
+            }
+#pragma unroll
+            for (int o = 1; o < RP; o <<= 1) y += __shfl_xor_sync(0xffffffffu, y, o);
+            if (part == 0 && jok) out[(long long)(start + c0 + t) * ldo + h * VD + j] = y;
+        }
+        __syncthreads(); // the next chunk overwrites the staged values
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int i = r * RP + part;
+        if (jok && i < KD) S[(long long)i * VD + j] = st[r];
+    }
+    dn_window(base, in, start, len, fresh, C, K, blockIdx.y * gridDim.x + blockIdx.x, gridDim.x * gridDim.y);
+}
+
+// The scan by padded key dim KP = R*RP: the Go side picks the smallest
+// that covers KDim (ops_deltanet.go: deltaScanKernel). 256 takes 8 threads
+// a column, so a thread still holds 32 rows (64 spilled registers).
+#define DN_SCAN_ARGS float *out, int ldo, const float *xs, const float *in, const float *ga, const float *gb, \
+    const float *alog, const float *dtb, float *state, int sf, const int *pos, const int *sinfo, int KH, int VH, int KD, int VD, int K
+#define DN_SCAN_PASS out, ldo, xs, in, ga, gb, alog, dtb, state, sf, pos, sinfo, KH, VH, KD, VD, K
+extern "C" __global__ void __launch_bounds__(DN_THREADS) deltanet_scan_16(DN_SCAN_ARGS) { grid_dep_start(); deltanet_scan_impl<4, 4>(DN_SCAN_PASS); }
+extern "C" __global__ void __launch_bounds__(DN_THREADS) deltanet_scan_32(DN_SCAN_ARGS) { grid_dep_start(); deltanet_scan_impl<8, 4>(DN_SCAN_PASS); }
+extern "C" __global__ void __launch_bounds__(DN_THREADS) deltanet_scan_64(DN_SCAN_ARGS) { grid_dep_start(); deltanet_scan_impl<16, 4>(DN_SCAN_PASS); }
+extern "C" __global__ void __launch_bounds__(DN_THREADS) deltanet_scan_128(DN_SCAN_ARGS) { grid_dep_start(); deltanet_scan_impl<32, 4>(DN_SCAN_PASS); }
+extern "C" __global__ void __launch_bounds__(DN_THREADS) deltanet_scan_256(DN_SCAN_ARGS) { grid_dep_start(); deltanet_scan_impl<32, 8>(DN_SCAN_PASS); }
+
+// gated_sigmoid: d = sigmoid(g) * u over n elements of rows of cols; g
+// has gcols columns, cols (elementwise) or 1 (one gate a row: Qwen's
+// shared-expert gate). d may alias u, or g when gcols == cols.
+extern "C" __global__ void gated_sigmoid(float* d, const float* g, const float* u, long long n, int cols, int gcols) {
+    grid_dep_start();
+    GRID_STRIDE(i, n) {
+        const float sg = 1.f / (1.f + expf(-g[gcols == 1 ? i / cols : i]));
+        d[i] = sg * u[i];
+    }
+}

@@ -1,0 +1,176 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+// Gated DeltaNet (backend.DeltaNetBackend) and the sigmoid gates of
+// Qwen3.5 (FeatureSigmoidGate); the kernels are kernels/deltanet.cu.
+
+// deltaNetSupported reports the features this file provides. The
+// backend's Supports (backend.Featurer) should consult it: true for
+// FeatureGatedDeltaNet and FeatureSigmoidGate.
+func deltaNetSupported(f backend.Feature) bool {
+	return f == backend.FeatureGatedDeltaNet || f == backend.FeatureSigmoidGate
+}
+
+// Limits of the kernels: the conv's taps live in registers (DN_KMAX) and
+// a scan thread holds its column's key rows (deltanet_scan_256 at most).
+const (
+	deltaMaxConv = 8
+	deltaMaxKDim = 256
+	deltaThreads = 128 // DN_THREADS
+)
+
+// deltaState is a recurrent layer's state in the KV store: per slot the
+// last ConvKernel-1 conv inputs then VHeads [KDim, VDim] matrices, f32
+// (rewritten every step, so rounding it would compound), laid out as the
+// CPU backend keeps it; and on the host the positions each slot has
+// absorbed, to refuse a chunk that does not continue its sequence.
+type deltaState struct {
+	p    backend.DeltaNetParams
+	ptr  uintptr
+	pos  []int32
+	used []bool // advanceDeltaSlots' scratch
+}
+
+// deltaStateBytes is layer l's recurrent state in spec: none for other
+// layers (backend.KVSizer counts it with the K/V).
+func deltaStateBytes(spec backend.KVSpec, l backend.KVLayer) int64 {
+	if !l.Recurrent() {
+		return 0
+	}
+	return 4 * int64(spec.Slots) * int64(l.DeltaNet.StateFloats())
+}
+
+// newDeltaState allocates layer's state, zeroed (a slot's state is also
+// read as zero whenever its sequence starts at position 0). Call with
+// the context bound.
+func (b *Backend) newDeltaState(spec backend.KVSpec, l backend.KVLayer, layer int) (*deltaState, error) {
+	p := l.DeltaNet
+	if spec.Slots <= 0 {
+		return nil, fmt.Errorf("cuda: layer %d keeps recurrent state per slot, but the KV spec has no slots", layer)
+	}
+	if p.KHeads <= 0 || p.VHeads%p.KHeads != 0 || p.KDim <= 0 || p.VDim <= 0 || p.ConvKernel < 1 || p.ChunkSize < 1 {
+		return nil, fmt.Errorf("cuda: layer %d: invalid Gated DeltaNet shape %+v", layer, p)
+	}
+	if p.KDim > deltaMaxKDim || p.ConvKernel > deltaMaxConv {
+		return nil, fmt.Errorf("cuda: layer %d: Gated DeltaNet key dim %d or conv kernel %d is over the kernels' %d and %d",
+			layer, p.KDim, p.ConvKernel, deltaMaxKDim, deltaMaxConv)
+	}
+	n := deltaStateBytes(spec, l)
+	ptr, err := b.allocPersistent(int(n))
+	if err != nil {
+		return nil, fmt.Errorf("cuda: KV store layer %d recurrent state (%d bytes): %v", layer, n, err)
+	}
+	b.fill(ptr, 0, int(n/4))
+	return &deltaState{p: p, ptr: ptr, pos: make([]int32, spec.Slots), used: make([]bool, spec.Slots)}, nil
+}
+
+// deltaScanKernel is the scan kernel for key dim kd (the smallest padded
+// key dim KP that covers it) and the value columns one of its blocks
+// serves.
+func deltaScanKernel(kd int) (name string, cols int) {
+	for _, kp := range []int{16, 32, 64, 128} {
+		if kd <= kp {
+			return fmt.Sprintf("deltanet_scan_%d", kp), deltaThreads / 4
+		}
+	}
+	return "deltanet_scan_256", deltaThreads / 8
+}
+
+// denseCode is a dense weight's storage type as the kernels' dn_w reads it.
+func denseCode(d tensor.DType) int {
+	switch d {
+	case tensor.BF16:
+		return 1
+	case tensor.F16:
+		return 2
+	}
+	return 0
+}
+
+func (b *Backend) GatedDeltaNet(dst, qkv, a, bt backend.Tensor, w backend.DeltaNetWeights, kv backend.KVStore, layer int, p backend.DeltaNetParams) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.needStep("GatedDeltaNet")
+	st, ok := kv.(*kvStore)
+	if !ok {
+		panic(fmt.Sprintf("cuda: KV store of type %T is not from the cuda backend", kv))
+	}
+	if layer < 0 || layer >= len(st.delta) || st.delta[layer] == nil || st.delta[layer].p != p {
+		panic(fmt.Sprintf("cuda: layer %d has no Gated DeltaNet state of shape %+v", layer, p))
+	}
+	ds := st.delta[layer]
+	o, in, at, btt := b.tt(dst), b.tt(qkv), b.tt(a), b.tt(bt)
+	T, C, K, hv := b.step.tokens, p.Channels(), p.ConvKernel, p.VHeads
+	if in.rows != T || o.rows != T || at.rows != T || btt.rows != T ||
+		in.cols != C || o.cols != hv*p.VDim || at.cols != hv || btt.cols != hv {
+		panic(fmt.Sprintf("cuda: GatedDeltaNet tensors qkv %dx%d, a %dx%d, b %dx%d, dst %dx%d for %d tokens of %+v",
+			in.rows, in.cols, at.rows, at.cols, btt.rows, btt.cols, o.rows, o.cols, T, p))
+	}
+	conv, alog, dtb := b.wt(w.Conv), b.wt(w.ALog), b.wt(w.DtBias)
+	if conv.quant || conv.experts*conv.out*conv.in != C*K || alog.out*alog.in != hv || dtb.out*dtb.in != hv ||
+		alog.dtype != tensor.F32 || dtb.dtype != tensor.F32 {
+		panic(fmt.Sprintf("cuda: GatedDeltaNet weights conv %v, A_log %v, dt_bias %v do not match %+v", conv.shape, alog.shape, dtb.shape, p))
+	}
+	b.advanceDeltaSlots(ds, layer)
+	if T == 0 {
+		return
+	}
+	xs, err := b.arenaAlloc(4 * T * C)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	sf := p.StateFloats()
+	b.newLaunch("deltanet_conv", (C+deltaThreads-1)/deltaThreads, b.step.ntiles, 1, deltaThreads).p(xs).p(in.ptr).
+		p(conv.w).i(denseCode(conv.dtype)).p(ds.ptr).i(sf).p(b.step.tiles).p(b.step.pos).p(b.step.tok2seq).p(b.step.sinfo).i(C).i(K)
+	name, cols := deltaScanKernel(p.KDim)
+	b.newLaunch(name, (p.VDim+cols-1)/cols, hv, b.step.seqs, deltaThreads).p(o.ptr).i(o.cols).p(xs).p(in.ptr).
+		p(at.ptr).p(btt.ptr).p(alog.w).p(dtb.w).p(ds.ptr).i(sf).p(b.step.pos).p(b.step.sinfo).
+		i(p.KHeads).i(hv).i(p.KDim).i(p.VDim).i(K)
+}
+
+// advanceDeltaSlots checks the step's sequences against the positions
+// their slots' states hold and moves them on: a wrong or repeated slot,
+// or a chunk that does not continue its sequence, would silently mix
+// states on the device, so it panics (as the CPU backend does; the engine
+// turns the panic into an error for the step's requests).
+func (b *Backend) advanceDeltaSlots(ds *deltaState, layer int) {
+	clear(ds.used)
+	for _, s := range b.step.hostSeqs {
+		if s.Slot < 0 || s.Slot >= len(ds.pos) || ds.used[s.Slot] {
+			panic(fmt.Sprintf("cuda: layer %d: sequence slot %d is out of [0, %d) or used twice in one step", layer, s.Slot, len(ds.pos)))
+		}
+		ds.used[s.Slot] = true
+		first := b.step.hostPos[s.Start]
+		if first != 0 && first != ds.pos[s.Slot] {
+			panic(fmt.Sprintf("cuda: layer %d: a chunk at position %d, but slot %d's state holds %d positions", layer, first, s.Slot, ds.pos[s.Slot]))
+		}
+		ds.pos[s.Slot] = first + int32(s.Len)
+	}
+}
+
+// gatedSigmoid is GatedAct with the Sigmoid activation: elementwise, or
+// with a one-column gate scaling each row of up (dst may alias up).
+func (b *Backend) gatedSigmoid(d, g, u *Tensor) {
+	n := u.rows * u.cols
+	row := g.cols == 1 && g.rows == u.rows && u.cols > 1
+	if d.rows*d.cols != n || (!row && g.rows*g.cols != n) {
+		panic(fmt.Sprintf("cuda: GatedAct Sigmoid of a %dx%d gate and %dx%d up into %dx%d", g.rows, g.cols, u.rows, u.cols, d.rows, d.cols))
+	}
+	if n == 0 {
+		return
+	}
+	gcols := u.cols
+	if row {
+		gcols = 1
+	}
+	b.elementwise("gated_sigmoid", n).p(d.ptr).p(g.ptr).p(u.ptr).i64(n).i(u.cols).i(gcols)
+}
