@@ -3,10 +3,14 @@
 package cuda
 
 import (
+	"fmt"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
 // kernelSignatures runs the C preprocessor over the embedded kernel source
@@ -86,31 +90,131 @@ func TestLaunchSignatures(t *testing.T) {
 			b := hostOnlyBackend()
 			c.set(b)
 			recordModelStep(b, c.model, 2)
-			checked := 0
-			for i, name := range launchNames(b) {
-				l := &b.rec.ls[i]
-				if l.fn == fnGemm {
-					continue
-				}
-				want, ok := sigs[name]
-				if !ok {
-					t.Fatalf("launch %d: kernel %q not in the source", i, name)
-				}
-				checked++
-				if int(l.n) != len(want) {
-					t.Errorf("launch %d: %s with %d arguments, its kernel declares %d", i, name, l.n, len(want))
-					continue
-				}
-				for a, k := range want {
-					if l.kind(a) != k {
-						t.Errorf("launch %d: %s argument %d passed as kind %d, declared %d", i, name, a, l.kind(a), k)
-					}
-				}
-			}
+			checked := checkLaunches(t, b, sigs)
 			if checked == 0 {
 				t.Fatal("no launch checked")
 			}
 			t.Logf("%d launches checked", checked)
+		})
+	}
+}
+
+// checkLaunches compares every launch b recorded with its kernel's
+// parameters in number and kind and returns how many it checked.
+func checkLaunches(t *testing.T, b *Backend, sigs map[string][]argKind) int {
+	t.Helper()
+	checked := 0
+	for i, name := range launchNames(b) {
+		l := &b.rec.ls[i]
+		if l.fn == fnGemm {
+			continue
+		}
+		want, ok := sigs[name]
+		if !ok {
+			t.Fatalf("launch %d: kernel %q not in the source", i, name)
+		}
+		checked++
+		if int(l.n) != len(want) {
+			t.Errorf("launch %d: %s with %d arguments, its kernel declares %d", i, name, l.n, len(want))
+			continue
+		}
+		for a, k := range want {
+			if l.kind(a) != k {
+				t.Errorf("launch %d: %s argument %d passed as kind %d, declared %d", i, name, a, l.kind(a), k)
+			}
+		}
+	}
+	return checked
+}
+
+// TestLaunchSignaturesFeatures: the launches of the backend.Features the
+// cuda backend declares (attention sinks in decode, generic and flash
+// attention; a KV-shared layer's attention; MoE biases, clamped SwiGLU,
+// routed MoE with expert scales), recorded without a device, pass their
+// kernels' parameters, and each launches the kernels it should.
+func TestLaunchSignaturesFeatures(t *testing.T) {
+	sigs := kernelSignatures(t)
+	for _, decode := range []bool{true, false} {
+		t.Run(fmt.Sprintf("decode=%v", decode), func(t *testing.T) {
+			b := hostOnlyBackend()
+			b.flash2 = map[int]bool{64: true, 128: true}
+			T := 1
+			if !decode {
+				T = 40
+				b.step.tokens, b.step.decode, b.step.maxLen, b.step.ntiles, b.step.tiles = T, false, T, 1, 0x120
+			}
+			addr := uintptr(1 << 24)
+			act := func(cols int) *Tensor {
+				addr += uintptr(4*T*cols+255) &^ 255
+				return &Tensor{ptr: addr, rows: T, cols: cols}
+			}
+			dense := func(dt tensor.DType, shape ...int) *weight {
+				addr += 1 << 20
+				w := &weight{shape: shape, experts: 1, dtype: dt, w: addr}
+				switch len(shape) {
+				case 1:
+					w.out, w.in = 1, shape[0]
+				case 2:
+					w.out, w.in = shape[0], shape[1]
+				case 3:
+					w.experts, w.out, w.in = shape[0], shape[1], shape[2]
+				}
+				return w
+			}
+			// gpt-oss-20b's attention shape: 64 heads of 64, 8 kv heads, a window.
+			kv := &kvStore{spec: backend.KVSpec{NumBlocks: 64, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: 8, HeadDim: 64},
+				{KVHeads: 8, HeadDim: 64, Shared: true}}}, k: []uintptr{1 << 30, 0}, v: []uintptr{1<<30 + 1<<24, 0}}
+			q, k, v, o := act(64*64), act(8*64), act(8*64), act(64*64)
+			p := backend.AttnParams{Heads: 64, KVHeads: 8, HeadDim: 64, Scale: 0.125, Window: 128, Sinks: dense(tensor.F32, 64)}
+			b.Attention(o, q, k, v, kv, 0, p)
+			b.Attention(o, q, nil, nil, kv, 0, backend.AttnParams{Heads: 64, KVHeads: 8, HeadDim: 64, Scale: 0.125})
+			// An odd head dim takes the generic kernel.
+			kv.spec.Layers[0] = backend.KVLayer{KVHeads: 2, HeadDim: 12}
+			b.Attention(o, q, k, v, kv, 0, backend.AttnParams{Heads: 4, KVHeads: 2, HeadDim: 12, Scale: 0.3, Sinks: dense(tensor.F32, 4)})
+
+			E, H, I := 32, 256, 128
+			x, rx, y := act(H), act(H), act(H)
+			router := dense(tensor.BF16, E, H)
+			e := backend.Experts{Gate: dense(tensor.BF16, E, I, H), Up: dense(tensor.BF16, E, I, H), Down: dense(tensor.BF16, E, H, I),
+				GateBias: dense(tensor.BF16, E, I), UpBias: dense(tensor.BF16, E, I), DownBias: dense(tensor.F16, E, H),
+				RouterBias: dense(tensor.F32, E)}
+			b.MoE(y, x, router, e, backend.MoEParams{TopK: 4, Renorm: true, Act: backend.SwiGLUClamped, Alpha: 1.702, Limit: 7})
+			b.MoERouted(y, x, rx, router, backend.Experts{Gate: e.Gate, Up: e.Up, Down: e.Down, Scale: dense(tensor.F32, E)},
+				backend.MoEParams{TopK: 2, Renorm: true, Act: backend.GELUTanh})
+
+			checkLaunches(t, b, sigs)
+			seen := map[string]int{}
+			for _, n := range launchNames(b) {
+				seen[n]++
+			}
+			want := []string{"attention", "moe_slot_bias", "moe_swiglu", "moe_scale_w", "moe_sum"}
+			if decode {
+				want = append(want, "attn_decode_64_h1c", "attn_decode_64_h2c", "attn_decode_64_h4c", "attn_decode_64", "attn_decode_64_h1", "attn_decode_64_h2", "attn_decode_64_h4")
+			} else {
+				want = append(want, "flash2_attn_64", "kv_store")
+			}
+			any := false
+			for _, n := range want {
+				if strings.HasPrefix(n, "attn_decode_") {
+					any = any || seen[n] > 0
+					continue
+				}
+				if seen[n] == 0 {
+					t.Errorf("no %s launch among %v", n, launchNames(b))
+				}
+			}
+			if decode && !any {
+				t.Errorf("no attn_decode launch among %v", launchNames(b))
+			}
+			if seen["moe_slot_bias"] != 3 {
+				t.Errorf("%d moe_slot_bias launches, want 3 (gate, up, down)", seen["moe_slot_bias"])
+			}
+			// The shared layer's call stores nothing: one kv_store (prefill)
+			// for the two owning calls with hd 64 and 12, none in decode
+			// except the generic hd-12 call's.
+			if wantStores := map[bool]int{true: 1, false: 2}[decode]; seen["kv_store"] != wantStores {
+				t.Errorf("%d kv_store launches, want %d", seen["kv_store"], wantStores)
+			}
 		})
 	}
 }

@@ -325,6 +325,10 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 		if l.HeadDim > 512 {
 			return nil, fmt.Errorf("cuda: layer %d head dim %d is over 512", i, l.HeadDim)
 		}
+		if l.Shared { // attends over an earlier layer's K/V (FeatureSharedKV)
+			s.k, s.v = append(s.k, 0), append(s.v, 0)
+			continue
+		}
 		n := b.kvLayerBytes(spec, l)
 		k, err := b.allocPersistent(n)
 		if err != nil {
@@ -340,8 +344,11 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 }
 
 // kvLayerBytes is one of layer l's K and V caches: every layer paged, in
-// f16 (the store keeps no rings, shared or recurrent layers).
+// f16 (the store keeps no rings or recurrent layers), none for a shared one.
 func (b *Backend) kvLayerBytes(spec backend.KVSpec, l backend.KVLayer) int {
+	if l.Shared {
+		return 0
+	}
 	return spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim * b.KVElemBytes()
 }
 

@@ -151,3 +151,34 @@ extern "C" __global__ void moe_unsort_sum(float* dst, const float* y, const floa
         dst[(long long)t * cols + c] = acc;
     }
 }
+
+// The extras of gpt-oss's and Gemma 4's MoE blocks on the per-token path
+// (moeGrouped in ops.go), where a step's slot outputs are [topk][T][N]:
+//   moe_slot_bias  y[slot][t] += bias[e] for the slot's expert e (gate, up
+//                  and down biases, [experts][N] dense of any dtype)
+//   moe_swiglu     g = swiglu_clamped(g, u) elementwise
+//   moe_scale_w    wts[i] *= scale[idx[i]] (per-expert scale, applied
+//                  after the renormalisation, as the CPU backend does)
+
+// moe_slot_bias: grid (T, topk), dt as dense_at.
+extern "C" __global__ void moe_slot_bias(float* y, const void* bias, int dt, const int* idx, int T, int topk, int N) {
+    grid_dep_start();
+    const int t = blockIdx.x, k = blockIdx.y;
+    const long long e = idx[t * topk + k];
+    float* row = y + ((long long)k * T + t) * N;
+    for (int c = threadIdx.x; c < N; c += blockDim.x) row[c] += dense_at(bias, e * N + c, dt);
+}
+
+// moe_swiglu: n elements, grid-stride.
+extern "C" __global__ void moe_swiglu(float* g, const float* u, long long n, float alpha, float limit) {
+    grid_dep_start();
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        g[i] = swiglu_clamped(g[i], u[i], alpha, limit);
+}
+
+// moe_scale_w: P = T*topk routing weights, one thread each.
+extern "C" __global__ void moe_scale_w(float* wts, const int* idx, const float* scale, int P) {
+    grid_dep_start();
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < P) wts[i] *= scale[idx[i]];
+}
