@@ -182,6 +182,24 @@ func TestLaunchSignaturesFeatures(t *testing.T) {
 			b.MoERouted(y, x, rx, router, backend.Experts{Gate: e.Gate, Up: e.Up, Down: e.Down, Scale: dense(tensor.F32, E)},
 				backend.MoEParams{TopK: 2, Renorm: true, Act: backend.GELUTanh})
 
+			// Gemma 4 26B-A4B's block with 4-bit experts: the three-launch
+			// decode path or the grouped GEMM, with the scales between the
+			// routing and the experts.
+			quant := func(shape ...int) *weight {
+				w := dense(tensor.BF16, shape...)
+				w.quant, w.bits, w.group, w.gshft, w.sb = true, 4, 64, 6, w.w+1<<19
+				return w
+			}
+			n := len(b.rec.ls)
+			b.MoERouted(y, x, rx, quant(E, H), backend.Experts{Gate: quant(E, I, H), Up: quant(E, I, H), Down: quant(E, H, I),
+				Scale: dense(tensor.F32, E)}, backend.MoEParams{TopK: 4, Renorm: true, Act: backend.GELUTanh})
+			q4 := launchNames(b)[n:]
+			wantQ4 := map[bool]string{true: "moe_gateup4_bf", false: "moe_align"}[decode]
+			t.Logf("routed 4-bit MoE: %v", q4)
+			if len(q4) < 3 || q4[1] != "moe_scale_w" && q4[2] != "moe_scale_w" || !strings.Contains(strings.Join(q4, " "), wantQ4) {
+				t.Errorf("routed 4-bit MoE recorded %v, want the routing, moe_scale_w and %s", q4, wantQ4)
+			}
+
 			checkLaunches(t, b, sigs)
 			seen := map[string]int{}
 			for _, n := range launchNames(b) {

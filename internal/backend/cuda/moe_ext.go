@@ -15,8 +15,10 @@ import (
 //     up and down biases per expert, the clamped SwiGLU;
 //   - Gemma 4 26B-A4B (FeatureMoERouted): the router reading another input
 //     (MoERouted), a scale per expert on the renormalised routing weights.
-// The three-launch decode path and the grouped GEMM keep their plain
-// form: calls with extras take moeGrouped at every row count.
+// Biases and the clamped SwiGLU act inside the experts' MLP, so calls with
+// them take moeGrouped at every row count; the router input and the
+// scales only touch the routing, which the three-launch decode path and
+// the grouped GEMM also take (moe_scale_w after their routing).
 
 // slotBias is a stacked [experts][n] expert bias: its device address and
 // dtype code (denseCode); ptr 0 means none.
@@ -32,8 +34,10 @@ type moeExtras struct {
 	clamped                    bool // p.Act is SwiGLUClamped
 }
 
-func (x moeExtras) any() bool {
-	return x.routerBias != 0 || x.scale != 0 || x.gateBias.ptr != 0 || x.upBias.ptr != 0 || x.downBias.ptr != 0 || x.clamped
+// expertSide reports extras that act inside the routing or the experts'
+// MLP beyond what every MoE path runs: biases, the clamped SwiGLU.
+func (x moeExtras) expertSide() bool {
+	return x.routerBias != 0 || x.gateBias.ptr != 0 || x.upBias.ptr != 0 || x.downBias.ptr != 0 || x.clamped
 }
 
 // denseCode is a dense weight's dtype as dense_at (kernels/common.cu)

@@ -182,14 +182,18 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		panic(fmt.Sprintf("cuda: KV store of type %T is not from the cuda backend", kv))
 	}
 	o, qt := b.tt(dst), b.tt(q)
+	T := b.step.tokens
 	// nil k and v (FeatureSharedKV): attend over what layer holds, which
-	// its own call wrote earlier in the step; kt and vt stay zero-sized.
+	// its own call wrote earlier in the step; kt and vt stand in at
+	// address 0 for the shape checks.
 	shared := k == nil && v == nil
-	kt, vt := &Tensor{rows: b.step.tokens, cols: p.KVHeads * p.HeadDim}, &Tensor{rows: b.step.tokens, cols: p.KVHeads * p.HeadDim}
-	if !shared {
+	var kt, vt *Tensor
+	if shared {
+		kt = &Tensor{rows: T, cols: p.KVHeads * p.HeadDim}
+		vt = kt
+	} else {
 		kt, vt = b.tt(k), b.tt(v)
 	}
-	T := b.step.tokens
 	if qt.rows != T || kt.rows != T || vt.rows != T || o.rows != T || p.KVHeads <= 0 || p.Heads%p.KVHeads != 0 ||
 		qt.cols < p.Heads*p.HeadDim || kt.cols < p.KVHeads*p.HeadDim || p.HeadDim > 512 ||
 		layer < 0 || layer >= len(st.k) || st.spec.Layers[layer].KVHeads != p.KVHeads || st.spec.Layers[layer].HeadDim != p.HeadDim {
@@ -391,14 +395,14 @@ func (b *Backend) moe(dst, x, routerX backend.Tensor, router backend.Weight, e b
 	if T == 0 {
 		return
 	}
-	// gpt-oss's and Gemma 4's extras (biases, clamped SwiGLU, per-expert
-	// scales, another router input) run on the per-token path only.
-	if !ex.any() && rs.ptr == s.ptr {
-		if b.moeGEMMApplies(s, gw, uw, dw, E, p.TopK) { // many tokens: grouped expert GEMM (ops_moe.go)
-			b.moeGEMM(d, s, rw, gw, uw, dw, p)
+	// gpt-oss's extras (biases, clamped SwiGLU) run on the per-token path
+	// only; Gemma 4's (another router input, expert scales) on all three.
+	if !ex.expertSide() {
+		if b.moeGEMMApplies(s, gw, uw, dw, E, p.TopK) && rs.ptr%16 == 0 { // many tokens: grouped expert GEMM (ops_moe.go)
+			b.moeGEMM(d, s, rs, rw, gw, uw, dw, p, ex.scale)
 			return
 		}
-		if b.moeDecode(d, s, rw, gw, uw, dw, p, 0) { // few tokens: three launches (ops_moe_decode.go)
+		if b.moeDecode(d, s, rs, rw, gw, uw, dw, p, ex.scale, 0) { // few tokens: three launches (ops_moe_decode.go)
 			return
 		}
 	}
@@ -408,8 +412,9 @@ func (b *Backend) moe(dst, x, routerX backend.Tensor, router backend.Weight, e b
 // moeGrouped records the MoE op in seven launches (router GEMV,
 // moe_route_w, gate, up, gated activation, down, moe_sum), every slot of
 // a step's tokens in each: for the shapes the three-launch path does not
-// take, and for every call with extras (moe_ext.go), which add their own
-// launches between those. rs is the router's input (s for plain MoE).
+// take, and for every call with biases or the clamped SwiGLU (moe_ext.go),
+// which add their own launches between those. rs is the router's input
+// (s for plain MoE).
 func (b *Backend) moeGrouped(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams, ex moeExtras) {
 	T, hidden, E, inter := s.rows, s.cols, rw.out, gw.out
 	alloc := func(n int) uintptr {

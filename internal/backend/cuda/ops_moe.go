@@ -53,10 +53,11 @@ func moeMaxTiles(P, E int) int {
 	return min(P, (P+E*(moeTile-1))/moeTile)
 }
 
-// moeGEMM runs the whole MoE op on the grouped path: router GEMV, routing
-// (as MoE does), then moe.cu's pipeline. Scratch is sized for the worst
+// moeGEMM runs the whole MoE op on the grouped path: router GEMV over rs
+// (s for plain MoE), routing (as MoE does, then the expert scales when
+// scale is set), then moe.cu's pipeline. Scratch is sized for the worst
 // case from the step arena, so nothing waits for the device.
-func (b *Backend) moeGEMM(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams) {
+func (b *Backend) moeGEMM(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams, scale uintptr) {
 	T, hidden, E, inter, topk := s.rows, s.cols, rw.out, gw.out, p.TopK
 	P := T * topk
 	tiles := moeMaxTiles(P, E)
@@ -80,13 +81,14 @@ func (b *Backend) moeGEMM(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEPar
 	// the top-k choice agrees with the reference. One GEMV launch covers
 	// all rows (grid.y).
 	b.mmaOff = true
-	b.gemv(logits, s.ptr, rw, 0, T, E, hidden, 0, 0, 0)
+	b.gemv(logits, rs.ptr, rw, 0, T, E, hidden, 0, 0, 0)
 	b.mmaOff = false
 	renorm := 0
 	if p.Renorm {
 		renorm = 1
 	}
 	b.newLaunch("moe_route_w", T, 1, 1, 32).p(logits).i(T).i(E).i(topk).i(renorm).p(idx).p(wts)
+	b.moeScaleWeights(wts, idx, scale, P)
 
 	b.newLaunch("moe_align", 1, 1, 1, 1024).p(idx).i(P).i(E).p(sorted).p(inv).p(tileE).p(ntiles)
 	b.newLaunch("moe_gather", tiles, 1, 1, min(256, roundUp(hidden/4, 32))).p(xs).p(s.ptr).p(sorted).p(ntiles).i(topk).i(hidden)
