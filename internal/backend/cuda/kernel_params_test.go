@@ -200,6 +200,13 @@ func TestLaunchSignaturesFeatures(t *testing.T) {
 				t.Errorf("routed 4-bit MoE recorded %v, want the routing, moe_scale_w and %s", q4, wantQ4)
 			}
 
+			// gpt-oss's block with 4-bit experts: biases and the clamp in
+			// the grouped GEMM's moe_act and unsort-sum (prefill), on the
+			// seven-launch path otherwise.
+			b.MoE(y, x, router, backend.Experts{Gate: quant(E, I, H), Up: quant(E, I, H), Down: quant(E, H, I),
+				GateBias: e.GateBias, UpBias: e.UpBias, DownBias: e.DownBias, RouterBias: e.RouterBias},
+				backend.MoEParams{TopK: 4, Renorm: true, Act: backend.SwiGLUClamped, Alpha: 1.702, Limit: 7})
+
 			checkLaunches(t, b, sigs)
 			seen := map[string]int{}
 			for _, n := range launchNames(b) {
@@ -212,9 +219,10 @@ func TestLaunchSignaturesFeatures(t *testing.T) {
 			// the shared call stores nothing and, in decode, takes the
 			// generic kernel; the head-dim-12 call stores and takes it.
 			want := map[string]int{"attn_decode": 1, "attention": 2, "flash2_attn_64": 0, "kv_store": 1,
-				"moe_slot_bias": 3, "moe_swiglu": 1, "moe_scale_w": 2}
+				"moe_slot_bias": 6, "moe_swiglu": 2, "moe_scale_w": 2, "moe_act": 0}
 			if !decode {
 				want["attn_decode"], want["attention"], want["flash2_attn_64"], want["kv_store"] = 0, 1, 2, 2
+				want["moe_slot_bias"], want["moe_swiglu"], want["moe_act"] = 3, 1, 2
 			}
 			for n, c := range want {
 				if seen[n] != c {

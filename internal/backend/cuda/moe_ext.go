@@ -15,10 +15,12 @@ import (
 //     up and down biases per expert, the clamped SwiGLU;
 //   - Gemma 4 26B-A4B (FeatureMoERouted): the router reading another input
 //     (MoERouted), a scale per expert on the renormalised routing weights.
-// Biases and the clamped SwiGLU act inside the experts' MLP, so calls with
-// them take moeGrouped at every row count; the router input and the
-// scales only touch the routing, which the three-launch decode path and
-// the grouped GEMM also take (moe_scale_w after their routing).
+// The router input and the scales only touch the routing, which every
+// path takes (moe_scale_w after the routing). Biases and the clamped
+// SwiGLU act inside the experts' MLP: the grouped GEMM (moe.cu) takes them
+// in moe_act and moe_unsort_sum; the three-launch decode path does not
+// (its gate/up and down kernels are held to their registers), so few-row
+// calls with them take moeGrouped.
 
 // slotBias is a stacked [experts][n] expert bias: its device address and
 // dtype code (denseCode); ptr 0 means none.
@@ -34,10 +36,19 @@ type moeExtras struct {
 	clamped                    bool // p.Act is SwiGLUClamped
 }
 
+// moeClamped is moe_act's code for the clamped SwiGLU (MOE_CLAMPED).
+const moeClamped = 4
+
 // expertSide reports extras that act inside the routing or the experts'
 // MLP beyond what every MoE path runs: biases, the clamped SwiGLU.
 func (x moeExtras) expertSide() bool {
 	return x.routerBias != 0 || x.gateBias.ptr != 0 || x.upBias.ptr != 0 || x.downBias.ptr != 0 || x.clamped
+}
+
+// gemmTakes reports whether the grouped GEMM runs these extras: moe_act
+// reads the gate and up biases with one dtype.
+func (x moeExtras) gemmTakes() bool {
+	return x.gateBias.ptr == 0 || x.upBias.ptr == 0 || x.gateBias.dt == x.upBias.dt
 }
 
 // denseCode is a dense weight's dtype as dense_at (kernels/common.cu)

@@ -129,25 +129,40 @@ extern "C" __global__ void __launch_bounds__(256) moe_qmma4_f32(MOE_QMMA_PARAMS)
 }
 
 // moe_act: g = act(g) * u over the real tiles' rows (act: gate_act's
-// code), one block per tile.
-extern "C" __global__ void moe_act(float* g, const float* u, const int* ntiles, int N, int act) {
+// code, or MOE_CLAMPED for swiglu_clamped with alpha and limit), one block
+// per tile. gb and ub, when set, are the experts' gate and up biases
+// ([experts][N], dtype bdt as dense_at), added first for the tile's
+// expert (gpt-oss).
+#define MOE_CLAMPED 4 // moeClamped on the Go side
+extern "C" __global__ void moe_act(float* g, const float* u, const int* ntiles, int N, int act, const int* tileE,
+                                   const void* gb, const void* ub, int bdt, float alpha, float limit) {
     grid_dep_start();
     if ((int)blockIdx.x >= *ntiles) return;
-    const long long o = (long long)blockIdx.x * MOE_TILE * N;
-    for (int i = threadIdx.x; i < MOE_TILE * N; i += blockDim.x) {
-        const float x = g[o + i];
-        g[o + i] = gate_act(act, x) * u[o + i];
+    const long long o = (long long)blockIdx.x * MOE_TILE * N, e = tileE[blockIdx.x] & 0xffff;
+    for (int c = threadIdx.x; c < N; c += blockDim.x) {
+        const float bg = gb ? dense_at(gb, e * N + c, bdt) : 0.f, bu = ub ? dense_at(ub, e * N + c, bdt) : 0.f;
+        for (int r = 0; r < MOE_TILE; r++) {
+            const long long i = o + (long long)r * N + c;
+            const float x = g[i] + bg, y = u[i] + bu;
+            g[i] = act == MOE_CLAMPED ? swiglu_clamped(x, y, alpha, limit) : gate_act(act, x) * y;
+        }
     }
 }
 
-// moe_unsort_sum: dst[t] = sum over slots k (in order) of wts[t,k] * y[inv[t*topk+k]],
-// one block per token.
-extern "C" __global__ void moe_unsort_sum(float* dst, const float* y, const float* wts, const int* inv, int topk, int cols) {
+// moe_unsort_sum: dst[t] = sum over slots k (in order) of wts[t,k] *
+// (y[inv[t*topk+k]] + db[expert idx[t*topk+k]]), one block per token; db
+// (the experts' down biases, [experts][cols], dtype bdt) may be null.
+extern "C" __global__ void moe_unsort_sum(float* dst, const float* y, const float* wts, const int* inv, int topk, int cols,
+                                          const int* idx, const void* db, int bdt) {
     grid_dep_start();
     const int t = blockIdx.x;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
         float acc = 0.f;
-        for (int k = 0; k < topk; k++) acc = fmaf(wts[t * topk + k], y[(long long)inv[t * topk + k] * cols + c], acc);
+        for (int k = 0; k < topk; k++) {
+            float v = y[(long long)inv[t * topk + k] * cols + c];
+            if (db) v += dense_at(db, (long long)idx[t * topk + k] * cols + c, bdt);
+            acc = fmaf(wts[t * topk + k], v, acc);
+        }
         dst[(long long)t * cols + c] = acc;
     }
 }
