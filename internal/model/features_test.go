@@ -15,9 +15,9 @@ import (
 type plain struct{ backend.Backend }
 
 // gpt-oss, Qwen3.5 and floating-point-quantized weights are refused by
-// name on a backend that does not declare what they need (the CUDA backend
-// declares none of these), instead of running there without sinks,
-// biases, the linear-attention layers or the right decode.
+// name on a backend that does not declare what they need, instead of
+// running there without sinks, biases, the linear-attention layers or the
+// right decode.
 func TestFeaturesRefused(t *testing.T) {
 	be := plain{cpu.New(1)}
 	_, err := model.Load(testdata+"tiny/gpt_oss-bf16", be, model.LoadOptions{})

@@ -22,7 +22,9 @@ func runMoERouted(e *env) {
 		k, router              wkind
 		E, hidden, inter, topk int
 		T                      int
-	}{{bf, bf, 8, 64, 128, 2, 5}, {q4, q8, 8, 128, 64, 2, 1}, {q4, q8, 16, 128, 192, 4, 9}} {
+	}{{bf, bf, 8, 64, 128, 2, 5}, {q4, q8, 8, 128, 64, 2, 1}, {q4, q8, 16, 128, 192, 4, 9},
+		// prefill row counts (past the 32 rows where a backend may switch paths)
+		{q4, q8, 16, 128, 192, 4, 40}, {bf, bf, 8, 64, 128, 2, 33}} {
 		tm, ok1 := e.test.(backend.RoutedMoE)
 		rm, ok2 := e.ref.(backend.RoutedMoE)
 		if !ok1 || !ok2 {

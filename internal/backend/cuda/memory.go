@@ -334,6 +334,10 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 			s.k, s.v, s.delta[i] = append(s.k, 0), append(s.v, 0), ds
 			continue
 		}
+		if l.Shared { // attends over an earlier layer's K/V (FeatureSharedKV)
+			s.k, s.v = append(s.k, 0), append(s.v, 0)
+			continue
+		}
 		n := b.kvLayerBytes(spec, l)
 		k, err := b.allocPersistent(n)
 		if err != nil {
@@ -349,10 +353,10 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 }
 
 // kvLayerBytes is one of layer l's K and V caches: every layer paged, in
-// f16 (the store keeps no rings or shared layers); none for a recurrent
-// layer, whose state deltaStateBytes counts.
+// f16 (the store keeps no rings); none for a shared layer (it reads an
+// earlier layer's) or a recurrent one, whose state deltaStateBytes counts.
 func (b *Backend) kvLayerBytes(spec backend.KVSpec, l backend.KVLayer) int {
-	if l.Recurrent() {
+	if l.Recurrent() || l.Shared {
 		return 0
 	}
 	return spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim * b.KVElemBytes()

@@ -22,7 +22,13 @@ func TestModelsGPU(t *testing.T) {
 		// MoE (routing and experts on the device) and Gemma 4 (per-layer
 		// head dims, k_eq_v, soft-capping, sliding window).
 		"tiny/qwen3_moe-bf16", "tiny/qwen3_moe-mlx-q4g64", "tiny/mixtral-bf16", "tiny/mixtral-mlx-q4g64",
-		"tiny/gemma4-bf16", "tiny/gemma4-mlx-q4g64"} {
+		"tiny/gemma4-bf16", "tiny/gemma4-mlx-q4g64",
+		// gpt-oss (attention sinks, biased MoE, clamped SwiGLU; its MXFP4
+		// fixtures need FP quant), Gemma 4's E series (KV-shared layers,
+		// per-layer inputs) and MoE (routed on its own input, expert
+		// scales), Gemma 3.
+		"tiny/gpt_oss-bf16", "tiny/gemma4_e-bf16", "tiny/gemma4_e-mlx-q4g64", "tiny/gemma4_moe-bf16",
+		"tiny/gemma4_moe-mlx-q4g64", "tiny/gemma3_text-bf16", "tiny/gemma3_text-mlx-q4g64"} {
 		t.Run(f, func(t *testing.T) {
 			if _, err := os.Stat(dir + "/" + f); err != nil {
 				t.Fatalf("fixture %s missing (MLXCEL_TESTDATA or ../shared/testdata): %v", f, err)

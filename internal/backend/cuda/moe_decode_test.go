@@ -106,7 +106,7 @@ func (b *Backend) recorded() []string {
 func (b *Backend) moeSeven(dst, x backend.Tensor, router backend.Weight, e backend.Experts, p backend.MoEParams) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.moeGrouped(b.tt(dst), b.tt(x), b.wt(router), b.wt(e.Gate), b.wt(e.Up), b.wt(e.Down), p)
+	b.moeGrouped(b.tt(dst), b.tt(x), b.tt(x), b.wt(router), b.wt(e.Gate), b.wt(e.Up), b.wt(e.Down), p, moeExtras{})
 }
 
 // TestMoEDecode checks the three-launch MoE path on Qwen3-30B-A3B's layer

@@ -181,12 +181,26 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	if !ok {
 		panic(fmt.Sprintf("cuda: KV store of type %T is not from the cuda backend", kv))
 	}
-	o, qt, kt, vt := b.tt(dst), b.tt(q), b.tt(k), b.tt(v)
+	o, qt := b.tt(dst), b.tt(q)
 	T := b.step.tokens
+	// nil k and v (FeatureSharedKV): attend over what layer holds, which
+	// its own call wrote earlier in the step; kt and vt stand in at
+	// address 0 for the shape checks.
+	shared := k == nil && v == nil
+	var kt, vt *Tensor
+	if shared {
+		kt = &Tensor{rows: T, cols: p.KVHeads * p.HeadDim}
+		vt = kt
+	} else {
+		kt, vt = b.tt(k), b.tt(v)
+	}
 	if qt.rows != T || kt.rows != T || vt.rows != T || o.rows != T || p.KVHeads <= 0 || p.Heads%p.KVHeads != 0 ||
 		qt.cols < p.Heads*p.HeadDim || kt.cols < p.KVHeads*p.HeadDim || p.HeadDim > 512 ||
 		layer < 0 || layer >= len(st.k) || st.spec.Layers[layer].KVHeads != p.KVHeads || st.spec.Layers[layer].HeadDim != p.HeadDim {
 		panic(fmt.Sprintf("cuda: Attention shapes: q %dx%d k %dx%d for %d tokens, params %+v", qt.rows, qt.cols, kt.rows, kt.cols, T, p))
+	}
+	if st.k[layer] == 0 {
+		panic(fmt.Sprintf("cuda: Attention over layer %d, a KV-shared layer with no K/V of its own (pass the owning layer)", layer))
 	}
 	if T == 0 {
 		return
@@ -194,14 +208,25 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	bs := st.spec.BlockSize
 	kvw := p.KVHeads * p.HeadDim
 	dense := qt.cols == p.Heads*p.HeadDim && o.cols == p.Heads*p.HeadDim
+	var sinks uintptr // [Heads] f32 (a vector weight), 0: none
+	if p.Sinks != nil {
+		sw := b.wt(p.Sinks)
+		if sw.in != p.Heads || sw.out != 1 || sw.dtype != tensor.F32 {
+			panic(fmt.Sprintf("cuda: Attention sinks of shape %v for %d heads", sw.shape, p.Heads))
+		}
+		sinks = sw.w
+	}
 	// Decode steps of head dims 64/128: attn_decode serves a kv head's
-	// query group (or part of it) and stores this step's K/V itself.
-	if b.step.decode && kt.cols == vt.cols && kt.cols == kvw && dense && plan.DecodeApplies(p.Heads, p.KVHeads, p.HeadDim) {
-		b.attnDecode(o, qt, kt, vt, st, layer, p)
+	// query group (or part of it) and stores this step's K/V itself (so
+	// not for a shared layer's call, which stores nothing).
+	if b.step.decode && !shared && kt.cols == vt.cols && kt.cols == kvw && dense && plan.DecodeApplies(p.Heads, p.KVHeads, p.HeadDim) {
+		b.attnDecode(o, qt, kt, vt, st, layer, p, sinks)
 		return
 	}
-	b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
-		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.KVHeads).i(p.HeadDim)
+	if !shared {
+		b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
+			p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.KVHeads).i(p.HeadDim)
+	}
 	// Prefill chunks: tensor-core flash attention over query tiles
 	// (flash2_attn_*, dynamic shared memory; the generic kernel where the
 	// device refused it). At head dim 512 two blocks of 64 rows serve each
@@ -210,7 +235,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		f := plan.FlashAttention(p.HeadDim, b.step.ntiles)
 		l := b.newLaunch(f.Kernel, f.GridX, p.Heads, 1, f.Threads).p(o.ptr).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
-			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(b.step.tiles).i(qt.cols).i(o.cols)
+			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(b.step.tiles).i(qt.cols).i(o.cols).p(sinks)
 		l.smem = uint32(f.Smem)
 		return
 	}
@@ -223,7 +248,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	}
 	b.newLaunch("attention", p.Heads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).p(st.k[layer]).p(st.v[layer]).
 		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.Heads).i(p.KVHeads).i(p.HeadDim).
-		f(p.Scale).i(p.Window).f(p.Softcap).p(cnt)
+		f(p.Scale).i(p.Window).f(p.Softcap).p(cnt).p(sinks)
 }
 
 // splitScratch takes the partial results of rows (token, head) outputs of
@@ -350,33 +375,50 @@ func (b *Backend) GatherLogitRows(dst, src backend.Tensor) {
 // Each token still reads its experts' weights on its own (prefill of long
 // prompts is slow: no grouped expert GEMM yet).
 func (b *Backend) MoE(dst, x backend.Tensor, router backend.Weight, e backend.Experts, p backend.MoEParams) {
+	b.moe(dst, x, x, router, e, p)
+}
+
+// MoERouted is MoE with the router reading routerX (backend.RoutedMoE,
+// FeatureMoERouted: Gemma 4).
+func (b *Backend) MoERouted(dst, x, routerX backend.Tensor, router backend.Weight, e backend.Experts, p backend.MoEParams) {
+	b.moe(dst, x, routerX, router, e, p)
+}
+
+func (b *Backend) moe(dst, x, routerX backend.Tensor, router backend.Weight, e backend.Experts, p backend.MoEParams) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	d, s := b.tt(dst), b.tt(x)
+	d, s, rs := b.tt(dst), b.tt(x), b.tt(routerX)
 	rw, gw, uw, dw := b.wt(router), b.wt(e.Gate), b.wt(e.Up), b.wt(e.Down)
 	T, hidden, E, inter := s.rows, s.cols, rw.out, gw.out
-	if d.rows != T || d.cols != hidden || rw.in != hidden || gw.experts != E || gw.in != hidden || dw.out != hidden ||
-		dw.in != inter || p.TopK < 1 || p.TopK > 16 || p.TopK > E {
-		panic(fmt.Sprintf("cuda: MoE shapes: x %dx%d router %v gate %v down %v top-%d", T, hidden, rw.shape, gw.shape, dw.shape, p.TopK))
+	if d.rows != T || d.cols != hidden || rs.rows != T || rs.cols != hidden || rw.in != hidden || gw.experts != E ||
+		gw.in != hidden || dw.out != hidden || dw.in != inter || p.TopK < 1 || p.TopK > 16 || p.TopK > E || e.Lo != 0 {
+		panic(fmt.Sprintf("cuda: MoE shapes: x %dx%d router input %dx%d router %v gate %v down %v top-%d, experts from %d",
+			T, hidden, rs.rows, rs.cols, rw.shape, gw.shape, dw.shape, p.TopK, e.Lo))
 	}
+	ex := b.moeExtrasOf(e, p, E, inter, hidden)
 	if T == 0 {
 		return
 	}
-	if b.moeGEMMApplies(s, gw, uw, dw, E, p.TopK) { // many tokens: grouped expert GEMM (ops_moe.go)
-		b.moeGEMM(d, s, rw, gw, uw, dw, p)
+	// Gemma 4's extras (another router input, expert scales) run on every
+	// path, gpt-oss's (biases, clamped SwiGLU) on all but the three-launch
+	// one (moe_ext.go).
+	if b.moeGEMMApplies(s, gw, uw, dw, E, p.TopK) && rs.ptr%16 == 0 && ex.gemmTakes() { // many tokens: grouped expert GEMM (ops_moe.go)
+		b.moeGEMM(d, s, rs, rw, gw, uw, dw, p, ex)
 		return
 	}
-	if b.moeDecode(d, s, rw, gw, uw, dw, p, 0) { // few tokens: three launches (ops_moe_decode.go)
+	if !ex.expertSide() && b.moeDecode(d, s, rs, rw, gw, uw, dw, p, ex.scale, 0) { // few tokens: three launches (ops_moe_decode.go)
 		return
 	}
-	b.moeGrouped(d, s, rw, gw, uw, dw, p)
+	b.moeGrouped(d, s, rs, rw, gw, uw, dw, p, ex)
 }
 
 // moeGrouped records the MoE op in seven launches (router GEMV,
 // moe_route_w, gate, up, gated activation, down, moe_sum), every slot of
 // a step's tokens in each: for the shapes the three-launch path does not
-// take.
-func (b *Backend) moeGrouped(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams) {
+// take, and for every call with biases or the clamped SwiGLU (moe_ext.go),
+// which add their own launches between those. rs is the router's input
+// (s for plain MoE).
+func (b *Backend) moeGrouped(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams, ex moeExtras) {
 	T, hidden, E, inter := s.rows, s.cols, rw.out, gw.out
 	alloc := func(n int) uintptr {
 		ptr, err := b.arenaAllocAny(n)
@@ -396,7 +438,7 @@ func (b *Backend) moeGrouped(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoE
 	b.mmaOff = true
 	for r := 0; r < T; r += 8 {
 		m := min(8, T-r)
-		b.gemv(logits+uintptr(r*E*4), s.ptr+uintptr(r*hidden*4), rw, 0, m, E, hidden, 0, 0, 0)
+		b.gemv(logits+uintptr(r*E*4), rs.ptr+uintptr(r*hidden*4), rw, ex.routerBias, m, E, hidden, 0, 0, 0)
 	}
 	b.mmaOff = false
 	renorm := 0
@@ -408,12 +450,14 @@ func (b *Backend) moeGrouped(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoE
 	} else {
 		b.newLaunch("moe_route", (T+127)/128, 1, 1, 128).p(logits).i(T).i(E).i(p.TopK).i(renorm).p(idx).p(wts)
 	}
-	act := gatedKernel(p.Act)
+	b.moeScaleWeights(wts, idx, ex.scale, T*p.TopK)
 	b.gemv(g, s.ptr, gw, 0, T, inter, hidden, idx, p.TopK, -1)
 	b.gemv(u, s.ptr, uw, 0, T, inter, hidden, idx, p.TopK, -1)
-	n := slots * T * inter
-	b.elementwise(act, n).p(g).p(g).p(u).i64(n).p(0)
+	b.moeSlotBias(g, ex.gateBias, idx, T, p.TopK, inter)
+	b.moeSlotBias(u, ex.upBias, idx, T, p.TopK, inter)
+	b.moeAct(g, u, slots*T*inter, p)
 	b.gemv(y, g, dw, 0, T, hidden, inter, idx, p.TopK, -2)
+	b.moeSlotBias(y, ex.downBias, idx, T, p.TopK, hidden)
 	b.newLaunch("moe_sum", T, 1, 1, min(256, roundUp(hidden, 32))).p(d.ptr).p(y).p(wts).i(T).i(p.TopK).i(hidden)
 }
 

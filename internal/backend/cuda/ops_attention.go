@@ -11,8 +11,8 @@ import (
 
 // attnDecode records attn_decode for a decode step as plan.DecodeAttention
 // plans it, with the rotation and Qwen3's q/k norms recorded just before
-// folded in (takeRoPE, takeHeadNorms).
-func (b *Backend) attnDecode(o, qt, kt, vt *Tensor, st *kvStore, layer int, p backend.AttnParams) {
+// folded in (takeRoPE, takeHeadNorms). sinks: 0 or [Heads] f32.
+func (b *Backend) attnDecode(o, qt, kt, vt *Tensor, st *kvStore, layer int, p backend.AttnParams, sinks uintptr) {
 	T := b.step.tokens
 	shape := plan.DecodeShape{Tokens: T, Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim,
 		MaxCtx: b.step.maxCtx, ScratchQK: p.ScratchQK}
@@ -39,7 +39,7 @@ func (b *Backend) attnDecode(o, qt, kt, vt *Tensor, st *kvStore, layer int, p ba
 	l := b.newLaunch(d.Kernel, d.GridX, T, d.Splits, 128).p(o.ptr).p(part).p(qt.ptr).
 		p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(st.spec.BlockSize).
 		i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(p.KVHeads * p.HeadDim).p(cnt).
-		p(invf).i(half).f(rscale).p(qn).p(kn).f(neps).i(d.HeadsPerBlock).i(wb)
+		p(invf).i(half).f(rscale).p(qn).p(kn).f(neps).i(d.HeadsPerBlock).i(wb).p(sinks)
 	l.cz = uint32(d.Cluster)
 }
 

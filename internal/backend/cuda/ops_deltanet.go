@@ -84,17 +84,6 @@ func deltaScanKernel(kd int) (name string, cols int) {
 	return "deltanet_scan_256", deltaThreads / 8
 }
 
-// denseCode is a dense weight's storage type as the kernels' dn_w reads it.
-func denseCode(d tensor.DType) int {
-	switch d {
-	case tensor.BF16:
-		return 1
-	case tensor.F16:
-		return 2
-	}
-	return 0
-}
-
 func (b *Backend) GatedDeltaNet(dst, qkv, a, bt backend.Tensor, w backend.DeltaNetWeights, kv backend.KVStore, layer int, p backend.DeltaNetParams) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

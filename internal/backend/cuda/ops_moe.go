@@ -54,10 +54,12 @@ func moeMaxTiles(P, E int) int {
 	return min(P, (P+E*(moeTile-1))/moeTile)
 }
 
-// moeGEMM runs the whole MoE op on the grouped path: router GEMV, routing
-// (as MoE does), then moe.cu's pipeline. Scratch is sized for the worst
-// case from the step arena, so nothing waits for the device.
-func (b *Backend) moeGEMM(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams) {
+// moeGEMM runs the whole MoE op on the grouped path: router GEMV over rs
+// (s for plain MoE), routing (as MoE does, then the expert scales when
+// set), then moe.cu's pipeline, with the extras' biases and clamped
+// SwiGLU in moe_act and moe_unsort_sum (ex.gemmTakes). Scratch is sized
+// for the worst case from the step arena, so nothing waits for the device.
+func (b *Backend) moeGEMM(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams, ex moeExtras) {
 	T, hidden, E, inter, topk := s.rows, s.cols, rw.out, gw.out, p.TopK
 	P := T * topk
 	tiles := moeMaxTiles(P, E)
@@ -81,23 +83,29 @@ func (b *Backend) moeGEMM(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEPar
 	// the top-k choice agrees with the reference. One GEMV launch covers
 	// all rows (grid.y).
 	b.mmaOff = true
-	b.gemv(logits, s.ptr, rw, 0, T, E, hidden, 0, 0, 0)
+	b.gemv(logits, rs.ptr, rw, ex.routerBias, T, E, hidden, 0, 0, 0)
 	b.mmaOff = false
 	renorm := 0
 	if p.Renorm {
 		renorm = 1
 	}
 	b.newLaunch("moe_route_w", T, 1, 1, 32).p(logits).i(T).i(E).i(topk).i(renorm).p(idx).p(wts)
+	b.moeScaleWeights(wts, idx, ex.scale, P)
 
 	b.newLaunch("moe_align", 1, 1, 1, 1024).p(idx).i(P).i(E).p(sorted).p(inv).p(tileE).p(ntiles)
 	b.newLaunch("moe_gather", tiles, moeYS, 1, min(256, roundUp(hidden/4, 32))).p(xs).p(s.ptr).p(sorted).p(tileE).p(ntiles).
 		i(topk).i(hidden)
 	b.moeQMMA(g, u, xs, gw, uw, tileE, ntiles, tiles)
-	act := actCode(p.Act)
-	b.newLaunch("moe_act", tiles, moeYS, 1, 256).p(g).p(u).p(tileE).p(ntiles).i(inter).i(act)
+	act, bdt := moeClamped, ex.gateBias.dt|ex.upBias.dt // (gemmTakes: equal where both are set)
+	if !ex.clamped {
+		act = actCode(p.Act)
+	}
+	b.newLaunch("moe_act", tiles, moeYS, 1, 256).p(g).p(u).p(tileE).p(ntiles).i(inter).i(act).p(ex.gateBias.ptr).
+		p(ex.upBias.ptr).i(bdt).f(p.Alpha).f(p.Limit)
 	b.moeQMMA(xs, 0, g, dw, nil, tileE, ntiles, tiles)
 	cb := min(256, roundUp(hidden, 32))
-	b.newLaunch("moe_unsort_sum", T, (hidden+cb-1)/cb, 1, cb).p(d.ptr).p(xs).p(wts).p(inv).i(topk).i(hidden)
+	b.newLaunch("moe_unsort_sum", T, (hidden+cb-1)/cb, 1, cb).p(d.ptr).p(xs).p(wts).p(inv).i(topk).i(hidden).
+		p(idx).p(ex.downBias.ptr).i(ex.downBias.dt)
 }
 
 // moeQMMA records y0 = x @ w0^T (and y1 = x @ w1^T when w1 is set, same

@@ -93,12 +93,16 @@ type moeDecVal struct {
 
 // moeDecode records the MoE op on the three-launch path and reports
 // whether it did; when it does not apply nothing is recorded and the
-// caller takes the grouped path. res, when set, is a [T][hidden] tensor
-// that moe_down_sum adds the result to (for folding the model's residual
-// Add; callers pass 0 for now).
-func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams, res uintptr) bool {
+// caller takes the grouped path. The router reads rs (s for plain MoE);
+// scale, when set, is the experts' [E] f32 scales, applied to the routing
+// weights by moe_scale_w between the router and gate/up (which then waits
+// for it: the down kernel reads the ids before its wait and the weights
+// after, so both are final when it reads them). res, when set, is a
+// [T][hidden] tensor that moe_down_sum adds the result to (for folding
+// the model's residual Add; callers pass 0 for now).
+func (b *Backend) moeDecode(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams, scale, res uintptr) bool {
 	T, hidden, E, inter, topk := s.rows, s.cols, rw.out, gw.out, p.TopK
-	if T >= moeGEMMRows || E > moeDecodeMaxE || s.ptr%16 != 0 || d.ptr == res {
+	if T >= moeGEMMRows || E > moeDecodeMaxE || s.ptr%16 != 0 || rs.ptr%16 != 0 || d.ptr == res {
 		return false
 	}
 	// Router: quantized 4/8 bits or dense bf16 (what the GEMVs run fast);
@@ -145,8 +149,9 @@ func (b *Backend) moeDecode(d, s *Tensor, rw, gw, uw, dw *weight, p backend.MoEP
 	if p.Renorm {
 		renorm = 1
 	}
-	b.newLaunchFn(rk.fn, rk.name, rgx, T, 1, 128).p(s.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
+	b.newLaunchFn(rk.fn, rk.name, rgx, T, 1, 128).p(rs.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
 		i(topk).i(renorm).p(idx).p(wts)
+	b.moeScaleWeights(wts, idx, scale, T*topk)
 
 	act := actCode(p.Act)
 	wstride, sbstride := expertStrides(gw)

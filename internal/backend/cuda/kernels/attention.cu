@@ -32,11 +32,18 @@ DEV float4 f16x4(const u16* p) {
 #define ATT_MAXD 512 // largest head dim: 4 output dims per thread
 
 
+// sink_sum adds an attention sink's softmax column (gpt-oss: a per-head
+// logit, AttnParams.Sinks) to the row sum L of scores whose max is M; sink
+// null: none. The sink only enlarges the denominator, so this is all it
+// changes (M = -inf, no key at all, makes the output 0).
+DEV float sink_sum(float L, float M, const float* sink) { return sink ? L + expf(*sink - M) : L; }
+
 // merge_splits combines the S partial results (max, sum, unnormalised o)
 // of one (token, head) in part into out (hd floats), with the threads
-// [tid0, tid0+nthr) of the block. Partials were written by other blocks
-// of this launch: ld.cg reads them past L1.
-DEV void merge_splits(float* out, const float* pb, int S, int hd, int tid0, int nthr) {
+// [tid0, tid0+nthr) of the block; sink: the head's sink (or null).
+// Partials were written by other blocks of this launch: ld.cg reads them
+// past L1.
+DEV void merge_splits(float* out, const float* pb, int S, int hd, int tid0, int nthr, const float* sink) {
     float M = NEG_INF;
     for (int s = 0; s < S; s++) M = fmaxf(M, ldcg(pb + s * (hd + 2)));
     float L = 0.f;
@@ -44,6 +51,7 @@ DEV void merge_splits(float* out, const float* pb, int S, int hd, int tid0, int 
         float ms = ldcg(pb + s * (hd + 2));
         if (ms > NEG_INF) L += ldcg(pb + s * (hd + 2) + 1) * expf(ms - M);
     }
+    L = sink_sum(L, M, sink);
     float inv = L > 0.f ? 1.f / L : 0.f;
     for (int d = tid0; d < hd; d += nthr) {
         float acc = 0.f;
@@ -66,12 +74,12 @@ DEV void merge_splits(float* out, const float* pb, int S, int hd, int tid0, int 
 // one graph as the context grows: each split takes ceil(n/splits) of the
 // n keys. With splits > 1 the block writes (max, sum, unnormalised o) to
 // part, and the last split block of each (token, head) merges them (cnt:
-// zeroed counters, one per (token, head)). Decode steps of head dims 64
-// and 128 use attn_decode below instead.
+// zeroed counters, one per (token, head)). sinks: [heads] sink logits or
+// null. Decode steps of head dims 64 and 128 use attn_decode below instead.
 extern "C" __global__ void __launch_bounds__(ATT_THREADS)
 attention(float* out, float* part, const float* q, const u16* Kc, const u16* Vc, const int* pos,
           const int* tok2seq, const int* btab, int btStride, int bs, int heads, int kvh, int hd, float scale,
-          int window, float softcap, int* cnt) {
+          int window, float softcap, int* cnt, const float* sinks) {
     grid_dep_start();
     __shared__ float qs[ATT_MAXD];
     __shared__ float ps[ATT_THREADS];
@@ -172,7 +180,9 @@ attention(float* out, float* part, const float* q, const u16* Kc, const u16* Vc,
         }
     }
     float* orow = out + ((long long)t * heads + h) * hd;
+    const float* sink = sinks ? sinks + h : nullptr;
     if (S == 1) {
+        l = sink_sum(l, m, sink);
         float inv = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -189,7 +199,7 @@ attention(float* out, float* part, const float* q, const u16* Kc, const u16* Vc,
         int d = tid + k * ATT_THREADS;
         if (d < hd) pp[2 + d] = o[k];
     }
-    if (last_block(cnt + (long long)t * heads + h, S)) merge_splits(orow, pb, S, hd, tid, ATT_THREADS);
+    if (last_block(cnt + (long long)t * heads + h, S)) merge_splits(orow, pb, S, hd, tid, ATT_THREADS, sink);
 }
 
 // attn_decode: decode steps (one query token per sequence) for head dims
@@ -262,9 +272,10 @@ DEV void head_norm(float (&v)[VPL], const float (&w)[VPL], float eps) {
 // The (max, sum) pairs go through shared memory once; then each output is
 // a weighted sum over the splits, its loads issued AD_ML at a time before
 // any is used (v1 walked them one dependent ld.cg at a time: ~20 us a call
-// at 33 splits). Every thread of the block calls it.
+// at 33 splits). sk: the G heads' sinks (or null). Every thread of the
+// block calls it.
 template <int HD, int GM, class ML, class PO>
-DEV void merge_head_splits(float* out, int G, int S, int e0, int e1, ML ml, PO po) {
+DEV void merge_head_splits(float* out, int G, int S, int e0, int e1, const float* sk, ML ml, PO po) {
     __shared__ float sw[GM][AD_MAXS], sl[GM][AD_MAXS], sinv[GM];
     for (int i = threadIdx.x; i < G * S; i += 128) {
         const int g = i / S, s = i - g * S;
@@ -281,6 +292,7 @@ DEV void merge_head_splits(float* out, int G, int S, int e0, int e1, ML ml, PO p
             sw[g][s] = f;
             L += f * sl[g][s];
         }
+        L = sink_sum(L, M, sk ? sk + g : nullptr);
         sinv[g] = L > 0.f ? 1.f / L : 0.f;
     }
     __syncthreads();
@@ -311,11 +323,16 @@ DEV void merge_head_splits(float* out, int G, int S, int e0, int e1, ML ml, PO p
 // the outputs, reading the others' partials through distributed shared
 // memory: no partials through L2, no fence and ticket, no last block. The
 // sums are the ticket path's, term for term (rank = split).
+// sinks: [heads] sink logits (or null), added to each head's softmax sum
+// where the sums are final. (KV-shared layers, which store nothing, take
+// the generic kernel: this one's loads before the wait would race the
+// owning layer's store of the step's key.)
 template <int HD, int GM = AD_G, bool CL = false>
 DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,
                           const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
                           float softcap, float* kin, const float* vin, int ldk, int* cnt, const float* invf, int half,
-                          float rscale, const float* qn, const float* kn, float neps, int gl, int wb) {
+                          float rscale, const float* qn, const float* kn, float neps, int gl, int wb,
+                          const float* sinks) {
     constexpr int VPL = HD / 32; // dims per lane: 2 or 4
     __shared__ float wm[4][GM], wl[4][GM];
     __shared__ float wo[4][GM][HD];
@@ -461,6 +478,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
             o += wo[w][g][d] * f;
         }
         if (S == 1) {
+            L = sink_sum(L, M, sinks ? sinks + h0 + g : nullptr);
             out[((long long)t * heads + h0 + g) * HD + d] = L > 0.f ? o / L : 0.f;
         } else if constexpr (CL) {
             co[g][d] = o;
@@ -476,6 +494,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
             cluster_sync(); // every split's partials are in its shared memory
             const int chunk = (G * HD + S - 1) / S, e0 = (int)cluster_rank() * chunk;
             merge_head_splits<HD, GM>(out + ((long long)t * heads + h0) * HD, G, S, e0, min(e0 + chunk, G * HD),
+                                      sinks ? sinks + h0 : nullptr,
                                       [&](int g, int s) { return float2{ld_cluster(&cm[g], s), ld_cluster(&cs[g], s)}; },
                                       [&](int g, int d, int s) { return ld_cluster(&co[g][d], s); });
             cluster_sync(); // no block leaves (and frees its partials) while another reads them
@@ -504,7 +523,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     }
     if (S == 1) return;
     // Last split block: merge the S partials of each of the G heads.
-    merge_head_splits<HD, GM>(out + ((long long)t * heads + h0) * HD, G, S, 0, G * HD,
+    merge_head_splits<HD, GM>(out + ((long long)t * heads + h0) * HD, G, S, 0, G * HD, sinks ? sinks + h0 : nullptr,
                               [&](int g, int s) {
                                   const float* pp = pb0 + ((long long)g * S + s) * (HD + 2);
                                   return float2{ldcg(pp), ldcg(pp + 1)};
@@ -515,10 +534,10 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     float *out, float *part, float *q, u16 *Kc, u16 *Vc, const int *pos, const int *tok2seq, const int *btab,         \
         int btStride, int bs, int heads, int kvh, float scale, int window, float softcap, float *kin, const float *vin, \
         int ldk, int *cnt, const float *invf, int half, float rscale, const float *qn, const float *kn, float neps,   \
-        int gl, int wb
+        int gl, int wb, const float *sinks
 #define AD_ARGS                                                                                                     \
     out, part, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, softcap, kin, vin, ldk, cnt, \
-        invf, half, rscale, qn, kn, neps, gl, wb
+        invf, half, rscale, qn, kn, neps, gl, wb, sinks
 // attn_decode_<hd>: up to AD_G heads a block; _h1: one query head a block (head groups of 1); _h2,
 // _h4: blocks of 2 or 4 heads (Llama's whole GQA group at long contexts
 // and in batched steps, on fewer registers); _h1c, _h2c, _h4c: those with

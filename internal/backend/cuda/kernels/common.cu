@@ -184,3 +184,19 @@ DEV float gate_act(int act, float x) {
     if (act == 3) return 0.5f * x * (1.f + erff(x * 0.7071067811865476f));
     return x / (1.f + expf(-x));
 }
+
+// swiglu_clamped is gpt-oss's gated activation (backend.SwiGLUClamped):
+// the gate clamped to <= limit, up to [-limit, limit], then
+// gate*sigmoid(alpha*gate) * (up+1), as the CPU backend computes it.
+DEV float swiglu_clamped(float g, float u, float alpha, float limit) {
+    const float x = fminf(g, limit), up = fminf(fmaxf(u, -limit), limit);
+    return x / (1.f + expf(-alpha * x)) * (up + 1.f);
+}
+
+// dense_at reads element i of a dense weight of dtype dt (0 f32, 1 bf16,
+// 2 f16: denseCode on the Go side) as a float.
+DEV float dense_at(const void* p, long long i, int dt) {
+    if (dt == 1) return BF16::at(static_cast<const u16*>(p), i);
+    if (dt == 2) return F16::at(static_cast<const u16*>(p), i);
+    return static_cast<const float*>(p)[i];
+}

@@ -269,7 +269,7 @@ DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, u16*
     if (S > 1 && cnt) { // more splits than a cluster: the last block of the (sequence, kv head) merges
         if (!last_block(cnt + (long long)t * kvh + kh, S)) return;
         const float* pb0 = part + ((long long)t * heads + h0) * S * (HD + 2);
-        merge_head_splits<HD, 8>(out + ((long long)t * heads + h0) * HD, G, S, 0, G * HD,
+        merge_head_splits<HD, 8>(out + ((long long)t * heads + h0) * HD, G, S, 0, G * HD, nullptr,
                                  [&](int g, int s) {
                                      const float* pp = pb0 + ((long long)g * S + s) * (HD + 2);
                                      return float2{ldcg(pp), ldcg(pp + 1)};
@@ -278,7 +278,7 @@ DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, u16*
     } else if (S > 1) { // the splits are one thread block cluster
         cluster_sync();
         const int chunk = (G * HD + S - 1) / S, e0 = (int)cluster_rank() * chunk;
-        merge_head_splits<HD, 8>(out + ((long long)t * heads + h0) * HD, G, S, e0, min(e0 + chunk, G * HD),
+        merge_head_splits<HD, 8>(out + ((long long)t * heads + h0) * HD, G, S, e0, min(e0 + chunk, G * HD), nullptr,
                                  [&](int g, int s) { return float2{ld_cluster(&cm[g], s), ld_cluster(&cs[g], s)}; },
                                  [&](int g, int d, int s) { return ld_cluster(&co[g][d], s); });
         cluster_sync();

@@ -244,13 +244,16 @@ DEV void fa_pack(u32 (&pf)[NK / 16][4], const float (&sf)[NK / 8][4]) {
 }
 // fa_store normalises and writes rows ra and ra + 8 (those before cnt),
 // dims 0..DO-1 of the head from out (which a caller owning other dims
-// offsets).
+// offsets). sk: the head's attention sink in base-2 units (NEG_INF: none),
+// one more softmax column against the rows' maxima ma and mb.
 template <int HD, int DO = HD>
-DEV void fa_store(float* out, const float (&o)[DO / 8][4], float la, float lb, int r0, int ra, int cnt, int ldo, int h) {
+DEV void fa_store(float* out, const float (&o)[DO / 8][4], float la, float lb, float ma, float mb, float sk, int r0, int ra,
+                  int cnt, int ldo, int h) {
     la += __shfl_xor_sync(0xffffffffu, la, 1);
     la += __shfl_xor_sync(0xffffffffu, la, 2);
     lb += __shfl_xor_sync(0xffffffffu, lb, 1);
     lb += __shfl_xor_sync(0xffffffffu, lb, 2);
+    if (sk != NEG_INF) la += fa_exp2(sk - ma), lb += fa_exp2(sk - mb);
     const float ia = la > 0.f ? 1.f / la : 0.f, ib = lb > 0.f ? 1.f / lb : 0.f;
     const int rb = ra + 8, t = threadIdx.x & 3;
     float* oa = out + (long long)(r0 + ra) * ldo + h * HD;
@@ -370,7 +373,7 @@ DEV void fa_xsum(float (&sf)[M][NK / 8][4], float4* xw, const float4* xp, int ba
 template <int HD>
 DEV void flash2_impl(float* out, const float* q, const u16* Kc, const u16* Vc, const int* pos, const int* tok2seq,
                      const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window, float softcap,
-                     const int* tiles, int ldq, int ldo) {
+                     const int* tiles, int ldq, int ldo, const float* sinks) {
     using C = f2cfg<HD>;
     constexpr int M = C::M, NS = C::NS, KT = C::KT, KH = C::KH, NT = C::W * 32;
     constexpr int RW = 16 * M, R = C::W / NS * RW, SUB = FA_ROWS / R; // rows: a warp group's, the block's; blocks a tile
@@ -469,9 +472,12 @@ DEV void flash2_impl(float* out, const float* q, const u16* Kc, const u16* Vc, c
     }
     // Read the tile again rather than hold r0 and h in registers through the loop.
     const fa_blk E = fa_block<SUB>(pos, tok2seq, btab, btStride, heads, kvh, window, tiles);
+    // The sink joins in the scores' base-2 units (Q was scaled by log2 e).
+    const float sk = sinks ? sinks[E.h] * LOG2E : NEG_INF;
 #pragma unroll
     for (int m = 0; m < M; m++)
-        fa_store<HD, DW>(out + d * DW, o[m], l[m][0], l[m][1], E.r0, w0 + m * 16 + (lane >> 2), cnt, ldo, E.h);
+        fa_store<HD, DW>(out + d * DW, o[m], l[m][0], l[m][1], mx[m][0], mx[m][1], sk, E.r0, w0 + m * 16 + (lane >> 2), cnt,
+                         ldo, E.h);
 }
 
 // Kc, Vc: the layer's paged f16 cache, [block][kvHead][slot][HD]. Grid
@@ -482,10 +488,10 @@ DEV void flash2_impl(float* out, const float* q, const u16* Kc, const u16* Vc, c
     extern "C" __global__ void __launch_bounds__(NT, MINB) NAME##_##HD(                                             \
         float* out, const float* q, const u16* Kc, const u16* Vc, const int* pos, const int* tok2seq,                \
         const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window, float softcap,           \
-        const int* tiles, int ldq, int ldo) {                                                                        \
+        const int* tiles, int ldq, int ldo, const float* sinks) {                                                    \
         grid_dep_start();                                                                                             \
         IMPL<HD>(out, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, softcap, tiles, ldq,    \
-                 ldo);                                                                                                \
+                 ldo, sinks);                                                                                         \
     }
 FLASH(flash2_attn, flash2_impl, F2_T, 64, 2) FLASH(flash2_attn, flash2_impl, F2_T, 128, 2)
 FLASH(flash2_attn, flash2_impl, 256, 256, 1) FLASH(flash2_attn, flash2_impl, 256, 512, 1)

@@ -128,27 +128,72 @@ extern "C" __global__ void __launch_bounds__(256) moe_qmma4_f32(MOE_QMMA_PARAMS)
     moe_qmma4<SBf32>(MOE_QMMA_ARGS);
 }
 
-// moe_act: g = act(g) * u over the real rows of each tile (act:
-// gate_act's code); grid (tiles, MOE_YS) as moe_gather.
-extern "C" __global__ void moe_act(float* g, const float* u, const int* tileE, const int* ntiles, int N, int act) {
+// moe_act: g = act(g + gb) * (u + ub) over the real rows of each tile
+// (act: gate_act's code, or MOE_CLAMPED for swiglu_clamped with alpha and
+// limit); gb and ub, when set, are the experts' gate and up biases
+// ([experts][N], dtype bdt as dense_at) of the tile's expert (gpt-oss).
+// Grid (tiles, MOE_YS) as moe_gather.
+#define MOE_CLAMPED 4 // moeClamped on the Go side
+extern "C" __global__ void moe_act(float* g, const float* u, const int* tileE, const int* ntiles, int N, int act,
+                                   const void* gb, const void* ub, int bdt, float alpha, float limit) {
     grid_dep_start();
     if ((int)blockIdx.x >= *ntiles) return;
-    const long long o = (long long)blockIdx.x * MOE_TILE * N;
-    const int n = (tileE[blockIdx.x] >> 16) * N;
+    const int te = tileE[blockIdx.x], n = (te >> 16) * N;
+    const long long o = (long long)blockIdx.x * MOE_TILE * N, e = te & 0xffff;
     for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < n; i += gridDim.y * blockDim.x) {
-        const float x = g[o + i];
-        g[o + i] = gate_act(act, x) * u[o + i];
+        const int c = i % N;
+        const float bg = gb ? dense_at(gb, e * N + c, bdt) : 0.f, bu = ub ? dense_at(ub, e * N + c, bdt) : 0.f;
+        const float x = g[o + i] + bg, y = u[o + i] + bu;
+        g[o + i] = act == MOE_CLAMPED ? swiglu_clamped(x, y, alpha, limit) : gate_act(act, x) * y;
     }
 }
 
-// moe_unsort_sum: dst[t] = sum over slots k (in order) of wts[t,k] * y[inv[t*topk+k]],
-// grid (tokens, column blocks of blockDim.x).
-extern "C" __global__ void moe_unsort_sum(float* dst, const float* y, const float* wts, const int* inv, int topk, int cols) {
+// moe_unsort_sum: dst[t] = sum over slots k (in order) of wts[t,k] *
+// (y[inv[t*topk+k]] + db[expert idx[t*topk+k]]); db (the experts' down
+// biases, [experts][cols], dtype bdt) may be null. Grid (tokens, column
+// blocks of blockDim.x).
+extern "C" __global__ void moe_unsort_sum(float* dst, const float* y, const float* wts, const int* inv, int topk, int cols,
+                                          const int* idx, const void* db, int bdt) {
     grid_dep_start();
     const int t = blockIdx.x;
     for (int c = blockIdx.y * blockDim.x + threadIdx.x; c < cols; c += gridDim.y * blockDim.x) {
         float acc = 0.f;
-        for (int k = 0; k < topk; k++) acc = fmaf(wts[t * topk + k], y[(long long)inv[t * topk + k] * cols + c], acc);
+        for (int k = 0; k < topk; k++) {
+            float v = y[(long long)inv[t * topk + k] * cols + c];
+            if (db) v += dense_at(db, (long long)idx[t * topk + k] * cols + c, bdt);
+            acc = fmaf(wts[t * topk + k], v, acc);
+        }
         dst[(long long)t * cols + c] = acc;
     }
+}
+
+// The extras of gpt-oss's and Gemma 4's MoE blocks on the per-token path
+// (moeGrouped in ops.go), where a step's slot outputs are [topk][T][N]:
+//   moe_slot_bias  y[slot][t] += bias[e] for the slot's expert e (gate, up
+//                  and down biases, [experts][N] dense of any dtype)
+//   moe_swiglu     g = swiglu_clamped(g, u) elementwise
+//   moe_scale_w    wts[i] *= scale[idx[i]] (per-expert scale, applied
+//                  after the renormalisation, as the CPU backend does)
+
+// moe_slot_bias: grid (T, topk), dt as dense_at.
+extern "C" __global__ void moe_slot_bias(float* y, const void* bias, int dt, const int* idx, int T, int topk, int N) {
+    grid_dep_start();
+    const int t = blockIdx.x, k = blockIdx.y;
+    const long long e = idx[t * topk + k];
+    float* row = y + ((long long)k * T + t) * N;
+    for (int c = threadIdx.x; c < N; c += blockDim.x) row[c] += dense_at(bias, e * N + c, dt);
+}
+
+// moe_swiglu: n elements, grid-stride.
+extern "C" __global__ void moe_swiglu(float* g, const float* u, long long n, float alpha, float limit) {
+    grid_dep_start();
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        g[i] = swiglu_clamped(g[i], u[i], alpha, limit);
+}
+
+// moe_scale_w: P = T*topk routing weights, one thread each.
+extern "C" __global__ void moe_scale_w(float* wts, const int* idx, const float* scale, int P) {
+    grid_dep_start();
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < P) wts[i] *= scale[idx[i]];
 }
