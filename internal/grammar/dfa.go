@@ -38,6 +38,16 @@ var errEmpty = errors.New("the schema admits no value that can be generated")
 // determinize runs the subset construction from in to out and trims and
 // minimizes the result. maxStates bounds the DFA.
 func determinize(n *nfa, f frag, maxStates int) (*dfa, error) {
+	d, err := subsetDFA(n, f, maxStates)
+	if err != nil {
+		return nil, err
+	}
+	d.minimize()
+	return d, nil
+}
+
+// subsetDFA is the subset construction, trimmed.
+func subsetDFA(n *nfa, f frag, maxStates int) (*dfa, error) {
 	if n.err != nil {
 		return nil, n.err
 	}
@@ -56,9 +66,12 @@ func determinize(n *nfa, f frag, maxStates int) (*dfa, error) {
 		}
 	}
 	sub := &subsets{n: n, final: f.out, mark: make([]uint32, len(n.states)), index: map[string]int32{}}
-	start := sub.closure([]int32{f.in})
-	sub.add(start)
+	sub.add(sub.closure([]int32{f.in}))
 	buckets := make([][]int32, classes)
+	// The rows go into chunks (64 rows, doubling up to 4096), copied into
+	// d.trans once at the end: a growing slice of megabytes costs more in
+	// fresh pages than the construction itself.
+	chunks := [][]int32{make([]int32, 0, 64*classes)}
 	for i := 0; i < len(sub.sets); i++ {
 		if len(sub.sets) > maxStates {
 			return nil, fmt.Errorf("%w (over %d DFA states)", errTooLarge, maxStates)
@@ -75,20 +88,26 @@ func determinize(n *nfa, f frag, maxStates int) (*dfa, error) {
 				buckets[c] = append(buckets[c], st.to)
 			}
 		}
-		row := make([]int32, classes)
-		for c, b := range buckets {
-			row[c] = -1
-			if len(b) > 0 {
-				row[c] = sub.add(sub.closure(b))
-			}
+		sub.sets[i] = nil // done with: its key stays in the index
+		row := chunks[len(chunks)-1]
+		if len(row) == cap(row) {
+			row = make([]int32, 0, min(2*cap(row), 4096*classes))
+			chunks = append(chunks, row)
 		}
-		d.trans = append(d.trans, row...)
+		for _, b := range buckets {
+			t := int32(-1)
+			if len(b) > 0 {
+				t = sub.add(sub.closure(b))
+			}
+			row = append(row, t)
+		}
+		chunks[len(chunks)-1] = row
 	}
+	d.trans = slices.Concat(chunks...)
 	d.accept = sub.accept
 	if err := d.trim(); err != nil {
 		return nil, err
 	}
-	d.minimize()
 	return d, nil
 }
 
@@ -130,12 +149,14 @@ type subsets struct {
 	accept []bool
 	index  map[string]int32
 	key    []byte
+	buf    []int32 // closure's result, copied by add when new
 }
 
-// closure is the sorted epsilon closure of seeds.
+// closure is the sorted epsilon closure of seeds, valid until the next
+// call.
 func (s *subsets) closure(seeds []int32) []int32 {
 	s.gen++
-	out := []int32{}
+	out := s.buf[:0]
 	s.stack = append(s.stack[:0], seeds...)
 	for len(s.stack) > 0 {
 		x := s.stack[len(s.stack)-1]
@@ -154,6 +175,7 @@ func (s *subsets) closure(seeds []int32) []int32 {
 		s.stack = append(s.stack, st.eps...)
 	}
 	slices.Sort(out)
+	s.buf = out
 	return out
 }
 
@@ -167,6 +189,7 @@ func (s *subsets) add(set []int32) int32 {
 	}
 	i := int32(len(s.sets))
 	s.index[string(s.key)] = i
+	set = slices.Clone(set)
 	s.sets = append(s.sets, set)
 	_, acc := slices.BinarySearch(set, s.final)
 	s.accept = append(s.accept, acc)
@@ -238,46 +261,4 @@ func (d *dfa) relabel(ids []int32, k int) {
 		}
 	}
 	d.trans, d.accept, d.start = trans, accept, ids[d.start]
-}
-
-// minimize merges equivalent states (Moore's partition refinement).
-func (d *dfa) minimize() {
-	n := len(d.accept)
-	block := make([]int32, n)
-	for s, a := range d.accept {
-		if a {
-			block[s] = 1
-		}
-	}
-	nblocks := 0
-	for {
-		index := map[string]int32{}
-		next := make([]int32, n)
-		var key []byte
-		for s := range n {
-			key = binary.LittleEndian.AppendUint32(key[:0], uint32(block[s]))
-			for c := 0; c < d.nclass; c++ {
-				t, b := d.trans[s*d.nclass+c], int32(-1)
-				if t >= 0 {
-					b = block[t]
-				}
-				key = binary.LittleEndian.AppendUint32(key, uint32(b))
-			}
-			id, ok := index[string(key)]
-			if !ok {
-				id = int32(len(index))
-				index[string(key)] = id
-			}
-			next[s] = id
-		}
-		block = next
-		if len(index) == nblocks {
-			break
-		}
-		nblocks = len(index)
-	}
-	if nblocks == n {
-		return
-	}
-	d.relabel(block, nblocks)
 }
