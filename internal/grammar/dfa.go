@@ -68,10 +68,7 @@ func subsetDFA(n *nfa, f frag, maxStates int) (*dfa, error) {
 	sub := &subsets{n: n, final: f.out, mark: make([]uint32, len(n.states)), index: map[string]int32{}}
 	sub.add(sub.closure([]int32{f.in}))
 	buckets := make([][]int32, classes)
-	// The rows go into chunks (64 rows, doubling up to 4096), copied into
-	// d.trans once at the end: a growing slice of megabytes costs more in
-	// fresh pages than the construction itself.
-	chunks := [][]int32{make([]int32, 0, 64*classes)}
+	rows := rowBuf{width: classes}
 	for i := 0; i < len(sub.sets); i++ {
 		if len(sub.sets) > maxStates {
 			return nil, fmt.Errorf("%w (over %d DFA states)", errTooLarge, maxStates)
@@ -89,27 +86,47 @@ func subsetDFA(n *nfa, f frag, maxStates int) (*dfa, error) {
 			}
 		}
 		sub.sets[i] = nil // done with: its key stays in the index
-		row := chunks[len(chunks)-1]
-		if len(row) == cap(row) {
-			row = make([]int32, 0, min(2*cap(row), 4096*classes))
-			chunks = append(chunks, row)
-		}
-		for _, b := range buckets {
-			t := int32(-1)
+		row := rows.next()
+		for c, b := range buckets {
+			row[c] = -1
 			if len(b) > 0 {
-				t = sub.add(sub.closure(b))
+				row[c] = sub.add(sub.closure(b))
 			}
-			row = append(row, t)
 		}
-		chunks[len(chunks)-1] = row
 	}
-	d.trans = slices.Concat(chunks...)
+	d.trans = rows.concat()
 	d.accept = sub.accept
 	if err := d.trim(); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
+
+// rowBuf collects a DFA's transition rows in chunks (64 rows, doubling
+// up to 4096), copied into one slice at the end: a growing slice of
+// megabytes costs more in fresh pages than the construction itself.
+type rowBuf struct {
+	width  int
+	chunks [][]int32
+}
+
+// next is a new row of width entries, to fill.
+func (r *rowBuf) next() []int32 {
+	last := len(r.chunks) - 1
+	if last < 0 || len(r.chunks[last]) == cap(r.chunks[last]) {
+		rows := 64
+		if last >= 0 {
+			rows = min(2*cap(r.chunks[last])/r.width, 4096)
+		}
+		r.chunks = append(r.chunks, make([]int32, 0, rows*r.width))
+		last++
+	}
+	c := r.chunks[last]
+	r.chunks[last] = c[:len(c)+r.width]
+	return r.chunks[last][len(c):]
+}
+
+func (r *rowBuf) concat() []int32 { return slices.Concat(r.chunks...) }
 
 // byteClasses partitions the bytes so that bytes in one class belong to
 // the same sets; it returns the number of classes.
@@ -200,12 +217,22 @@ func (s *subsets) add(set []int32) int32 {
 // renumbers the rest.
 func (d *dfa) trim() error {
 	n := len(d.accept)
-	rev := make([][]int32, n)
-	for s := 0; s < n; s++ {
-		for c := 0; c < d.nclass; c++ {
-			if t := d.trans[s*d.nclass+c]; t >= 0 {
-				rev[t] = append(rev[t], int32(s))
-			}
+	// rev[revOff[t]:revOff[t+1]] are the states with an edge into t.
+	revOff := make([]int32, n+1)
+	for _, t := range d.trans {
+		if t >= 0 {
+			revOff[t+1]++
+		}
+	}
+	for t := range n {
+		revOff[t+1] += revOff[t]
+	}
+	rev := make([]int32, revOff[n])
+	fill := slices.Clone(revOff[:n])
+	for i, t := range d.trans {
+		if t >= 0 {
+			rev[fill[t]] = int32(i / d.nclass)
+			fill[t]++
 		}
 	}
 	live := make([]bool, n)
@@ -219,7 +246,7 @@ func (d *dfa) trim() error {
 	for len(q) > 0 {
 		t := q[len(q)-1]
 		q = q[:len(q)-1]
-		for _, s := range rev[t] {
+		for _, s := range rev[revOff[t]:revOff[t+1]] {
 			if !live[s] {
 				live[s] = true
 				q = append(q, s)
@@ -238,7 +265,9 @@ func (d *dfa) trim() error {
 			k++
 		}
 	}
-	d.relabel(ids, int(k))
+	if int(k) < n {
+		d.relabel(ids, int(k))
+	}
 	return nil
 }
 

@@ -81,16 +81,18 @@ func (p *refinable) split() {
 func (d *dfa) minimize() {
 	n := d.numStates()
 	// The transitions, as tail, label (class) and head.
-	var tail, head []int32
-	var label []uint8
-	for s := range n {
-		for c, t := range d.trans[s*d.nclass : (s+1)*d.nclass] {
-			if t >= 0 {
-				tail, label, head = append(tail, int32(s)), append(label, uint8(c)), append(head, t)
-			}
+	m := 0
+	for _, t := range d.trans {
+		if t >= 0 {
+			m++
 		}
 	}
-	m := len(tail)
+	tail, head, label := make([]int32, 0, m), make([]int32, 0, m), make([]uint8, 0, m)
+	for i, t := range d.trans {
+		if t >= 0 {
+			tail, label, head = append(tail, int32(i/d.nclass)), append(label, uint8(i%d.nclass)), append(head, t)
+		}
+	}
 	blocks := newRefinable(n)
 	for s, a := range d.accept {
 		if a {
