@@ -82,7 +82,9 @@ func TestGrammarCacheCompilesOnce(t *testing.T) {
 			t.Fatal("the waiting requests got different tables")
 		}
 	}
-	bad := func() (*grammar.Grammar, error) { return grammar.CompileSchema([]byte(`{"type":"nope"}`), grammar.Options{}) }
+	bad := func() (*grammar.Grammar, error) {
+		return grammar.CompileSchema([]byte(`{"type":"nope"}`), grammar.Options{})
+	}
 	for range 2 {
 		if _, err := gs.tableFor("bad", bad); err == nil {
 			t.Fatal("a bad schema compiled")
