@@ -161,5 +161,21 @@ func (d *dfa) minimize() {
 	if int(blocks.n) == n {
 		return
 	}
-	d.relabel(blocks.set, int(blocks.n))
+	// Number the blocks by their first state: the subset construction's
+	// breadth-first order, which keeps a chain of states (a literal, a
+	// string's positions) adjacent in memory for the mask walks.
+	id := make([]int32, blocks.n)
+	for i := range id {
+		id[i] = -1
+	}
+	ids := make([]int32, n)
+	k := int32(0)
+	for s, b := range blocks.set {
+		if id[b] < 0 {
+			id[b] = k
+			k++
+		}
+		ids[s] = id[b]
+	}
+	d.relabel(ids, int(k))
 }
