@@ -112,6 +112,9 @@ func ToolCalls(syntax string, tools []Tool, maxCalls int, o Options) (*Grammar, 
 	if err != nil {
 		return nil, err
 	}
+	if maxCalls == 1 && think == nil && open == "" && end == "" {
+		return &Grammar{d: call}, nil // the chain would be the call alone
+	}
 	d, err := chain(callList(think, litDFA(open), call, litDFA(sep), litDFA(end), maxCalls), o.MaxDFAStates)
 	if err != nil {
 		return nil, fmt.Errorf("tool parameters: %w", schemaErr(err))
