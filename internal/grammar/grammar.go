@@ -4,9 +4,9 @@
 // tokens may come next (a bitmask) and advances by the sampled token.
 //
 // The automaton is a DFA: schemas are compiled (Thompson NFA, subset
-// construction, trimming of states that cannot finish, partition
-// refinement: minimize.go) into states whose next-token sets depend on the state
-// alone. So the token mask of a state is computed once, by one walk of
+// construction, trimming of states that cannot finish, minimization by
+// partition refinement) into states whose next-token sets depend on the
+// state alone. So the token mask of a state is computed once, by one walk of
 // the vocabulary sorted by bytes (shared prefixes walked once, a dead
 // prefix skipping every token under it: xgrammar's token trie), where
 // a string's plain content tokens come from a per-vocabulary mask

@@ -149,23 +149,23 @@ func compileCall(ts toolSyntax, tools []Tool, o Options, mk func(string) string)
 	return d, nil
 }
 
-// callList is the parts of [thought] open call (sep call){0,max-1} end:
-// after each call but the last come the separator and the next call, or
-// the end.
-func callList(think, open, call, sep, end *dfa, max int) []part {
+// callList is the parts of [thought] open call (sep call){0,calls-1}
+// end: after each call but the last come the separator and the next
+// call, or the end.
+func callList(think, open, call, sep, end *dfa, calls int) []part {
 	var parts []part
 	if think != nil {
 		parts = append(parts, part{d: think, next: []int{1}})
 	}
-	endAt := len(parts) + 2*max // open, the calls and the separators before
+	endAt := len(parts) + 2*calls // open, the calls and the separators before
 	parts = append(parts, part{d: open, next: []int{len(parts) + 1}})
-	for i := range max {
+	for i := range calls {
 		after := []int{endAt}
-		if i < max-1 {
+		if i < calls-1 {
 			after = []int{len(parts) + 1, endAt}
 		}
 		parts = append(parts, part{d: call, next: after})
-		if i < max-1 {
+		if i < calls-1 {
 			parts = append(parts, part{d: sep, next: []int{len(parts) + 1}})
 		}
 	}

@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -62,7 +63,7 @@ const agentCalls = "<tool_call>\n" +
 // with parallel calls, the server's default).
 func BenchmarkCompileToolCalls(b *testing.B) {
 	for _, calls := range []int{1, 4} {
-		b.Run(map[int]string{1: "calls=1", 4: "calls=4"}[calls], func(b *testing.B) {
+		b.Run(fmt.Sprintf("calls=%d", calls), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := ToolCalls("hermes", agentTools, calls, Options{}); err != nil {
