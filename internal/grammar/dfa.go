@@ -38,6 +38,16 @@ var errEmpty = errors.New("the schema admits no value that can be generated")
 // determinize runs the subset construction from in to out and trims and
 // minimizes the result. maxStates bounds the DFA.
 func determinize(n *nfa, f frag, maxStates int) (*dfa, error) {
+	d, err := subsetDFA(n, f, maxStates)
+	if err != nil {
+		return nil, err
+	}
+	d.minimize()
+	return d, nil
+}
+
+// subsetDFA is the subset construction, trimmed.
+func subsetDFA(n *nfa, f frag, maxStates int) (*dfa, error) {
 	if n.err != nil {
 		return nil, n.err
 	}
@@ -56,9 +66,9 @@ func determinize(n *nfa, f frag, maxStates int) (*dfa, error) {
 		}
 	}
 	sub := &subsets{n: n, final: f.out, mark: make([]uint32, len(n.states)), index: map[string]int32{}}
-	start := sub.closure([]int32{f.in})
-	sub.add(start)
+	sub.add(sub.closure([]int32{f.in}))
 	buckets := make([][]int32, classes)
+	rows := rowBuf{width: classes}
 	for i := 0; i < len(sub.sets); i++ {
 		if len(sub.sets) > maxStates {
 			return nil, fmt.Errorf("%w (over %d DFA states)", errTooLarge, maxStates)
@@ -75,22 +85,48 @@ func determinize(n *nfa, f frag, maxStates int) (*dfa, error) {
 				buckets[c] = append(buckets[c], st.to)
 			}
 		}
-		row := make([]int32, classes)
+		sub.sets[i] = nil // done with: its key stays in the index
+		row := rows.next()
 		for c, b := range buckets {
 			row[c] = -1
 			if len(b) > 0 {
 				row[c] = sub.add(sub.closure(b))
 			}
 		}
-		d.trans = append(d.trans, row...)
 	}
+	d.trans = rows.concat()
 	d.accept = sub.accept
 	if err := d.trim(); err != nil {
 		return nil, err
 	}
-	d.minimize()
 	return d, nil
 }
+
+// rowBuf collects a DFA's transition rows in chunks (64 rows, doubling
+// up to 4096), copied into one slice at the end: a growing slice of
+// megabytes costs more in fresh pages than the construction itself.
+type rowBuf struct {
+	width  int
+	chunks [][]int32
+}
+
+// next is a new row of width entries, to fill.
+func (r *rowBuf) next() []int32 {
+	last := len(r.chunks) - 1
+	if last < 0 || len(r.chunks[last]) == cap(r.chunks[last]) {
+		rows := 64
+		if last >= 0 {
+			rows = min(2*cap(r.chunks[last])/r.width, 4096)
+		}
+		r.chunks = append(r.chunks, make([]int32, 0, rows*r.width))
+		last++
+	}
+	c := r.chunks[last]
+	r.chunks[last] = c[:len(c)+r.width]
+	return r.chunks[last][len(c):]
+}
+
+func (r *rowBuf) concat() []int32 { return slices.Concat(r.chunks...) }
 
 // byteClasses partitions the bytes so that bytes in one class belong to
 // the same sets; it returns the number of classes.
@@ -130,12 +166,14 @@ type subsets struct {
 	accept []bool
 	index  map[string]int32
 	key    []byte
+	buf    []int32 // closure's result, copied by add when new
 }
 
-// closure is the sorted epsilon closure of seeds.
+// closure is the sorted epsilon closure of seeds, valid until the next
+// call.
 func (s *subsets) closure(seeds []int32) []int32 {
 	s.gen++
-	out := []int32{}
+	out := s.buf[:0]
 	s.stack = append(s.stack[:0], seeds...)
 	for len(s.stack) > 0 {
 		x := s.stack[len(s.stack)-1]
@@ -154,6 +192,7 @@ func (s *subsets) closure(seeds []int32) []int32 {
 		s.stack = append(s.stack, st.eps...)
 	}
 	slices.Sort(out)
+	s.buf = out
 	return out
 }
 
@@ -167,6 +206,7 @@ func (s *subsets) add(set []int32) int32 {
 	}
 	i := int32(len(s.sets))
 	s.index[string(s.key)] = i
+	set = slices.Clone(set)
 	s.sets = append(s.sets, set)
 	_, acc := slices.BinarySearch(set, s.final)
 	s.accept = append(s.accept, acc)
@@ -177,12 +217,22 @@ func (s *subsets) add(set []int32) int32 {
 // renumbers the rest.
 func (d *dfa) trim() error {
 	n := len(d.accept)
-	rev := make([][]int32, n)
-	for s := 0; s < n; s++ {
-		for c := 0; c < d.nclass; c++ {
-			if t := d.trans[s*d.nclass+c]; t >= 0 {
-				rev[t] = append(rev[t], int32(s))
-			}
+	// rev[revOff[t]:revOff[t+1]] are the states with an edge into t.
+	revOff := make([]int32, n+1)
+	for _, t := range d.trans {
+		if t >= 0 {
+			revOff[t+1]++
+		}
+	}
+	for t := range n {
+		revOff[t+1] += revOff[t]
+	}
+	rev := make([]int32, revOff[n])
+	fill := slices.Clone(revOff[:n])
+	for i, t := range d.trans {
+		if t >= 0 {
+			rev[fill[t]] = int32(i / d.nclass)
+			fill[t]++
 		}
 	}
 	live := make([]bool, n)
@@ -196,7 +246,7 @@ func (d *dfa) trim() error {
 	for len(q) > 0 {
 		t := q[len(q)-1]
 		q = q[:len(q)-1]
-		for _, s := range rev[t] {
+		for _, s := range rev[revOff[t]:revOff[t+1]] {
 			if !live[s] {
 				live[s] = true
 				q = append(q, s)
@@ -215,7 +265,9 @@ func (d *dfa) trim() error {
 			k++
 		}
 	}
-	d.relabel(ids, int(k))
+	if int(k) < n {
+		d.relabel(ids, int(k))
+	}
 	return nil
 }
 
@@ -238,46 +290,4 @@ func (d *dfa) relabel(ids []int32, k int) {
 		}
 	}
 	d.trans, d.accept, d.start = trans, accept, ids[d.start]
-}
-
-// minimize merges equivalent states (Moore's partition refinement).
-func (d *dfa) minimize() {
-	n := len(d.accept)
-	block := make([]int32, n)
-	for s, a := range d.accept {
-		if a {
-			block[s] = 1
-		}
-	}
-	nblocks := 0
-	for {
-		index := map[string]int32{}
-		next := make([]int32, n)
-		var key []byte
-		for s := range n {
-			key = binary.LittleEndian.AppendUint32(key[:0], uint32(block[s]))
-			for c := 0; c < d.nclass; c++ {
-				t, b := d.trans[s*d.nclass+c], int32(-1)
-				if t >= 0 {
-					b = block[t]
-				}
-				key = binary.LittleEndian.AppendUint32(key, uint32(b))
-			}
-			id, ok := index[string(key)]
-			if !ok {
-				id = int32(len(index))
-				index[string(key)] = id
-			}
-			next[s] = id
-		}
-		block = next
-		if len(index) == nblocks {
-			break
-		}
-		nblocks = len(index)
-	}
-	if nblocks == n {
-		return
-	}
-	d.relabel(block, nblocks)
 }

@@ -4,9 +4,9 @@
 // tokens may come next (a bitmask) and advances by the sampled token.
 //
 // The automaton is a DFA: schemas are compiled (Thompson NFA, subset
-// construction, trimming of states that cannot finish, Moore
-// minimization) into states whose next-token sets depend on the state
-// alone. So the token mask of a state is computed once, by one walk of
+// construction, trimming of states that cannot finish, minimization by
+// partition refinement) into states whose next-token sets depend on the
+// state alone. So the token mask of a state is computed once, by one walk of
 // the vocabulary sorted by bytes (shared prefixes walked once, a dead
 // prefix skipping every token under it: xgrammar's token trie), where
 // a string's plain content tokens come from a per-vocabulary mask
@@ -151,11 +151,31 @@ func finish(n *nfa, alts []frag, o Options) (*Grammar, error) {
 		f = n.seq(n.thought(t), f)
 	}
 	d, err := determinize(n, f, o.MaxDFAStates)
-	if errors.Is(err, errEmpty) {
-		return nil, &SchemaError{Msg: err.Error() + " (unsatisfiable, or recursion deeper than the unrolling limit)"}
-	}
 	if err != nil {
-		return nil, &SchemaError{Msg: err.Error()}
+		return nil, schemaErr(err)
 	}
 	return &Grammar{d: d}, nil
+}
+
+// schemaErr is a compile error as the *SchemaError the callers report.
+func schemaErr(err error) error {
+	if errors.Is(err, errEmpty) {
+		return &SchemaError{Msg: err.Error() + " (unsatisfiable, or recursion deeper than the unrolling limit)"}
+	}
+	return &SchemaError{Msg: err.Error()}
+}
+
+// thoughtDFA is the thought before the value, nil when the model does
+// not think first.
+func thoughtDFA(o Options) (*dfa, error) {
+	t := o.Think
+	if t == nil || t.Close == "" {
+		return nil, nil
+	}
+	n := newNFA(o.MaxNFAStates)
+	d, err := determinize(n, n.thought(t), o.MaxDFAStates)
+	if err != nil {
+		return nil, schemaErr(err)
+	}
+	return d, nil
 }

@@ -75,8 +75,10 @@ type Matcher struct {
 
 // NewMatcher starts at the beginning of the value. end are the tokens
 // that end generation (the model's EOS and stop ids): they are allowed
-// only once the value is complete.
+// only once the value is complete. A new table's first mask is started
+// in the background, to overlap the prompt's prefill.
 func (t *TokenTable) NewMatcher(end []int32) *Matcher {
+	t.prefetch(t.g.d.start)
 	return &Matcher{t: t, end: slices.Clone(end), state: t.g.d.start}
 }
 

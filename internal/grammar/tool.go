@@ -88,11 +88,8 @@ func ToolCalls(syntax string, tools []Tool, maxCalls int, o Options) (*Grammar, 
 	if ts.single || maxCalls < 1 {
 		maxCalls = 1
 	}
-	// Each call position is its own copy of the automaton: the default
-	// bounds grow with the count.
-	if o.MaxNFAStates <= 0 {
-		o.MaxNFAStates = defaultNFAStates * maxCalls
-	}
+	// Each call position is its own copy of the call's automaton: the
+	// default bound of the whole grows with the count.
 	if o.MaxDFAStates <= 0 {
 		o.MaxDFAStates = defaultDFAStates * maxCalls
 	}
@@ -103,7 +100,33 @@ func ToolCalls(syntax string, tools []Tool, maxCalls int, o Options) (*Grammar, 
 		}
 		return s
 	}
-	roots := make([]*jval, len(tools))
+	call, err := compileCall(ts, tools, o, mk)
+	if err != nil {
+		return nil, err
+	}
+	var open, sep, end string
+	if ts.list != nil {
+		open, sep, end = ts.list(o, mk)
+	}
+	think, err := thoughtDFA(o)
+	if err != nil {
+		return nil, err
+	}
+	if maxCalls == 1 && think == nil && open == "" && end == "" {
+		return &Grammar{d: call}, nil // the chain would be the call alone
+	}
+	d, err := chain(callList(think, litDFA(open), call, litDFA(sep), litDFA(end), maxCalls), o.MaxDFAStates)
+	if err != nil {
+		return nil, fmt.Errorf("tool parameters: %w", schemaErr(err))
+	}
+	return &Grammar{d: d}, nil
+}
+
+// compileCall compiles one call of any of tools, once: the list's
+// positions share it (chain).
+func compileCall(ts toolSyntax, tools []Tool, o Options, mk func(string) string) (*dfa, error) {
+	n := newNFA(o.MaxNFAStates)
+	alts := make([]frag, len(tools))
 	for i, t := range tools {
 		params := t.Parameters
 		if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
@@ -113,37 +136,40 @@ func ToolCalls(syntax string, tools []Tool, maxCalls int, o Options) (*Grammar, 
 		if err != nil {
 			return nil, fmt.Errorf("tool parameters: %w", &SchemaError{Msg: fmt.Sprintf("the schema is not valid JSON: %v", err)})
 		}
-		roots[i] = root
-	}
-	// one is a call of any of the tools, built afresh for each position
-	// in the list; a schema's error is the same in every copy.
-	var err error
-	one := func(n *nfa) frag {
-		alts := make([]frag, len(tools))
-		for i, t := range tools {
-			c := &compiler{n: n, root: roots[i], opts: o, refs: map[string]int{}}
-			alts[i] = ts.call(c, t.Name, roots[i], mk)
-			if c.err != nil && err == nil {
-				err = fmt.Errorf("tool %s parameters: %w", t.Name, c.err)
-			}
+		c := &compiler{n: n, root: root, opts: o, refs: map[string]int{}}
+		alts[i] = ts.call(c, t.Name, root, mk)
+		if c.err != nil {
+			return nil, fmt.Errorf("tool %s parameters: %w", t.Name, c.err)
 		}
-		return n.alt(alts...)
 	}
-	var open, sep, end string
-	if ts.list != nil {
-		open, sep, end = ts.list(o, mk)
-	}
-	n := newNFA(o.MaxNFAStates)
-	first := one(n)
+	d, err := determinize(n, n.alt(alts...), o.MaxDFAStates)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("tool parameters: %w", schemaErr(err))
 	}
-	rest := n.repeat(func(n *nfa) frag { return n.seq(n.lit(sep), one(n)) }, 0, maxCalls-1)
-	g, err := finish(n, []frag{n.seq(n.lit(open), first, rest, n.lit(end))}, o)
-	if err != nil {
-		return nil, fmt.Errorf("tool parameters: %w", err)
+	return d, nil
+}
+
+// callList is the parts of [thought] open call (sep call){0,calls-1}
+// end: after each call but the last come the separator and the next
+// call, or the end.
+func callList(think, open, call, sep, end *dfa, calls int) []part {
+	var parts []part
+	if think != nil {
+		parts = append(parts, part{d: think, next: []int{1}})
 	}
-	return g, nil
+	endAt := len(parts) + 2*calls // open, the calls and the separators before
+	parts = append(parts, part{d: open, next: []int{len(parts) + 1}})
+	for i := range calls {
+		after := []int{endAt}
+		if i < calls-1 {
+			after = []int{len(parts) + 1, endAt}
+		}
+		parts = append(parts, part{d: call, next: after})
+		if i < calls-1 {
+			parts = append(parts, part{d: sep, next: []int{len(parts) + 1}})
+		}
+	}
+	return append(parts, part{d: end, next: []int{-1}})
 }
 
 // jsonCall is `{"name": "NAME", "<args key>": ARGS` and suffix after the

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/generate"
 	"github.com/mlxcel/mlxcel/internal/grammar"
 	"github.com/mlxcel/mlxcel/internal/reasoning"
-	"github.com/mlxcel/mlxcel/internal/tokenizer"
 )
 
 // Constrained decoding (docs/constrained-decoding.md): response_format
@@ -26,85 +24,6 @@ type responseFormat struct {
 		Schema json.RawMessage `json:"schema"`
 		Strict *bool           `json:"strict"`
 	} `json:"json_schema"`
-}
-
-// The compiled grammars kept per model: at most maxCachedGrammars, and
-// their cached masks (a state's mask is vocab/8 bytes, 19 KB for Qwen 3)
-// at most maxCachedMaskBytes; past either, tables are dropped (at random:
-// a bound, not a policy) when the next one is added.
-const (
-	maxCachedGrammars  = 64
-	maxCachedMaskBytes = 256 << 20
-)
-
-// grammars caches, per tokenizer and vocabulary width, the vocabulary
-// layout and the compiled token tables by their source, so a schema sent
-// again reuses its cached masks. It lives beside the served model rather
-// than in it.
-type grammars struct {
-	once  sync.Once
-	vocab *grammar.Vocab
-	// specials: the forced-call markup the tokenizer has as special
-	// tokens, written as those tokens (grammar.Options.Specials).
-	specials map[string]int32
-	mu       sync.Mutex
-	table    map[string]*grammar.TokenTable
-}
-
-var grammarCaches sync.Map // grammarKey -> *grammars
-
-type grammarKey struct {
-	tok   *tokenizer.Tokenizer
-	vocab int
-}
-
-func (m *served) grammars() *grammars {
-	k := grammarKey{m.tok, m.vocab}
-	g, _ := grammarCaches.LoadOrStore(k, &grammars{table: map[string]*grammar.TokenTable{}})
-	gs := g.(*grammars)
-	gs.once.Do(func() {
-		gs.specials = map[string]int32{}
-		var ids []int32
-		for _, mk := range grammar.ToolMarkers(m.agent.toolParser) {
-			if id, ok := m.tok.TokenID(mk); ok && m.tok.IsSpecial(id) {
-				gs.specials[mk] = id
-				ids = append(ids, id)
-			}
-		}
-		gs.vocab = grammar.NewVocab(m.tok, m.vocab, ids...)
-	})
-	return gs
-}
-
-// tableFor returns the token table cached under key, compiling it with
-// compile on a miss.
-func (gs *grammars) tableFor(key string, compile func() (*grammar.Grammar, error)) (*grammar.TokenTable, error) {
-	gs.mu.Lock()
-	t, ok := gs.table[key]
-	gs.mu.Unlock()
-	if ok {
-		return t, nil
-	}
-	g, err := compile()
-	if err != nil {
-		return nil, err
-	}
-	t = grammar.NewTokenTable(g, gs.vocab)
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	var held int64
-	for _, x := range gs.table {
-		held += x.MaskBytes()
-	}
-	for k, x := range gs.table {
-		if len(gs.table) < maxCachedGrammars && held <= maxCachedMaskBytes {
-			break
-		}
-		held -= x.MaskBytes()
-		delete(gs.table, k)
-	}
-	gs.table[key] = t
-	return t, nil
 }
 
 // responseFormatConstraint reads response_format: nil for none or text,
@@ -132,7 +51,7 @@ func (m *served) responseFormatConstraint(raw json.RawMessage, o grammar.Options
 			return nil, badRequest("response_format.json_schema.schema", "response_format of type 'json_schema' needs 'json_schema.schema'.")
 		}
 		schema := rf.JSONSchema.Schema
-		key = "schema:" + string(schema)
+		key = "schema:" + canonicalJSON(schema)
 		compile = func() (*grammar.Grammar, error) { return grammar.CompileSchema(schema, o) }
 	default:
 		return nil, badRequest("response_format.type", "Unknown response_format type %q; expected 'text', 'json_object' or 'json_schema'.", rf.Type)
@@ -157,7 +76,9 @@ func (m *served) forcedToolCall(parser string, tools []grammar.Tool, calls int, 
 	var key strings.Builder
 	fmt.Fprintf(&key, "%stool:%s:%d", thinkKey(o), parser, calls)
 	for _, t := range tools {
-		fmt.Fprintf(&key, "\x00%s\x00%s", t.Name, t.Parameters)
+		// Length-prefixed: no name or schema can spell a boundary.
+		params := canonicalJSON(t.Parameters)
+		fmt.Fprintf(&key, "|%d:%s|%d:%s", len(t.Name), t.Name, len(params), params)
 	}
 	gs := m.grammars()
 	o.Specials = gs.specials

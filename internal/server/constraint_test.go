@@ -12,7 +12,6 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/mlxcel/mlxcel/internal/generate"
-	"github.com/mlxcel/mlxcel/internal/grammar"
 )
 
 // The schema of the end-to-end tests: every part bounded (string lengths,
@@ -338,23 +337,5 @@ func TestConstraintAfterThought(t *testing.T) {
 	}
 	if !ends("Assistant: <think>\n", "so {\"a\":1}\n</think>\n\n{\"a\":1}") {
 		t.Fatal("the value after the opened thought does not end the answer")
-	}
-}
-
-// TestGrammarCacheBound: the per-model cache keeps at most
-// maxCachedGrammars tables, the newest always among them.
-func TestGrammarCacheBound(t *testing.T) {
-	l := loadModel(t, "")
-	gs := &grammars{vocab: grammar.NewVocab(l.Tokenizer, l.Tokenizer.VocabSize()), table: map[string]*grammar.TokenTable{}}
-	for i := range maxCachedGrammars + 10 {
-		key := strconv.Itoa(i)
-		if _, err := gs.tableFor(key, func() (*grammar.Grammar, error) {
-			return grammar.CompileSchema([]byte(`{"const":`+key+`}`), grammar.Options{})
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := gs.table[key]; !ok || len(gs.table) > maxCachedGrammars {
-			t.Fatalf("after %d: %d tables, newest kept %v", i, len(gs.table), ok)
-		}
 	}
 }
