@@ -19,9 +19,9 @@ timeout 45 .gpu/mlxcel bench decode --profile llama-3.1-8b-4bit --backend cuda -
 spid=$!
 for _ in $(seq 1 60); do curl -sf http://127.0.0.1:18080/health >/dev/null 2>&1 && break; sleep 1; done
 for c in 1 16 64 128; do n=$((c * 2)); [ $c = 1 ] && n=4
-  timeout 60 .gpu/mlxcel bench serve --url http://127.0.0.1:18080 --concurrency $c --requests $n --prompt-tokens 512 --max-tokens 256 --ignore-eos --quiet $TOK --out $OUT/serve.csv > /dev/null 2>&1; echo "serve c$c rc=$?"; done
-timeout 60 .gpu/mlxcel bench serve --url http://127.0.0.1:18080 --concurrency 16 --requests 32 --prompt-tokens 4096 --max-tokens 128 --ignore-eos --quiet $TOK --out $OUT/serve_long.csv > /dev/null 2>&1; echo "serve long rc=$?"
+  timeout 60 .gpu/mlxcel bench serve --url http://127.0.0.1:18080 --concurrency $c --requests $n --prompt-tokens 512 --max-tokens 256 --ignore-eos --quiet $TOK --metrics --out $OUT/serve_c$c.csv > $OUT/sv_c$c.log 2>&1; echo "serve c$c rc=$?"; done
+timeout 60 .gpu/mlxcel bench serve --url http://127.0.0.1:18080 --concurrency 16 --requests 32 --prompt-tokens 4096 --max-tokens 128 --ignore-eos --quiet $TOK --metrics --out $OUT/serve_long.csv > $OUT/sv_long.log 2>&1; echo "serve long rc=$?"
 kill $spid; wait $spid 2>/dev/null
 echo "== table"; for f in batch_llama batch_qwen3moe; do echo $f; cut -d, -f2,5,6,10 $OUT/$f.csv | paste -sd' '; done
 grep -A10 "cuda profile" $OUT/bm.log | cut -c1-70
-cut -d, -f1,5,6,9,10,13 $OUT/serve.csv $OUT/serve_long.csv
+for f in $OUT/serve_c1.csv $OUT/serve_c16.csv $OUT/serve_c64.csv $OUT/serve_c128.csv $OUT/serve_long.csv; do tail -1 $f | cut -d, -f1,5,6,9,10,13; done
