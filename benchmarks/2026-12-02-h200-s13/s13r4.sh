@@ -25,3 +25,4 @@ kill $spid; wait $spid 2>/dev/null
 echo "== table"; for f in batch_llama batch_qwen3moe; do echo $f; cut -d, -f2,5,6,10 $OUT/$f.csv | paste -sd' '; done
 grep -A10 "cuda profile" $OUT/bm.log | cut -c1-70
 for f in $OUT/serve_c1.csv $OUT/serve_c16.csv $OUT/serve_c64.csv $OUT/serve_c128.csv $OUT/serve_long.csv; do tail -1 $f | cut -d, -f1,5,6,9,10,13; done
+cd $OUT && tar czf logs.tgz *.log && rm -f *.log
