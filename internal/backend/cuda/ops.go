@@ -66,6 +66,10 @@ func roundUp(n, m int) int { return (n + m - 1) / m * m }
 // per 8 rows.
 const gemmRows = 32
 
+// narrowRows is the most output columns a product keeps in f32 whatever
+// its row count (Linear).
+const narrowRows = 64
+
 func (b *Backend) Linear(dst, x backend.Tensor, wt, bias backend.Weight) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -78,6 +82,16 @@ func (b *Backend) Linear(dst, x backend.Tensor, wt, bias backend.Weight) {
 		bp = b.wt(bias).w
 	}
 	if s.rows == 0 {
+		return
+	}
+	// Narrow products (routers, Gated DeltaNet's decay and beta inputs,
+	// shared-expert gates) feed exp, softplus, sigmoid or a top-k, where
+	// bf16 or f16 rounding of the activations moves the result: they stay
+	// on the f32 GEMV at any row count (their weights are a few KB).
+	if w.out <= narrowRows && s.rows > 1 {
+		b.mmaOff = true
+		b.gemv(d.ptr, s.ptr, w, bp, s.rows, d.cols, s.cols, 0, 0, 0)
+		b.mmaOff = false
 		return
 	}
 	if q, ok := plan.PlanQMM(w.plan(), s.rows, b.SMs, b.Tuning); ok && w.quant {
