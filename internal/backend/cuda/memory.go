@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/quant"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
@@ -165,6 +166,7 @@ type weight struct {
 	quant              bool
 	bits, group, gshft int
 	sbF32              bool
+	fp                 bool // a floating-point mode (mxfp4, nvfp4, mxfp8): SBfp scales, no biases
 	w, sb              uintptr
 	bytes              int
 }
@@ -198,6 +200,12 @@ func (b *Backend) UploadWeight(h *tensor.Host) (backend.Weight, error) {
 		return w, b.uploadDense(w, h, n)
 	}
 	q := h.Quant
+	if quant.IsFP(q.Mode) {
+		return w, b.uploadFP(w, h)
+	}
+	if q.Mode != "" && q.Mode != quant.Affine {
+		return nil, fmt.Errorf("%s: unknown quantization mode %q", h.Name, q.Mode)
+	}
 	if q.GroupSize <= 0 || q.GroupSize&(q.GroupSize-1) != 0 || w.in%q.GroupSize != 0 || q.Bits < 1 || q.Bits > 8 {
 		return nil, fmt.Errorf("%s: unsupported quantization %d bits, group %d for %d inputs", h.Name, q.Bits, q.GroupSize, w.in)
 	}

@@ -33,6 +33,9 @@ func dense(d tensor.DType) string {
 }
 
 func (w *weight) sbName() string {
+	if w.fp {
+		return "fp"
+	}
 	if w.sbF32 {
 		return "f32"
 	}

@@ -1,0 +1,97 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/mlxcel/mlxcel/internal/quant"
+	"github.com/mlxcel/mlxcel/internal/tensor"
+)
+
+// MLX's floating-point quantization modes (package quant): E2M1 or E4M3
+// codes packed as the affine 4- and 8-bit words are, one uint8 scale a
+// group (E8M0 for mxfp4/mxfp8, E4M3 for nvfp4), no biases. The codes are
+// kept as stored; each scale is decoded here into the SBfp form the
+// kernels read (kernels/common.cu): a u32 a group whose low half is the
+// scale in bf16, multiplied by fpScaleShift's power of two, which undoes
+// the scaling of the kernels' f16 code values (fp_h16). Every decoded
+// scale is exact in bf16 (E8M0 is a power of two, E4M3 has 3 mantissa
+// bits). The u32 costs 3 bytes a group more than the byte (for mxfp4 20
+// bytes a 32-weight group instead of 17) but keeps the affine kernels'
+// scale indexing, so the GEMV, MoE and dequantization kernels serve both.
+
+// fpQuantSupported reports that this backend runs the floating-point
+// modes. Supports(f) should return it for backend.FeatureFPQuant.
+func fpQuantSupported() bool { return true }
+
+// fpScaleShift is the power of two a decoded scale is multiplied by: the
+// inverse of fp_h16's 2^-14 (E2M1) or 2^-8 (E4M3).
+func fpScaleShift(bits int) int {
+	if bits == 4 {
+		return 14
+	}
+	return 8
+}
+
+// uploadFP uploads a floating-point quantized weight.
+func (b *Backend) uploadFP(w *weight, h *tensor.Host) error {
+	q := h.Quant
+	bits, group, _ := quant.FPParams(q.Mode)
+	rows, ng := w.experts*w.out, w.in/max(group, 1)
+	if err := quant.CheckFPShapes(q.Mode, w.out, w.in, len(h.Data)/max(rows, 1), len(q.Scales)/max(rows, 1)); err != nil {
+		return fmt.Errorf("%s: %v", h.Name, err)
+	}
+	if q.ScaleDType != tensor.U8 || len(q.Biases) != 0 || len(h.Data) != rows*w.in*bits/8 || len(q.Scales) != rows*ng {
+		return fmt.Errorf("%s: %s weight of shape %v needs %d code bytes and %d uint8 scales and no biases, have %d, %d %s, %d biases",
+			h.Name, q.Mode, h.Shape, rows*w.in*bits/8, rows*ng, len(h.Data), len(q.Scales), q.ScaleDType, len(q.Biases))
+	}
+	w.quant, w.fp, w.bits, w.group = true, true, bits, group
+	for 1<<w.gshft < group {
+		w.gshft++
+	}
+	sb, err := fpScales(q.Mode, bits, q.Scales)
+	if err != nil {
+		return fmt.Errorf("%s: %v", h.Name, err)
+	}
+	if w.w, err = b.allocPersistent(len(h.Data)); err != nil {
+		return fmt.Errorf("%s: %v", h.Name, err)
+	}
+	if w.sb, err = b.allocPersistent(len(sb)); err != nil {
+		return fmt.Errorf("%s: %v", h.Name, err)
+	}
+	if err := b.htod(w.w, unsafe.Pointer(&h.Data[0]), len(h.Data)); err != nil {
+		return err
+	}
+	if err := b.htod(w.sb, unsafe.Pointer(&sb[0]), len(sb)); err != nil {
+		return err
+	}
+	w.bytes = len(h.Data) + len(sb)
+	return nil
+}
+
+// fpScales decodes scale bytes into SBfp words (little-endian u32, bf16
+// scale in the low half). A scale whose scaled value bf16 cannot hold
+// (E8M0 bytes above 240 for 4 bits, 246 for 8; 255 is NaN) is an error
+// rather than a silent infinity.
+func fpScales(mode string, bits int, scales []byte) ([]byte, error) {
+	lut := [256]uint32{}
+	bad := [256]bool{}
+	for c := range 256 {
+		f := float64(quant.FPScale(mode, uint8(c))) * math.Ldexp(1, fpScaleShift(bits))
+		v := math.Float32bits(float32(f))
+		bad[c] = math.IsNaN(f) || math.IsInf(float64(float32(f)), 0) || v&0xffff != 0
+		lut[c] = v >> 16
+	}
+	sb := make([]byte, 4*len(scales))
+	for i, c := range scales {
+		if bad[c] {
+			return nil, fmt.Errorf("%s scale byte 0x%02x (group %d) is outside what the CUDA kernels hold (%g)", mode, c, i, quant.FPScale(mode, c))
+		}
+		u := lut[c]
+		sb[4*i], sb[4*i+1] = byte(u), byte(u>>8)
+	}
+	return sb, nil
+}
