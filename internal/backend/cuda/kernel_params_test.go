@@ -86,31 +86,38 @@ func TestLaunchSignatures(t *testing.T) {
 			b := hostOnlyBackend()
 			c.set(b)
 			recordModelStep(b, c.model, 2)
-			checked := 0
-			for i, name := range launchNames(b) {
-				l := &b.rec.ls[i]
-				if l.fn == fnGemm {
-					continue
-				}
-				want, ok := sigs[name]
-				if !ok {
-					t.Fatalf("launch %d: kernel %q not in the source", i, name)
-				}
-				checked++
-				if int(l.n) != len(want) {
-					t.Errorf("launch %d: %s with %d arguments, its kernel declares %d", i, name, l.n, len(want))
-					continue
-				}
-				for a, k := range want {
-					if l.kind(a) != k {
-						t.Errorf("launch %d: %s argument %d passed as kind %d, declared %d", i, name, a, l.kind(a), k)
-					}
-				}
-			}
-			if checked == 0 {
-				t.Fatal("no launch checked")
-			}
-			t.Logf("%d launches checked", checked)
+			checkLaunchArgs(t, sigs, b)
 		})
 	}
+}
+
+// checkLaunchArgs checks every launch b has recorded against its kernel's
+// parameter kinds.
+func checkLaunchArgs(t *testing.T, sigs map[string][]argKind, b *Backend) {
+	t.Helper()
+	checked := 0
+	for i, name := range launchNames(b) {
+		l := &b.rec.ls[i]
+		if l.fn == fnGemm {
+			continue
+		}
+		want, ok := sigs[name]
+		if !ok {
+			t.Fatalf("launch %d: kernel %q not in the source", i, name)
+		}
+		checked++
+		if int(l.n) != len(want) {
+			t.Errorf("launch %d: %s with %d arguments, its kernel declares %d", i, name, l.n, len(want))
+			continue
+		}
+		for a, k := range want {
+			if l.kind(a) != k {
+				t.Errorf("launch %d: %s argument %d passed as kind %d, declared %d", i, name, a, l.kind(a), k)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no launch checked")
+	}
+	t.Logf("%d launches checked", checked)
 }
