@@ -25,17 +25,21 @@ func runMoEFP(e *env) {
 			E, hidden, inter, topk, T int
 			router                    wkind
 			fpRouter                  bool
-			heavy                     bool // skipped for mxfp8, whose CPU kernels are slow
+			heavy                     bool   // skipped for mxfp8, whose CPU kernels are slow
+			only                      string // one mode's widths (nvfp4: groups of 16, not of 32)
 		}{
-			{8, 128, 96, 2, 1, bf, false, false},
-			{8, 128, 96, 2, 5, q8, false, false},
-			{16, 256, 160, 8, 1, bf, true, false},
-			{16, 256, 160, 8, 3, q8, false, true},
-			{32, 320, 192, 4, 33, bf, false, true},
-			{4, 128, 64, 2, 40, bf, true, false},
-			{2, 2048, 256, 2, 1, bf, false, false}, // gate/up rows of 64 chunks at 4 bits (128 at 8), down 8 (16)
+			{8, 128, 96, 2, 1, bf, false, false, ""},
+			{8, 128, 96, 2, 5, q8, false, false, ""},
+			{16, 256, 160, 8, 1, bf, true, false, ""},
+			{16, 256, 160, 8, 3, q8, false, true, ""},
+			{32, 320, 192, 4, 33, bf, false, true, ""},
+			{4, 128, 64, 2, 40, bf, true, false, ""},
+			{2, 2048, 256, 2, 1, bf, false, false, ""}, // gate/up rows of 64 chunks at 4 bits (128 at 8), down 8 (16)
+			// nvfp4 rows of an odd count of groups (down: 80 = 5 x 16).
+			{4, 128, 80, 2, 3, bf, false, false, quant.NVFP4},
+			{4, 128, 80, 2, 1, bf, true, false, quant.NVFP4},
 		} {
-			if c.heavy && mode == quant.MXFP8 {
+			if c.heavy && mode == quant.MXFP8 || c.only != "" && c.only != mode {
 				continue
 			}
 			var router wpair

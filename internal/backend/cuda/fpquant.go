@@ -48,11 +48,8 @@ func (b *Backend) uploadFP(w *weight, h *tensor.Host) error {
 		return fmt.Errorf("%s: %s weight of shape %v needs %d code bytes and %d uint8 scales and no biases, have %d, %d %s, %d biases",
 			h.Name, q.Mode, h.Shape, rows*w.in*bits/8, rows*ng, len(h.Data), len(q.Scales), q.ScaleDType, len(q.Biases))
 	}
-	w.quant, w.fp, w.bits, w.group = true, true, bits, group
-	for 1<<w.gshft < group {
-		w.gshft++
-	}
-	sb, err := fpScales(q.Mode, bits, q.Scales)
+	w.setFP(q.Mode)
+	sb, err := fpScales(q.Mode, bits, q.Scales, w.fpPair)
 	if err != nil {
 		return fmt.Errorf("%s: %v", h.Name, err)
 	}
@@ -72,11 +69,30 @@ func (b *Backend) uploadFP(w *weight, h *tensor.Host) error {
 	return nil
 }
 
+// setFP sets w's quantization fields for mode. nvfp4 rows of whole pairs
+// of groups keep both scales of a pair in one word (SBfp2), indexed as a
+// group of 32, so the 16-byte chunk kernels take them; other nvfp4 rows
+// keep a word a group.
+func (w *weight) setFP(mode string) {
+	bits, group, _ := quant.FPParams(mode)
+	w.quant, w.fp, w.bits, w.group = true, true, bits, group
+	w.fpPair = group == 16 && w.in%32 == 0
+	if w.fpPair {
+		w.group = 32
+	}
+	w.gshft = 0
+	for 1<<w.gshft < w.group {
+		w.gshft++
+	}
+}
+
 // fpScales decodes scale bytes into SBfp words (little-endian u32, bf16
-// scale in the low half). A scale whose scaled value bf16 cannot hold
+// scale in the low half), or with pair into SBfp2 words (scales 2i and
+// 2i+1 in the low and high halves of word i: a row's pairs, since its
+// group count is even). A scale whose scaled value bf16 cannot hold
 // (E8M0 bytes above 240 for 4 bits, 246 for 8; 255 is NaN) is an error
 // rather than a silent infinity.
-func fpScales(mode string, bits int, scales []byte) ([]byte, error) {
+func fpScales(mode string, bits int, scales []byte, pair bool) ([]byte, error) {
 	lut := [256]uint32{}
 	bad := [256]bool{}
 	for c := range 256 {
@@ -85,13 +101,17 @@ func fpScales(mode string, bits int, scales []byte) ([]byte, error) {
 		bad[c] = math.IsNaN(f) || math.IsInf(float64(float32(f)), 0) || v&0xffff != 0
 		lut[c] = v >> 16
 	}
-	sb := make([]byte, 4*len(scales))
+	per := 4 // bytes a scale takes: a word, or half of one (pair)
+	if pair {
+		per = 2
+	}
+	sb := make([]byte, (per*len(scales)+3)/4*4)
 	for i, c := range scales {
 		if bad[c] {
 			return nil, fmt.Errorf("%s scale byte 0x%02x (group %d) is outside what the CUDA kernels hold (%g)", mode, c, i, quant.FPScale(mode, c))
 		}
 		u := lut[c]
-		sb[4*i], sb[4*i+1] = byte(u), byte(u>>8)
+		sb[per*i], sb[per*i+1] = byte(u), byte(u>>8)
 	}
 	return sb, nil
 }

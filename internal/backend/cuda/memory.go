@@ -167,6 +167,7 @@ type weight struct {
 	bits, group, gshft int
 	sbF32              bool
 	fp                 bool // a floating-point mode (mxfp4, nvfp4, mxfp8): SBfp scales, no biases
+	fpPair             bool // nvfp4 as SBfp2: a u32 holds two groups' scales (fpquant.go)
 	w, sb              uintptr
 	bytes              int
 }

@@ -33,6 +33,9 @@ func dense(d tensor.DType) string {
 }
 
 func (w *weight) sbName() string {
+	if w.fpPair {
+		return "fp2"
+	}
 	if w.fp {
 		return "fp"
 	}

@@ -154,16 +154,20 @@ struct F16 { typedef u16 T; static DEV float at(const u16* p, long long i) { ret
 // (high half) in a u32; SBf32 is a float2 (used for f16 and f32 sources,
 // which convert exactly).
 // fp is false for both: w = s*q + b with q the integer code; SBfp below
-// is the floating-point modes' form.
+// is the floating-point modes' form. sel picks element e's scale out of
+// a loaded raw value: the raw value itself, but for SBfp2 (two groups a
+// word).
 struct SBbf {
     typedef u32 raw;
-    static constexpr bool fp = false;
+    static constexpr bool fp = false, pair = false;
+    static DEV raw sel(raw v, long long) { return v; }
     static DEV raw load(const u32* p, long long g) { return p[g]; }
     static DEV void get(raw v, float& s, float& b) { s = bf16lo(v); b = bf16hi(v); }
 };
 struct SBf32 {
     typedef float2 raw;
-    static constexpr bool fp = false;
+    static constexpr bool fp = false, pair = false;
+    static DEV raw sel(raw v, long long) { return v; }
     static DEV raw load(const u32* p, long long g) { return reinterpret_cast<const float2*>(p)[g]; }
     static DEV void get(raw v, float& s, float& b) { s = v.x; b = v.y; }
 };
@@ -176,7 +180,21 @@ struct SBf32 {
 // One u32 a group keeps the affine kernels' scale indexing as it is.
 struct SBfp {
     typedef u32 raw;
-    static constexpr bool fp = true;
+    static constexpr bool fp = true, pair = false;
+    static DEV raw sel(raw v, long long) { return v; }
+    static DEV raw load(const u32* p, long long g) { return p[g]; }
+    static DEV void get(raw v, float& s, float& b) { s = bf16lo(v); b = 0.f; }
+};
+// SBfp2: nvfp4 (groups of 16) with rows of whole 32-element pairs of
+// groups: one u32 holds both scales of a pair (low half the first), and
+// the kernels index it as a group of 32 (gshift 5), so a 16-byte chunk
+// of 4-bit codes again has one scale word: chunk_fma applies the low
+// scale to its first two words and the high one to the last two; sel
+// moves element e's scale into the low half for get.
+struct SBfp2 {
+    typedef u32 raw;
+    static constexpr bool fp = true, pair = true;
+    static DEV raw sel(raw v, long long e) { return (e & 16) ? v >> 16 : v; }
     static DEV raw load(const u32* p, long long g) { return p[g]; }
     static DEV void get(raw v, float& s, float& b) { s = bf16lo(v); b = 0.f; }
 };

@@ -176,14 +176,16 @@ DEV void load_chunk(uint4 (&wv)[NR], typename SB::raw (&sv)[NR], const uint4* co
     for (int r = 0; r < NR; r++) sv[r] = SB::load(sr[r], (c * (128 / BITS)) >> gshift);
 }
 
-// dotchunk is sum(x*q) over one 16-byte chunk of a row (sx = sum(x)).
-template <int BITS, class SB>
+// dotchunk is sum(x*q) over one 16-byte chunk of a row (sx = sum(x)), or
+// over its words W0..W0+NW-1 (SBfp2: each half of the chunk has its own
+// scale).
+template <int BITS, class SB, int W0 = 0, int NW = 4>
 DEV float dotchunk(uint4 wv, const float* xv, float sx) {
     constexpr int EPW = 32 / BITS;
     u32 wd[4] = {wv.x, wv.y, wv.z, wv.w};
     float d0 = 0.f, d1 = 0.f; // two chains for ILP
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
+    for (int i = W0; i < W0 + NW; i++) {
         float q[EPW];
         unpackw<BITS, SB>(wd[i], q);
 #pragma unroll
@@ -209,9 +211,17 @@ DEV void chunk_fma(float* acc, const uint4 (&wv)[NR], const typename SB::raw (&s
     const float sx = sx0 + sx1;
 #pragma unroll
     for (int r = 0; r < NR; r++) {
-        float d = dotchunk<BITS, SB>(wv[r], xv, sx), s, b;
-        SB::get(sv[r], s, b);
-        acc[r * S] = sb_fma<SB>(acc[r * S], s, b, d, sx);
+        if constexpr (SB::pair) { // a group's scale for each half of the chunk
+            float sl, sh, b;
+            SB::get(sv[r], sl, b);
+            SB::get(SB::sel(sv[r], 16), sh, b);
+            const float dl = dotchunk<BITS, SB, 0, 2>(wv[r], xv, sx), dh = dotchunk<BITS, SB, 2, 2>(wv[r], xv, sx);
+            acc[r * S] = fmaf(sh, dh, fmaf(sl, dl, acc[r * S]));
+        } else {
+            float d = dotchunk<BITS, SB>(wv[r], xv, sx), s, b;
+            SB::get(sv[r], s, b);
+            acc[r * S] = sb_fma<SB>(acc[r * S], s, b, d, sx);
+        }
     }
 }
 
@@ -409,11 +419,13 @@ QMULTI_G(qgemvm4_bf_g64, 4, SBbf, 64) QMULTI_G(qgemvm4_f32_g64, 4, SBf32, 64)
 QMULTI_G(qgemvm8_bf_g64, 8, SBbf, 64) QMULTI_G(qgemvm8_f32_g64, 8, SBf32, 64)
 QMULTI_G(qgemvm4_bf_g32, 4, SBbf, 32) QMULTI_G(qgemvm4_f32_g32, 4, SBf32, 32)
 QMULTI_G(qgemvm8_bf_g32, 8, SBbf, 32) QMULTI_G(qgemvm8_f32_g32, 8, SBf32, 32)
-// The floating-point modes (SBfp): mxfp4 and mxfp8 (groups of 32 hold
-// whole chunks; nvfp4's 16 take the rows kernels, plan.PlanGEMV).
+// The floating-point modes: SBfp (mxfp4 and mxfp8: groups of 32 hold
+// whole chunks) and SBfp2 (nvfp4 with rows of whole 32-element pairs of
+// groups: a scale word a chunk).
 QMULTI(qgemvm4_fp, 4, SBfp) QMULTI(qgemvm8_fp, 8, SBfp)
 QMULTI_G(qgemvm4_fp_g64, 4, SBfp, 64) QMULTI_G(qgemvm8_fp_g64, 8, SBfp, 64)
 QMULTI_G(qgemvm4_fp_g32, 4, SBfp, 32) QMULTI_G(qgemvm8_fp_g32, 8, SBfp, 32)
+QMULTI(qgemvm4_fp2, 4, SBfp2) QMULTI_G(qgemvm4_fp2_g64, 4, SBfp2, 64) QMULTI_G(qgemvm4_fp2_g32, 4, SBfp2, 32)
 
 // qgemv_rows (2..8 activation rows): one warp streams NR weight rows down
 // the whole of K, 4 bytes per lane per row, and applies each word to all MR
@@ -478,7 +490,7 @@ DEV void qgemv_rows_impl(GEMV_PARAMS) {
             for (int r = 0; r < NR; r++) {
                 float q[EPW], s, b;
                 unpackw<BITS, SB>(wv[r][j], q);
-                SB::get(sv[r][j], s, b);
+                SB::get(SB::sel(sv[r][j], wi * EPW), s, b);
 #pragma unroll
                 for (int m = 0; m < MR; m++) {
                     float d = 0.f;
@@ -515,9 +527,10 @@ QGEMVR(4, bf, SBbf, 2, 4) QGEMVR(4, bf, SBbf, 4, 2) QGEMVR(4, bf, SBbf, 8, 1)
 QGEMVR(4, f32, SBf32, 2, 4) QGEMVR(4, f32, SBf32, 4, 2) QGEMVR(4, f32, SBf32, 8, 1)
 QGEMVR(8, bf, SBbf, 2, 4) QGEMVR(8, bf, SBbf, 4, 2) QGEMVR(8, bf, SBbf, 8, 1)
 QGEMVR(8, f32, SBf32, 2, 4) QGEMVR(8, f32, SBf32, 4, 2) QGEMVR(8, f32, SBf32, 8, 1)
-QGEMV1(4, fp, SBfp) QGEMV1(8, fp, SBfp)
+QGEMV1(4, fp, SBfp) QGEMV1(8, fp, SBfp) QGEMV1(4, fp2, SBfp2)
 QGEMVR(4, fp, SBfp, 2, 4) QGEMVR(4, fp, SBfp, 4, 2) QGEMVR(4, fp, SBfp, 8, 1)
 QGEMVR(8, fp, SBfp, 2, 4) QGEMVR(8, fp, SBfp, 4, 2) QGEMVR(8, fp, SBfp, 8, 1)
+QGEMVR(4, fp2, SBfp2, 2, 4) QGEMVR(4, fp2, SBfp2, 4, 2) QGEMVR(4, fp2, SBfp2, 8, 1)
 
 // Any bit width (2, 3, 5, 6 and the rest): one warp per output row, lanes
 // over elements, up to 8 activation rows. Correct rather than fast.
@@ -534,7 +547,7 @@ DEV void qgemv_gen(GEMV_PARAMS, int bits) {
     for (int m = 0; m < 8; m++) acc[m] = 0.f;
     for (int e = lane; e < K; e += 32) {
         float s, b;
-        SB::get(SB::load(sb, (long long)row * ng + (e >> gshift)), s, b);
+        SB::get(SB::sel(SB::load(sb, (long long)row * ng + (e >> gshift)), e), s, b);
         float wv = s * qf<SB>(qval(wr, e, bits), bits) + b;
 #pragma unroll
         for (int m = 0; m < 8; m++)
@@ -549,6 +562,7 @@ DEV void qgemv_gen(GEMV_PARAMS, int bits) {
 extern "C" __global__ void __launch_bounds__(128) qgemvgen_bf(GEMV_PARAMS, int bits) { grid_dep_start(); qgemv_gen<SBbf>(GEMV_ARGS, bits); }
 extern "C" __global__ void __launch_bounds__(128) qgemvgen_f32(GEMV_PARAMS, int bits) { grid_dep_start(); qgemv_gen<SBf32>(GEMV_ARGS, bits); }
 extern "C" __global__ void __launch_bounds__(128) qgemvgen_fp(GEMV_PARAMS, int bits) { grid_dep_start(); qgemv_gen<SBfp>(GEMV_ARGS, bits); }
+extern "C" __global__ void __launch_bounds__(128) qgemvgen_fp2(GEMV_PARAMS, int bits) { grid_dep_start(); qgemv_gen<SBfp2>(GEMV_ARGS, bits); }
 
 // Dense weights (f32, bf16, f16). The fast form reads 16 bytes per lane;
 // dgemvs is the element-wise fallback for rows that are not 16-byte
@@ -664,7 +678,7 @@ DEV void dequant_f32(float* __restrict__ out, const u32* __restrict__ w, const u
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         long long r = i / K, e = i - r * K;
         float s, b;
-        SB::get(SB::load(sb, r * ng + (e >> gshift)), s, b);
+        SB::get(SB::sel(SB::load(sb, r * ng + (e >> gshift)), e), s, b);
         out[i] = s * qf<SB>(qval(w + r * nw, e, bits), bits) + b;
     }
 }

@@ -318,7 +318,7 @@ DEV void dequant_bf16(u16* __restrict__ out, const u32* __restrict__ w, const u3
         GRID_STRIDE(i, n8) {
             long long e0 = i * 8, r = e0 / K, c = e0 - r * K;
             float s, b;
-            SB::get(SB::load(sb, r * ng + (c >> gshift)), s, b);
+            SB::get(SB::sel(SB::load(sb, r * ng + (c >> gshift)), c), s, b);
             u32 q[8];
             const u32* row = w + r * nw;
             if (bits == 4) {
@@ -345,7 +345,7 @@ DEV void dequant_bf16(u16* __restrict__ out, const u32* __restrict__ w, const u3
     GRID_STRIDE(i, n) {
         long long r = i / K, e = i - r * K;
         float s, b;
-        SB::get(SB::load(sb, r * ng + (e >> gshift)), s, b);
+        SB::get(SB::sel(SB::load(sb, r * ng + (e >> gshift)), e), s, b);
         out[i] = bf16rn(s * qf<SB>(qval(w + r * nw, e, bits), bits) + b);
     }
 }
@@ -357,4 +357,7 @@ extern "C" __global__ void dequant_bf16_f32(u16* out, const u32* w, const u32* s
 }
 extern "C" __global__ void dequant_bf16_fp(u16* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) { grid_dep_start();
     dequant_bf16<SBfp>(out, w, sb, N, K, bits, gshift);
+}
+extern "C" __global__ void dequant_bf16_fp2(u16* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) { grid_dep_start();
+    dequant_bf16<SBfp2>(out, w, sb, N, K, bits, gshift);
 }

@@ -13,11 +13,15 @@ type Weight struct {
 	GroupShift int
 	ScalesF32  bool
 	FP         bool
+	FPPair     bool // nvfp4 with two groups' scales a word (GroupShift 5)
 	ElemBytes  int
 	Dense      string
 }
 
 func (w Weight) scaleName() string {
+	if w.FPPair {
+		return "fp2"
+	}
 	if w.FP {
 		return "fp"
 	}
@@ -73,8 +77,9 @@ func PlanGEMV(w Weight, s GEMVShape) GEMV {
 	M, N, K := s.M, w.N, w.K
 	fastQuant := w.Quant && (w.Bits == 4 || w.Bits == 8) && (K*w.Bits/32)%4 == 0
 	// The one-row kernels take a 16-byte chunk (128/Bits codes) with one
-	// scale: nvfp4's groups of 16 4-bit codes are half a chunk, so it takes
-	// the rows kernels (one scale a word) even for one row.
+	// scale word: nvfp4's groups of 16 4-bit codes are half a chunk, so
+	// unless its rows hold whole pairs of groups (FPPair, a word for both)
+	// it takes the rows kernels (one scale a word) even for one row.
 	chunked := fastQuant && 1<<w.GroupShift >= 128/w.Bits
 	if M == 1 && !s.Experts && chunked && s.XAligned {
 		return GEMV{Kind: GEMVMulti}

@@ -11,6 +11,7 @@ func TestPlanGEMV(t *testing.T) {
 	mxfp4 := Weight{N: 2880, K: 2880, Quant: true, Bits: 4, GroupShift: 5, FP: true}
 	nvfp4 := Weight{N: 4096, K: 4096, Quant: true, Bits: 4, GroupShift: 4, FP: true}
 	mxfp8 := Weight{N: 4096, K: 4096, Quant: true, Bits: 8, GroupShift: 5, FP: true}
+	nvfp4p := Weight{N: 4096, K: 4096, Quant: true, Bits: 4, GroupShift: 5, FP: true, FPPair: true}
 	ok := GEMVShape{XAligned: true, Aligned: true, MMA: true, Slots: 1}
 	with := func(s GEMVShape, m int) GEMVShape { s.M = m; return s }
 	for _, c := range []struct {
@@ -39,6 +40,11 @@ func TestPlanGEMV(t *testing.T) {
 		{"mxfp8 3 rows", mxfp8, with(ok, 3), GEMV{GEMVRows, "qgemv8_fp_4", 256, 1, 1, 128}},
 		{"mxfp4 experts", mxfp4, GEMVShape{M: 2, Experts: true, Slots: 4, XAligned: true, Aligned: true, MMA: true},
 			GEMV{GEMVRows, "qgemv4_fp_1_g64", 180, 2, 4, 128}},
+		{"nvfp4 pairs one row", nvfp4p, with(ok, 1), GEMV{Kind: GEMVMulti}},
+		{"nvfp4 pairs experts", nvfp4p, GEMVShape{M: 3, Experts: true, Slots: 2, XAligned: true, Aligned: true, MMA: true},
+			GEMV{GEMVRows, "qgemv4_fp2_1", 512, 3, 2, 128}},
+		{"nvfp4 pairs 5 rows", nvfp4p, with(ok, 5), GEMV{GEMVRows, "qgemv4_fp2_8", 256, 1, 1, 128}},
+		// (An unpaired layout on the 16-byte kernels: one row on the rows kernel.)
 		{"nvfp4 one row", nvfp4, with(ok, 1), GEMV{GEMVRows, "qgemv4_fp_2", 256, 1, 1, 128}},
 		{"nvfp4 experts", nvfp4, GEMVShape{M: 3, Experts: true, Slots: 2, XAligned: true, Aligned: true, MMA: true},
 			GEMV{GEMVRows, "qgemv4_fp_2", 256, 3, 2, 128}},
