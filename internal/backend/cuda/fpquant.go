@@ -5,7 +5,6 @@ package cuda
 import (
 	"fmt"
 	"math"
-	"unsafe"
 
 	"github.com/mlxcel/mlxcel/internal/quant"
 	"github.com/mlxcel/mlxcel/internal/tensor"
@@ -22,6 +21,8 @@ import (
 // bits). The u32 costs 3 bytes a group more than the byte (for mxfp4 20
 // bytes a 32-weight group instead of 17) but keeps the affine kernels'
 // scale indexing, so the GEMV, MoE and dequantization kernels serve both.
+// nvfp4 rows of whole pairs of groups put two scales in a word (SBfp2,
+// setFP): 10 bytes a 16-weight group instead of 9.
 
 // fpQuantSupported reports that this backend runs the floating-point
 // modes. Supports(f) should return it for backend.FeatureFPQuant.
@@ -53,20 +54,7 @@ func (b *Backend) uploadFP(w *weight, h *tensor.Host) error {
 	if err != nil {
 		return fmt.Errorf("%s: %v", h.Name, err)
 	}
-	if w.w, err = b.allocPersistent(len(h.Data)); err != nil {
-		return fmt.Errorf("%s: %v", h.Name, err)
-	}
-	if w.sb, err = b.allocPersistent(len(sb)); err != nil {
-		return fmt.Errorf("%s: %v", h.Name, err)
-	}
-	if err := b.htod(w.w, unsafe.Pointer(&h.Data[0]), len(h.Data)); err != nil {
-		return err
-	}
-	if err := b.htod(w.sb, unsafe.Pointer(&sb[0]), len(sb)); err != nil {
-		return err
-	}
-	w.bytes = len(h.Data) + len(sb)
-	return nil
+	return b.uploadPacked(w, h.Name, h.Data, sb)
 }
 
 // setFP sets w's quantization fields for mode. nvfp4 rows of whole pairs

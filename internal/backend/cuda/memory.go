@@ -244,21 +244,27 @@ func (b *Backend) UploadWeight(h *tensor.Host) (backend.Weight, error) {
 	default:
 		return nil, fmt.Errorf("%s: scales of type %s are not supported", h.Name, q.ScaleDType)
 	}
+	return w, b.uploadPacked(w, h.Name, h.Data, sb)
+}
+
+// uploadPacked copies a quantized weight's packed codes and its scale
+// words to the device.
+func (b *Backend) uploadPacked(w *weight, name string, data, sb []byte) error {
 	var err error
-	if w.w, err = b.allocPersistent(len(h.Data)); err != nil {
-		return nil, fmt.Errorf("%s: %v", h.Name, err)
+	if w.w, err = b.allocPersistent(len(data)); err != nil {
+		return fmt.Errorf("%s: %v", name, err)
 	}
 	if w.sb, err = b.allocPersistent(len(sb)); err != nil {
-		return nil, fmt.Errorf("%s: %v", h.Name, err)
+		return fmt.Errorf("%s: %v", name, err)
 	}
-	if err := b.htod(w.w, unsafe.Pointer(&h.Data[0]), len(h.Data)); err != nil {
-		return nil, err
+	if err := b.htod(w.w, unsafe.Pointer(&data[0]), len(data)); err != nil {
+		return err
 	}
 	if err := b.htod(w.sb, unsafe.Pointer(&sb[0]), len(sb)); err != nil {
-		return nil, err
+		return err
 	}
-	w.bytes = len(h.Data) + len(sb)
-	return w, nil
+	w.bytes = len(data) + len(sb)
+	return nil
 }
 
 func putF32(b []byte, f float32) {
