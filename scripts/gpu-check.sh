@@ -22,7 +22,7 @@ if [ "${1:-run}" = build ]; then
 	for f in tiny/llama-bf16 tiny/qwen2-bf16 tiny/qwen3-bf16 tiny/llama-mlx-q4g64 tiny/qwen2-mlx-q4g64 \
 		tiny/qwen3-mlx-q4g64 models/stories260k tiny/qwen3_moe-bf16 tiny/qwen3_moe-mlx-q4g64 tiny/mixtral-bf16 \
 		tiny/mixtral-mlx-q4g64 tiny/gemma4-bf16 tiny/gemma4-mlx-q4g64 tiny/qwen3_5_text-bf16 tiny/qwen3_5_text-mlx-q4g64 \
-		tiny/qwen3_5_moe_text-bf16 tiny/qwen3_5_moe_text-mlx-q4g64 tiny/gpt_oss-bf16 tiny/gemma4_e-bf16 \
+		tiny/qwen3_5_moe_text-bf16 tiny/qwen3_5_moe_text-mlx-q4g64 tiny/gpt_oss-bf16 tiny/gpt_oss-mxfp4 tiny/gpt_oss-mlx-mxfp4-q8g64 tiny/gemma4_e-bf16 \
 		tiny/gemma4_e-mlx-q4g64 tiny/gemma4_moe-bf16 tiny/gemma4_moe-mlx-q4g64 tiny/gemma3_text-bf16 \
 		tiny/gemma3_text-mlx-q4g64; do
 		if [ -d "../shared/testdata/$f" ]; then mkdir -p ".gpu/testdata/$f" && cp -r "../shared/testdata/$f/." ".gpu/testdata/$f/"; fi

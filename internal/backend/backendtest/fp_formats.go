@@ -65,41 +65,58 @@ func (e *env) fpWeight(name string, shape []int, x []float32, mode string) wpair
 	return wpair{a, b}
 }
 
+// runLinearFP covers each mode at one row (the decode GEMVs), a few rows
+// (2-8), 33-128 rows (batched decode) and prefill-sized counts, over
+// shapes with odd row counts and short rows (a chunk or two a lane), one
+// of 3072 inputs (a whole block's lanes a row), and 48 inputs (nvfp4
+// only: 6 words a row, off the 16-byte kernels).
 func runLinearFP(e *env) {
-	shapes := []struct{ n, k int }{{67, 256}, {130, 384}, {48, 96}}
-	for _, rows := range []int{1, 3, 8, 70} {
-		for mi, mode := range fpModes {
-			s := shapes[(rows+mi)%len(shapes)]
-			w := e.fpWeight("w", []int{s.n, s.k}, e.randn(s.n*s.k, 0.05), mode)
-			var bias wpair
-			withBias := (rows+mi)%2 == 0
-			if withBias {
-				bias = e.weight(denseHost("bias", []int{s.n}, e.randn(s.n, 0.1), tensor.BF16))
-			}
-			e.simpleStep(rows)
-			x := e.input(rows, s.k, e.randn(rows*s.k, 1))
-			out := e.poisoned(rows, s.n)
-			e.test.Linear(out.a, x.a, w.a, bias.a)
-			e.ref.Linear(out.b, x.b, w.b, bias.b)
-			e.check(fmt.Sprintf("Linear/%s/%dx%d/rows=%d/bias=%v", mode, s.n, s.k, rows, withBias), out, rows)
+	all := []int{1, 2, 3, 5, 8, 33, 70, 128, 300}
+	for si, s := range []struct {
+		n, k int
+		rows []int
+	}{{67, 256, all}, {130, 384, all}, {48, 96, all}, {37, 160, all}, {29, 48, all}, {129, 3072, []int{1, 4, 40, 300}}} {
+		for _, rows := range s.rows {
+			runLinearFPCase(e, s.n, s.k, rows, si)
 		}
+	}
+}
+
+func runLinearFPCase(e *env, n, k, rows, seed int) {
+	for mi, mode := range fpModes {
+		if _, group, _ := quant.FPParams(mode); k%group != 0 {
+			continue
+		}
+		w := e.fpWeight("w", []int{n, k}, e.randn(n*k, 0.05), mode)
+		var bias wpair
+		withBias := (rows+mi+seed)%2 == 0
+		if withBias {
+			bias = e.weight(denseHost("bias", []int{n}, e.randn(n, 0.1), tensor.BF16))
+		}
+		e.simpleStep(rows)
+		x := e.input(rows, k, e.randn(rows*k, 1))
+		out := e.poisoned(rows, n)
+		e.test.Linear(out.a, x.a, w.a, bias.a)
+		e.ref.Linear(out.b, x.b, w.b, bias.b)
+		e.check(fmt.Sprintf("Linear/%s/%dx%d/rows=%d/bias=%v", mode, n, k, rows, withBias), out, rows)
 	}
 }
 
 func runEmbedFP(e *env) {
 	for _, mode := range fpModes {
-		V, D, T := 37, 512, 9
-		w := e.fpWeight("embed", []int{V, D}, e.randn(V*D, 1), mode)
-		b := &backend.Batch{Seqs: []backend.SeqSlice{{Start: 0, Len: T}}}
-		for i := range T {
-			b.Tokens = append(b.Tokens, int32(e.rng.Intn(V)))
-			b.Positions = append(b.Positions, int32(i))
+		for _, c := range []struct{ V, D, T int }{{37, 512, 9}, {11, 96, 1}, {300, 2880, 40}} {
+			w := e.fpWeight("embed", []int{c.V, c.D}, e.randn(c.V*c.D, 1), mode)
+			b := &backend.Batch{Seqs: []backend.SeqSlice{{Start: 0, Len: c.T}}}
+			for i := range c.T {
+				b.Tokens = append(b.Tokens, int32(e.rng.Intn(c.V)))
+				b.Positions = append(b.Positions, int32(i))
+			}
+			e.step(b)
+			out := e.poisoned(c.T, c.D)
+			e.test.Embed(out.a, w.a)
+			e.ref.Embed(out.b, w.b)
+			e.check(fmt.Sprintf("Embed/%s/%dx%d/T%d", mode, c.V, c.D, c.T), out, c.T)
 		}
-		e.step(b)
-		out := e.poisoned(T, D)
-		e.test.Embed(out.a, w.a)
-		e.ref.Embed(out.b, w.b)
-		e.check(fmt.Sprintf("Embed/%s/%d", mode, D), out, T)
 	}
 }
 

@@ -63,7 +63,7 @@ type Backend struct {
 	idle   idleClock // device idle time between a sync and the next launch (DeviceIdle)
 	// Kernel facts the recording peepholes ask for (ops_gemv.go: multiOf).
 	multiByFn     map[uintptr]multiInfo
-	multiDefaults [2][2][3]multiInfo
+	multiDefaults [2][4][3]multiInfo
 	moeDecNames   map[moeDecKey]moeDecVal // ops_moe_decode.go: moeDecKernel
 	mmaOff        bool                    // the MoE routers' GEMVs stay off the tensor cores (f32 logits for the top-k)
 
@@ -217,7 +217,10 @@ func kernelNames() []string {
 	}
 	for _, mr := range []int{1, 2, 4, 8} {
 		for _, bits := range []int{4, 8} {
-			for _, sb := range []string{"bf", "f32"} {
+			for _, sb := range []string{"bf", "f32", "fp", "fp2"} {
+				if sb == "fp2" && bits != 4 { // (nvfp4 only)
+					continue
+				}
 				names = append(names, fmt.Sprintf("qgemv%d_%s_%d", bits, sb, mr))
 				if mr == 1 {
 					names = append(names, fmt.Sprintf("qgemv%d_%s_1_g64", bits, sb), fmt.Sprintf("qgemv%d_%s_1_g32", bits, sb))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/quant"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
@@ -105,8 +106,28 @@ func weightHost(kind string, out, in int, seed uint64) *tensor.Host {
 				Scales: scaleBytes(ng, 0.0003, seed+1), Biases: scaleBytes(ng, -0.03, seed+2)}}
 	case "bf16":
 		return &tensor.Host{Name: "w", Shape: []int{out, in}, DType: tensor.BF16, Data: scaleBytes(out*in, 0.01, seed)}
+	case quant.MXFP4, quant.NVFP4, quant.MXFP8:
+		return fpHost(kind, out, in, seed)
 	}
 	panic(kind)
+}
+
+// fpHost is a weight in one of the floating-point modes: random codes,
+// scale bytes in a narrow range (E8M0 near 2^-8, E4M3 0.5-0.94). The
+// bytes a call reads are the uploaded ones (weight.bytes: codes and a u32
+// a group), which is what the copy-rate fraction divides.
+func fpHost(mode string, out, in int, seed uint64) *tensor.Host {
+	bits, group, _ := quant.FPParams(mode)
+	sc := rnd(out*in/group+8, seed+1)[:out*in/group]
+	for i := range sc {
+		if mode == quant.NVFP4 {
+			sc[i] = 0x30 | sc[i]&7
+		} else {
+			sc[i] = 116 + sc[i]&7
+		}
+	}
+	return &tensor.Host{Name: "w", Shape: []int{out, in}, DType: tensor.U32, Data: rnd(out*in*bits/8, seed),
+		Quant: &tensor.Quant{Bits: bits, GroupSize: group, Scales: sc, ScaleDType: tensor.U8, Mode: mode}}
 }
 
 // copyRate measures the device's copy rate (CopyGBps over 2 x 1 GiB), the
@@ -198,6 +219,15 @@ func TestBench(t *testing.T) {
 	}
 	lin("q8g64", 1, shapes[1], "q8g64")
 	lin("bf16", 1, shapes[1], "bf16")
+	// MLX's floating-point modes (fpquant.go): one row, and 8 on the rows
+	// kernels; 2880 is gpt-oss's hidden width.
+	for _, mode := range []string{quant.MXFP4, quant.NVFP4, quant.MXFP8} {
+		lin(mode, 1, shapes[0], mode)
+		lin(mode, 1, shapes[1], mode)
+		lin(mode, 8, shapes[1], mode)
+	}
+	lin(quant.MXFP4, 1, [2]int{5760, 2880}, quant.MXFP4)
+	lin(quant.MXFP4, 1, [2]int{2880, 4096}, quant.MXFP4)
 	// Several activation rows: the tensor-core kernels (qmma4).
 	for _, rows := range []int{2, 8, 16, 32} {
 		for _, s := range shapes[:3] {

@@ -128,13 +128,13 @@ func TestKVStoreBytesRecurrent(t *testing.T) {
 	}
 }
 
-// TestDeltaNetFeatures: the features ops_deltanet.go provides, which the
-// backend's Supports consults.
-func TestDeltaNetFeatures(t *testing.T) {
+// TestFeatures: the features the backend declares (every one of them has
+// conformance cases that then run on it), and one it does not.
+func TestFeatures(t *testing.T) {
 	for f, want := range map[backend.Feature]bool{backend.FeatureGatedDeltaNet: true, backend.FeatureSigmoidGate: true,
-		backend.FeatureFPQuant: false} {
-		if deltaNetSupported(f) != want {
-			t.Errorf("deltaNetSupported(%q) = %v", f, !want)
+		backend.FeatureFPQuant: true, backend.FeatureExpertShard: false} {
+		if (&Backend{}).Supports(f) != want {
+			t.Errorf("Supports(%q) = %v", f, !want)
 		}
 	}
 }

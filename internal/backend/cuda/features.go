@@ -12,7 +12,12 @@ var cudaFeatures = map[backend.Feature]bool{
 	backend.FeatureMoEBiases:      true, // router and expert biases (moe_ext.go)
 	backend.FeatureSwiGLUClamped:  true, // moe_swiglu
 	backend.FeatureMoERouted:      true, // MoERouted and Experts.Scale
+	backend.FeatureFPQuant:        true, // mxfp4, nvfp4, mxfp8 weights (fpquant.go)
+	backend.FeatureGatedDeltaNet:  true, // ops_deltanet.go, kernels/deltanet.cu
+	backend.FeatureSigmoidGate:    true, // gated_sigmoid
 }
 
 // Supports reports whether the backend runs f (backend.Featurer).
-func (b *Backend) Supports(f backend.Feature) bool { return cudaFeatures[f] || deltaNetSupported(f) }
+func (b *Backend) Supports(f backend.Feature) bool {
+	return cudaFeatures[f]
+}

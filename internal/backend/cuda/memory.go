@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/quant"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
@@ -165,6 +166,8 @@ type weight struct {
 	quant              bool
 	bits, group, gshft int
 	sbF32              bool
+	fp                 bool // a floating-point mode (mxfp4, nvfp4, mxfp8): SBfp scales, no biases
+	fpPair             bool // nvfp4 as SBfp2: a u32 holds two groups' scales (fpquant.go)
 	w, sb              uintptr
 	bytes              int
 }
@@ -198,6 +201,12 @@ func (b *Backend) UploadWeight(h *tensor.Host) (backend.Weight, error) {
 		return w, b.uploadDense(w, h, n)
 	}
 	q := h.Quant
+	if quant.IsFP(q.Mode) {
+		return w, b.uploadFP(w, h)
+	}
+	if q.Mode != "" && q.Mode != quant.Affine {
+		return nil, fmt.Errorf("%s: unknown quantization mode %q", h.Name, q.Mode)
+	}
 	if q.GroupSize <= 0 || q.GroupSize&(q.GroupSize-1) != 0 || w.in%q.GroupSize != 0 || q.Bits < 1 || q.Bits > 8 {
 		return nil, fmt.Errorf("%s: unsupported quantization %d bits, group %d for %d inputs", h.Name, q.Bits, q.GroupSize, w.in)
 	}
@@ -235,21 +244,27 @@ func (b *Backend) UploadWeight(h *tensor.Host) (backend.Weight, error) {
 	default:
 		return nil, fmt.Errorf("%s: scales of type %s are not supported", h.Name, q.ScaleDType)
 	}
+	return w, b.uploadPacked(w, h.Name, h.Data, sb)
+}
+
+// uploadPacked copies a quantized weight's packed codes and its scale
+// words to the device.
+func (b *Backend) uploadPacked(w *weight, name string, data, sb []byte) error {
 	var err error
-	if w.w, err = b.allocPersistent(len(h.Data)); err != nil {
-		return nil, fmt.Errorf("%s: %v", h.Name, err)
+	if w.w, err = b.allocPersistent(len(data)); err != nil {
+		return fmt.Errorf("%s: %v", name, err)
 	}
 	if w.sb, err = b.allocPersistent(len(sb)); err != nil {
-		return nil, fmt.Errorf("%s: %v", h.Name, err)
+		return fmt.Errorf("%s: %v", name, err)
 	}
-	if err := b.htod(w.w, unsafe.Pointer(&h.Data[0]), len(h.Data)); err != nil {
-		return nil, err
+	if err := b.htod(w.w, unsafe.Pointer(&data[0]), len(data)); err != nil {
+		return err
 	}
 	if err := b.htod(w.sb, unsafe.Pointer(&sb[0]), len(sb)); err != nil {
-		return nil, err
+		return err
 	}
-	w.bytes = len(h.Data) + len(sb)
-	return w, nil
+	w.bytes = len(data) + len(sb)
+	return nil
 }
 
 func putF32(b []byte, f float32) {

@@ -27,7 +27,7 @@ func TestModelsGPU(t *testing.T) {
 		// fixtures need FP quant), Gemma 4's E series (KV-shared layers,
 		// per-layer inputs) and MoE (routed on its own input, expert
 		// scales), Gemma 3.
-		"tiny/gpt_oss-bf16", "tiny/gemma4_e-bf16", "tiny/gemma4_e-mlx-q4g64", "tiny/gemma4_moe-bf16",
+		"tiny/gpt_oss-bf16", "tiny/gpt_oss-mxfp4", "tiny/gpt_oss-mlx-mxfp4-q8g64", "tiny/gemma4_e-bf16", "tiny/gemma4_e-mlx-q4g64", "tiny/gemma4_moe-bf16",
 		"tiny/gemma4_moe-mlx-q4g64", "tiny/gemma3_text-bf16", "tiny/gemma3_text-mlx-q4g64"} {
 		t.Run(f, func(t *testing.T) {
 			if _, err := os.Stat(dir + "/" + f); err != nil {

@@ -33,6 +33,12 @@ func dense(d tensor.DType) string {
 }
 
 func (w *weight) sbName() string {
+	if w.fpPair {
+		return "fp2"
+	}
+	if w.fp {
+		return "fp"
+	}
 	if w.sbF32 {
 		return "f32"
 	}

@@ -12,13 +12,6 @@ import (
 // Gated DeltaNet (backend.DeltaNetBackend) and the sigmoid gates of
 // Qwen3.5 (FeatureSigmoidGate); the kernels are kernels/deltanet.cu.
 
-// deltaNetSupported reports the features this file provides. The
-// backend's Supports (backend.Featurer) should consult it: true for
-// FeatureGatedDeltaNet and FeatureSigmoidGate.
-func deltaNetSupported(f backend.Feature) bool {
-	return f == backend.FeatureGatedDeltaNet || f == backend.FeatureSigmoidGate
-}
-
 // Limits of the kernels: the conv's taps live in registers (DN_KMAX) and
 // a scan thread holds its column's key rows (deltanet_scan_256 at most).
 const (

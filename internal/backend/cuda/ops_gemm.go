@@ -195,7 +195,7 @@ func (b *Backend) joinQMM(d *Tensor, w *weight, bias uintptr, q plan.QMM) bool {
 // none when the norm or activation before them wrote the copy.
 func (b *Backend) bf16Ready(x uintptr, n int) bool {
 	ls := b.rec.ls
-	bias, dqBF, dqF32, conv := b.fn("add_bias"), b.fn("dequant_bf16_bf"), b.fn("dequant_bf16_f32"), b.fn("f32_to_bf16")
+	bias, dqBF, dqF32, dqFP, conv := b.fn("add_bias"), b.fn("dequant_bf16_bf"), b.fn("dequant_bf16_f32"), b.fn("dequant_bf16_fp"), b.fn("f32_to_bf16")
 	qmmW, qmmN := b.fn("qmm4_bf_64"), b.fn("qmm4_bf_64_m2d1")
 	for i := len(ls) - 1; i >= 0 && i >= len(ls)-16; i-- {
 		l := &ls[i]
@@ -213,7 +213,7 @@ func (b *Backend) bf16Ready(x uintptr, n int) bool {
 					return false
 				}
 			}
-		case bias, dqBF, dqF32: // write y or the weight scratch
+		case bias, dqBF, dqF32, dqFP: // write y or the weight scratch
 			if uintptr(l.args[0]) == x || uintptr(l.args[0]) == b.scratchX.ptr {
 				return false
 			}

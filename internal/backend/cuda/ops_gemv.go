@@ -48,7 +48,7 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 
 // plan describes w for the product planners.
 func (w *weight) plan() plan.Weight {
-	return plan.Weight{N: w.out, K: w.in, Quant: w.quant, Bits: w.bits, GroupShift: w.gshft, ScalesF32: w.sbF32,
+	return plan.Weight{N: w.out, K: w.in, Quant: w.quant, Bits: w.bits, GroupShift: w.gshft, ScalesF32: w.sbF32, FP: w.fp, FPPair: w.fpPair,
 		ElemBytes: w.dtype.Size(), Dense: dense(w.dtype)}
 }
 
@@ -83,7 +83,9 @@ func gatedKernel(act backend.Activation) string {
 // row-group forms for short rows (_g64, _g32).
 var multiKernels = []string{"qgemvm4_bf", "qgemvm4_f32", "qgemvm8_bf", "qgemvm8_f32",
 	"qgemvm4_bf_g64", "qgemvm4_f32_g64", "qgemvm8_bf_g64", "qgemvm8_f32_g64",
-	"qgemvm4_bf_g32", "qgemvm4_f32_g32", "qgemvm8_bf_g32", "qgemvm8_f32_g32"}
+	"qgemvm4_bf_g32", "qgemvm4_f32_g32", "qgemvm8_bf_g32", "qgemvm8_f32_g32",
+	"qgemvm4_fp", "qgemvm8_fp", "qgemvm4_fp_g64", "qgemvm8_fp_g64", "qgemvm4_fp_g32", "qgemvm8_fp_g32",
+	"qgemvm4_fp2", "qgemvm4_fp2_g64", "qgemvm4_fp2_g32"}
 
 // multiRowsOf is the rows a block of qgemvm kernel name takes: 8 times
 // the row groups a block (128 / lanes a group).
@@ -164,8 +166,8 @@ func (b *Backend) multiOf(fn uintptr) (multiInfo, bool) {
 
 // defaultMulti is the qgemvm kernel for w's bits, scale type and row
 // length (row groups for short rows) and its rows a block, memoized. The
-// memo is indexed [bits 4 or 8][bf16 or f32 scales][128, 64 or 32 lanes a
-// row group] (gemv sends only 4 and 8 bits here).
+// memo is indexed [bits 4 or 8][bf16, f32, fp or fp2 scales][128, 64 or
+// 32 lanes a row group] (gemv sends only 4 and 8 bits here).
 func (b *Backend) defaultMulti(w *weight) multiInfo {
 	lanes := plan.RowGroupLanes(w.in, w.bits)
 	bi, si, li := 0, 0, 0
@@ -180,6 +182,12 @@ func (b *Backend) defaultMulti(w *weight) multiInfo {
 	}
 	if w.sbF32 {
 		si = 1
+	}
+	if w.fp {
+		si = 2
+	}
+	if w.fpPair {
+		si = 3
 	}
 	mi := &b.multiDefaults[bi][si][li]
 	if mi.name == "" {

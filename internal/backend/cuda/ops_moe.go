@@ -28,8 +28,8 @@ const (
 )
 
 // moeGEMMApplies reports whether the grouped path can run this MoE call:
-// enough tokens, 4-bit experts with groups of 64 or more (the qmma4
-// layout), gate and up quantized alike (one launch runs both), widths that
+// enough tokens, 4-bit affine experts with groups of 64 or more (the
+// qmma4 layout; the floating-point modes take moeGrouped's GEMVs), gate and up quantized alike (one launch runs both), widths that
 // are multiples of 64, and sizes within the kernels' grids.
 func (b *Backend) moeGEMMApplies(s *Tensor, gw, uw, dw *weight, E, topk int) bool {
 	T, hidden, inter := s.rows, s.cols, gw.out
@@ -37,7 +37,7 @@ func (b *Backend) moeGEMMApplies(s *Tensor, gw, uw, dw *weight, E, topk int) boo
 		return false
 	}
 	for _, w := range []*weight{gw, uw, dw} {
-		if !w.quant || w.bits != 4 || w.gshft < 6 || w.experts != E {
+		if !w.quant || w.fp || w.bits != 4 || w.gshft < 6 || w.experts != E {
 			return false
 		}
 	}

@@ -112,7 +112,7 @@ func (b *Backend) moeDecode(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.
 	}
 	// Experts: quantized alike for gate and up (one kernel runs both).
 	if !moeDecQuant(gw) || !moeDecQuant(dw) || uw.experts != E || dw.experts != E || uw.out != inter || uw.in != hidden ||
-		uw.bits != gw.bits || uw.group != gw.group || uw.sbF32 != gw.sbF32 || !uw.quant {
+		uw.bits != gw.bits || uw.group != gw.group || uw.sbF32 != gw.sbF32 || uw.fp != gw.fp || !uw.quant {
 		return false
 	}
 	alloc := func(n int) uintptr {

@@ -153,16 +153,67 @@ struct F16 { typedef u16 T; static DEV float at(const u16* p, long long i) { ret
 // so one load fetches both: SBbf packs bf16 scale (low half) and bias
 // (high half) in a u32; SBf32 is a float2 (used for f16 and f32 sources,
 // which convert exactly).
+// fp is false for both: w = s*q + b with q the integer code; SBfp below
+// is the floating-point modes' form. sel picks element e's scale out of
+// a loaded raw value: the raw value itself, but for SBfp2 (two groups a
+// word).
 struct SBbf {
     typedef u32 raw;
+    static constexpr bool fp = false, pair = false;
+    static DEV raw sel(raw v, long long) { return v; }
     static DEV raw load(const u32* p, long long g) { return p[g]; }
     static DEV void get(raw v, float& s, float& b) { s = bf16lo(v); b = bf16hi(v); }
 };
 struct SBf32 {
     typedef float2 raw;
+    static constexpr bool fp = false, pair = false;
+    static DEV raw sel(raw v, long long) { return v; }
     static DEV raw load(const u32* p, long long g) { return reinterpret_cast<const float2*>(p)[g]; }
     static DEV void get(raw v, float& s, float& b) { s = v.x; b = v.y; }
 };
+
+// SBfp: MLX's floating-point modes (mxfp4, nvfp4, mxfp8): w = s*e with e
+// the E2M1 or E4M3 value of the code and no bias. The upload decodes each
+// group's scale byte (E8M0 or E4M3) into the low half of a u32 as bf16,
+// pre-multiplied by 2^14 (4 bits) or 2^8 (8 bits), which undoes the
+// scaling of fp_elem's and unpack_fp's f16 values; the high half is 0.
+// One u32 a group keeps the affine kernels' scale indexing as it is.
+struct SBfp {
+    typedef u32 raw;
+    static constexpr bool fp = true, pair = false;
+    static DEV raw sel(raw v, long long) { return v; }
+    static DEV raw load(const u32* p, long long g) { return p[g]; }
+    static DEV void get(raw v, float& s, float& b) { s = bf16lo(v); b = 0.f; }
+};
+// SBfp2: nvfp4 (groups of 16) with rows of whole 32-element pairs of
+// groups: one u32 holds both scales of a pair (low half the first), and
+// the kernels index it as a group of 32 (gshift 5), so a 16-byte chunk
+// of 4-bit codes again has one scale word: chunk_fma applies the low
+// scale to its first two words and the high one to the last two; sel
+// moves element e's scale into the low half for get.
+struct SBfp2 {
+    typedef u32 raw;
+    static constexpr bool fp = true, pair = true;
+    static DEV raw sel(raw v, long long e) { return (e & 16) ? v >> 16 : v; }
+    static DEV raw load(const u32* p, long long g) { return p[g]; }
+    static DEV void get(raw v, float& s, float& b) { s = bf16lo(v); b = 0.f; }
+};
+
+// fp_h16 turns a code into the f16 bits of its value times 2^-14 (E2M1,
+// 4 bits) or 2^-8 (E4M3, 8 bits): the code's exponent and mantissa bits
+// dropped into the f16's low exponent and high mantissa bits, so E2M1's
+// subnormal (code 1, 0.5) and E4M3's land on f16 subnormals, which the
+// f16 -> f32 conversion takes exactly.
+DEV u32 fp_h16(u32 c, int bits) {
+    return bits == 4 ? ((c & 7u) << 9) | ((c & 8u) << 12) : ((c & 0x7fu) << 7) | ((c & 0x80u) << 8);
+}
+// qf is a code's value as the dequantization multiplies it by the scale:
+// the integer for the affine forms, the (scaled) float for SBfp.
+template <class SB>
+DEV float qf(u32 q, int bits) {
+    if constexpr (SB::fp) return f16f((u16)fp_h16(q, bits));
+    else return (float)q;
+}
 
 // qval extracts element e of a row packed at `bits` per element as one
 // LSB-first bit stream of little-endian u32 words (MLX's layout); an

@@ -46,6 +46,47 @@ template <> DEV void unpack<8>(u32 v, float* q) {
     q[3] = __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7443)) - 8388608.f;
 }
 
+// unpack_fp: the floating-point modes' codes of one word as fp_h16's
+// scaled values (SBfp's scales undo the scaling), two at a time: each
+// step moves one code into the top of each 16-bit half (its sign on the
+// f16's sign bit) and its exponent and mantissa bits under them with one
+// more shift, as f16x2; then two f16 -> f32 conversions. 4 bits: step k
+// takes codes k and k+4; 8 bits: bytes 1 and 3, then 0 and 2.
+DEV void h2f(u32 h, float& lo, float& hi) { lo = f16f((u16)(h & 0xffffu)); hi = f16f((u16)(h >> 16)); }
+template <int BITS> DEV void unpack_fp(u32 v, float* q);
+template <> DEV void unpack_fp<4>(u32 v, float* q) {
+    h2f((v & 0x80008000u) | ((v >> 3) & 0x0E000E00u), q[3], q[7]);
+    h2f(((v << 4) & 0x80008000u) | ((v << 1) & 0x0E000E00u), q[2], q[6]);
+    h2f(((v << 8) & 0x80008000u) | ((v << 5) & 0x0E000E00u), q[1], q[5]);
+    h2f(((v << 12) & 0x80008000u) | ((v << 9) & 0x0E000E00u), q[0], q[4]);
+}
+template <> DEV void unpack_fp<8>(u32 v, float* q) {
+    h2f((v & 0x80008000u) | ((v >> 1) & 0x3F803F80u), q[1], q[3]);
+    h2f(((v << 8) & 0x80008000u) | ((v << 7) & 0x3F803F80u), q[0], q[2]);
+}
+// unpackw is the unpack of scale type SB's weights: the affine codes
+// (unpack, whose 4-bit values carry the 0.5 offset that affine_fix
+// removes) or the floating-point ones (unpack_fp, no offset).
+template <int BITS, class SB>
+DEV void unpackw(u32 v, float* q) {
+    if constexpr (SB::fp) unpack_fp<BITS>(v, q);
+    else unpack<BITS>(v, q);
+}
+// affine_fix: sum(x*q) from the sum d of x times unpack<4>'s 0.5 + q/32
+// (sx = sum(x)); nothing to do for 8 bits and the floating-point codes.
+template <int BITS, class SB>
+DEV float affine_fix(float d, float sx) {
+    if constexpr (BITS == 4 && !SB::fp) return fmaf(32.f, d, -16.f * sx);
+    else return d;
+}
+// sb_fma adds a group's s*d + b*sx to acc (b*sx is the affine bias
+// folded into the sums; the floating-point modes have none).
+template <class SB>
+DEV float sb_fma(float acc, float s, float b, float d, float sx) {
+    if constexpr (SB::fp) return fmaf(s, d, acc);
+    else return fmaf(s, d, fmaf(b, sx, acc));
+}
+
 // (No __restrict__: rebase() takes the pointers by reference.)
 #define GEMV_PARAMS                                                                              \
     float *y, const float *x, const u32 *w, const u32 *sb, const float *bias, int N, int K, int M, \
@@ -135,26 +176,26 @@ DEV void load_chunk(uint4 (&wv)[NR], typename SB::raw (&sv)[NR], const uint4* co
     for (int r = 0; r < NR; r++) sv[r] = SB::load(sr[r], (c * (128 / BITS)) >> gshift);
 }
 
-// dotchunk is sum(x*q) over one 16-byte chunk of a row (sx = sum(x)).
-template <int BITS>
+// dotchunk is sum(x*q) over one 16-byte chunk of a row (sx = sum(x)), or
+// over its words W0..W0+NW-1 (SBfp2: each half of the chunk has its own
+// scale).
+template <int BITS, class SB, int W0 = 0, int NW = 4>
 DEV float dotchunk(uint4 wv, const float* xv, float sx) {
     constexpr int EPW = 32 / BITS;
     u32 wd[4] = {wv.x, wv.y, wv.z, wv.w};
     float d0 = 0.f, d1 = 0.f; // two chains for ILP
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
+    for (int i = W0; i < W0 + NW; i++) {
         float q[EPW];
-        unpack<BITS>(wd[i], q);
+        unpackw<BITS, SB>(wd[i], q);
 #pragma unroll
         for (int e = 0; e < EPW; e += 2) {
             d0 = fmaf(xv[i * EPW + e], q[e], d0);
             d1 = fmaf(xv[i * EPW + e + 1], q[e + 1], d1);
         }
     }
-    float d = d0 + d1;
-    // 4 bits: d summed x*(0.5 + q/32); 32*d - 16*sum(x) = sum(x*q).
-    if (BITS == 4) d = fmaf(32.f, d, -16.f * sx);
-    return d;
+    // 4 bits affine: d summed x*(0.5 + q/32); 32*d - 16*sum(x) = sum(x*q).
+    return affine_fix<BITS, SB>(d0 + d1, sx);
 }
 
 // chunk_fma adds one 16-byte chunk of NR weight rows (wv, their group's
@@ -170,9 +211,17 @@ DEV void chunk_fma(float* acc, const uint4 (&wv)[NR], const typename SB::raw (&s
     const float sx = sx0 + sx1;
 #pragma unroll
     for (int r = 0; r < NR; r++) {
-        float d = dotchunk<BITS>(wv[r], xv, sx), s, b;
-        SB::get(sv[r], s, b);
-        acc[r * S] = fmaf(s, d, fmaf(b, sx, acc[r * S]));
+        if constexpr (SB::pair) { // a group's scale for each half of the chunk
+            float sl, sh, b;
+            SB::get(sv[r], sl, b);
+            SB::get(SB::sel(sv[r], 16), sh, b);
+            const float dl = dotchunk<BITS, SB, 0, 2>(wv[r], xv, sx), dh = dotchunk<BITS, SB, 2, 2>(wv[r], xv, sx);
+            acc[r * S] = fmaf(sh, dh, fmaf(sl, dl, acc[r * S]));
+        } else {
+            float d = dotchunk<BITS, SB>(wv[r], xv, sx), s, b;
+            SB::get(sv[r], s, b);
+            acc[r * S] = sb_fma<SB>(acc[r * S], s, b, d, sx);
+        }
     }
 }
 
@@ -370,6 +419,13 @@ QMULTI_G(qgemvm4_bf_g64, 4, SBbf, 64) QMULTI_G(qgemvm4_f32_g64, 4, SBf32, 64)
 QMULTI_G(qgemvm8_bf_g64, 8, SBbf, 64) QMULTI_G(qgemvm8_f32_g64, 8, SBf32, 64)
 QMULTI_G(qgemvm4_bf_g32, 4, SBbf, 32) QMULTI_G(qgemvm4_f32_g32, 4, SBf32, 32)
 QMULTI_G(qgemvm8_bf_g32, 8, SBbf, 32) QMULTI_G(qgemvm8_f32_g32, 8, SBf32, 32)
+// The floating-point modes: SBfp (mxfp4 and mxfp8: groups of 32 hold
+// whole chunks) and SBfp2 (nvfp4 with rows of whole 32-element pairs of
+// groups: a scale word a chunk).
+QMULTI(qgemvm4_fp, 4, SBfp) QMULTI(qgemvm8_fp, 8, SBfp)
+QMULTI_G(qgemvm4_fp_g64, 4, SBfp, 64) QMULTI_G(qgemvm8_fp_g64, 8, SBfp, 64)
+QMULTI_G(qgemvm4_fp_g32, 4, SBfp, 32) QMULTI_G(qgemvm8_fp_g32, 8, SBfp, 32)
+QMULTI(qgemvm4_fp2, 4, SBfp2) QMULTI_G(qgemvm4_fp2_g64, 4, SBfp2, 64) QMULTI_G(qgemvm4_fp2_g32, 4, SBfp2, 32)
 
 // qgemv_rows (2..8 activation rows): one warp streams NR weight rows down
 // the whole of K, 4 bytes per lane per row, and applies each word to all MR
@@ -433,15 +489,14 @@ DEV void qgemv_rows_impl(GEMV_PARAMS) {
 #pragma unroll
             for (int r = 0; r < NR; r++) {
                 float q[EPW], s, b;
-                unpack<BITS>(wv[r][j], q);
-                SB::get(sv[r][j], s, b);
+                unpackw<BITS, SB>(wv[r][j], q);
+                SB::get(SB::sel(sv[r][j], wi * EPW), s, b);
 #pragma unroll
                 for (int m = 0; m < MR; m++) {
                     float d = 0.f;
 #pragma unroll
                     for (int e = 0; e < EPW; e++) d = fmaf(xv[m][e], q[e], d);
-                    if (BITS == 4) d = fmaf(32.f, d, -16.f * sx[m]);
-                    acc[r][m] = fmaf(s, d, fmaf(b, sx[m], acc[r][m]));
+                    acc[r][m] = sb_fma<SB>(acc[r][m], s, b, affine_fix<BITS, SB>(d, sx[m]), sx[m]);
                 }
             }
         }
@@ -472,6 +527,10 @@ QGEMVR(4, bf, SBbf, 2, 4) QGEMVR(4, bf, SBbf, 4, 2) QGEMVR(4, bf, SBbf, 8, 1)
 QGEMVR(4, f32, SBf32, 2, 4) QGEMVR(4, f32, SBf32, 4, 2) QGEMVR(4, f32, SBf32, 8, 1)
 QGEMVR(8, bf, SBbf, 2, 4) QGEMVR(8, bf, SBbf, 4, 2) QGEMVR(8, bf, SBbf, 8, 1)
 QGEMVR(8, f32, SBf32, 2, 4) QGEMVR(8, f32, SBf32, 4, 2) QGEMVR(8, f32, SBf32, 8, 1)
+QGEMV1(4, fp, SBfp) QGEMV1(8, fp, SBfp) QGEMV1(4, fp2, SBfp2)
+QGEMVR(4, fp, SBfp, 2, 4) QGEMVR(4, fp, SBfp, 4, 2) QGEMVR(4, fp, SBfp, 8, 1)
+QGEMVR(8, fp, SBfp, 2, 4) QGEMVR(8, fp, SBfp, 4, 2) QGEMVR(8, fp, SBfp, 8, 1)
+QGEMVR(4, fp2, SBfp2, 2, 4) QGEMVR(4, fp2, SBfp2, 4, 2) QGEMVR(4, fp2, SBfp2, 8, 1)
 
 // Any bit width (2, 3, 5, 6 and the rest): one warp per output row, lanes
 // over elements, up to 8 activation rows. Correct rather than fast.
@@ -488,8 +547,8 @@ DEV void qgemv_gen(GEMV_PARAMS, int bits) {
     for (int m = 0; m < 8; m++) acc[m] = 0.f;
     for (int e = lane; e < K; e += 32) {
         float s, b;
-        SB::get(SB::load(sb, (long long)row * ng + (e >> gshift)), s, b);
-        float wv = s * (float)qval(wr, e, bits) + b;
+        SB::get(SB::sel(SB::load(sb, (long long)row * ng + (e >> gshift)), e), s, b);
+        float wv = s * qf<SB>(qval(wr, e, bits), bits) + b;
 #pragma unroll
         for (int m = 0; m < 8; m++)
             if (m < M) acc[m] = fmaf(wv, x[(long long)m * ldx + e], acc[m]);
@@ -502,6 +561,8 @@ DEV void qgemv_gen(GEMV_PARAMS, int bits) {
 }
 extern "C" __global__ void __launch_bounds__(128) qgemvgen_bf(GEMV_PARAMS, int bits) { grid_dep_start(); qgemv_gen<SBbf>(GEMV_ARGS, bits); }
 extern "C" __global__ void __launch_bounds__(128) qgemvgen_f32(GEMV_PARAMS, int bits) { grid_dep_start(); qgemv_gen<SBf32>(GEMV_ARGS, bits); }
+extern "C" __global__ void __launch_bounds__(128) qgemvgen_fp(GEMV_PARAMS, int bits) { grid_dep_start(); qgemv_gen<SBfp>(GEMV_ARGS, bits); }
+extern "C" __global__ void __launch_bounds__(128) qgemvgen_fp2(GEMV_PARAMS, int bits) { grid_dep_start(); qgemv_gen<SBfp2>(GEMV_ARGS, bits); }
 
 // Dense weights (f32, bf16, f16). The fast form reads 16 bytes per lane;
 // dgemvs is the element-wise fallback for rows that are not 16-byte
@@ -617,8 +678,8 @@ DEV void dequant_f32(float* __restrict__ out, const u32* __restrict__ w, const u
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         long long r = i / K, e = i - r * K;
         float s, b;
-        SB::get(SB::load(sb, r * ng + (e >> gshift)), s, b);
-        out[i] = s * (float)qval(w + r * nw, e, bits) + b;
+        SB::get(SB::sel(SB::load(sb, r * ng + (e >> gshift)), e), s, b);
+        out[i] = s * qf<SB>(qval(w + r * nw, e, bits), bits) + b;
     }
 }
 extern "C" __global__ void dequant_f32_bf(float* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) { grid_dep_start();

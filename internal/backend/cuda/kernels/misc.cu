@@ -33,8 +33,8 @@ DEV void embed_q(float* dst, const u32* w, const u32* sb, const int* tokens, con
     const u32* row = w + id * nw;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
         float s, b;
-        SB::get(SB::load(sb, id * ng + (c >> gshift)), s, b);
-        dst[(long long)blockIdx.x * cols + c] = s * (float)qval(row, c, bits) + b;
+        SB::get(SB::sel(SB::load(sb, id * ng + (c >> gshift)), c), s, b);
+        dst[(long long)blockIdx.x * cols + c] = s * qf<SB>(qval(row, c, bits), bits) + b;
     }
 }
 extern "C" __global__ void embedq_bf(float* d, const u32* w, const u32* sb, const int* tok, const int* feed, int cols, int bits, int gs) { grid_dep_start();
@@ -42,6 +42,12 @@ extern "C" __global__ void embedq_bf(float* d, const u32* w, const u32* sb, cons
 }
 extern "C" __global__ void embedq_f32(float* d, const u32* w, const u32* sb, const int* tok, const int* feed, int cols, int bits, int gs) { grid_dep_start();
     embed_q<SBf32>(d, w, sb, tok, feed, cols, bits, gs);
+}
+extern "C" __global__ void embedq_fp(float* d, const u32* w, const u32* sb, const int* tok, const int* feed, int cols, int bits, int gs) { grid_dep_start();
+    embed_q<SBfp>(d, w, sb, tok, feed, cols, bits, gs);
+}
+extern "C" __global__ void embedq_fp2(float* d, const u32* w, const u32* sb, const int* tok, const int* feed, int cols, int bits, int gs) { grid_dep_start();
+    embed_q<SBfp2>(d, w, sb, tok, feed, cols, bits, gs);
 }
 
 // RMSNorm, one block per row. dst may alias x: each thread reads its

@@ -318,7 +318,7 @@ DEV void dequant_bf16(u16* __restrict__ out, const u32* __restrict__ w, const u3
         GRID_STRIDE(i, n8) {
             long long e0 = i * 8, r = e0 / K, c = e0 - r * K;
             float s, b;
-            SB::get(SB::load(sb, r * ng + (c >> gshift)), s, b);
+            SB::get(SB::sel(SB::load(sb, r * ng + (c >> gshift)), c), s, b);
             u32 q[8];
             const u32* row = w + r * nw;
             if (bits == 4) {
@@ -331,10 +331,12 @@ DEV void dequant_bf16(u16* __restrict__ out, const u32* __restrict__ w, const u3
                 for (int k = 0; k < 4; k++) q[k] = (v0 >> (8 * k)) & 255u, q[4 + k] = (v1 >> (8 * k)) & 255u;
             }
             uint4 o;
-            o.x = bf16rn(s * (float)q[0] + b) | ((u32)bf16rn(s * (float)q[1] + b) << 16);
-            o.y = bf16rn(s * (float)q[2] + b) | ((u32)bf16rn(s * (float)q[3] + b) << 16);
-            o.z = bf16rn(s * (float)q[4] + b) | ((u32)bf16rn(s * (float)q[5] + b) << 16);
-            o.w = bf16rn(s * (float)q[6] + b) | ((u32)bf16rn(s * (float)q[7] + b) << 16);
+#define DQ(k) bf16rn(s * qf<SB>(q[k], bits) + b)
+            o.x = DQ(0) | ((u32)DQ(1) << 16);
+            o.y = DQ(2) | ((u32)DQ(3) << 16);
+            o.z = DQ(4) | ((u32)DQ(5) << 16);
+            o.w = DQ(6) | ((u32)DQ(7) << 16);
+#undef DQ
             reinterpret_cast<uint4*>(out)[i] = o;
         }
         return;
@@ -343,8 +345,8 @@ DEV void dequant_bf16(u16* __restrict__ out, const u32* __restrict__ w, const u3
     GRID_STRIDE(i, n) {
         long long r = i / K, e = i - r * K;
         float s, b;
-        SB::get(SB::load(sb, r * ng + (e >> gshift)), s, b);
-        out[i] = bf16rn(s * (float)qval(w + r * nw, e, bits) + b);
+        SB::get(SB::sel(SB::load(sb, r * ng + (e >> gshift)), e), s, b);
+        out[i] = bf16rn(s * qf<SB>(qval(w + r * nw, e, bits), bits) + b);
     }
 }
 extern "C" __global__ void dequant_bf16_bf(u16* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) { grid_dep_start();
@@ -352,4 +354,10 @@ extern "C" __global__ void dequant_bf16_bf(u16* out, const u32* w, const u32* sb
 }
 extern "C" __global__ void dequant_bf16_f32(u16* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) { grid_dep_start();
     dequant_bf16<SBf32>(out, w, sb, N, K, bits, gshift);
+}
+extern "C" __global__ void dequant_bf16_fp(u16* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) { grid_dep_start();
+    dequant_bf16<SBfp>(out, w, sb, N, K, bits, gshift);
+}
+extern "C" __global__ void dequant_bf16_fp2(u16* out, const u32* w, const u32* sb, int N, int K, int bits, int gshift) { grid_dep_start();
+    dequant_bf16<SBfp2>(out, w, sb, N, K, bits, gshift);
 }

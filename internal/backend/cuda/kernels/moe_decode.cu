@@ -432,3 +432,35 @@ extern "C" __global__ void __launch_bounds__(256) moe_down_acc4_bf(DS_PARAMS) { 
 extern "C" __global__ void __launch_bounds__(256) moe_down_acc4_f32(DS_PARAMS) { moe_down_acc_impl<4, SBf32, 8>(DS_ARGS); }
 extern "C" __global__ void __launch_bounds__(256) moe_down_acc8_bf(DS_PARAMS) { moe_down_acc_impl<8, SBbf, 8>(DS_ARGS); }
 extern "C" __global__ void __launch_bounds__(256) moe_down_acc8_f32(DS_PARAMS) { moe_down_acc_impl<8, SBf32, 8>(DS_ARGS); }
+// The floating-point modes: SBfp (mxfp4, mxfp8) and SBfp2 (nvfp4 with
+// rows of whole pairs of groups; other nvfp4 rows take the GEMV path).
+extern "C" __global__ void __launch_bounds__(128) moe_router4_fp(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 128>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBfp, 128>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_fp_g64(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 64>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBfp, 64>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_fp_g32(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 32>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBfp, 32>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_fp(MR_PARAMS) { grid_dep_launch(); md_prefetch<8, 128>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBfp, 128>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_fp_g64(MR_PARAMS) { grid_dep_launch(); md_prefetch<8, 64>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBfp, 64>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_fp_g32(MR_PARAMS) { grid_dep_launch(); md_prefetch<8, 32>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBfp, 32>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_fp(GU_PARAMS) { moe_gateup_impl<4, SBfp, 128>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_fp_g64(GU_PARAMS) { moe_gateup_impl<4, SBfp, 64>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_fp_g32(GU_PARAMS) { moe_gateup_impl<4, SBfp, 32>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_fp(GU_PARAMS) { moe_gateup_impl<8, SBfp, 128>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_fp_g64(GU_PARAMS) { moe_gateup_impl<8, SBfp, 64>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_fp_g32(GU_PARAMS) { moe_gateup_impl<8, SBfp, 32>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_fp(DS_PARAMS) { moe_down_sum_impl<4, SBfp, 128>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_fp_g64(DS_PARAMS) { moe_down_sum_impl<4, SBfp, 64>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_fp_g32(DS_PARAMS) { moe_down_sum_impl<4, SBfp, 32>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_fp(DS_PARAMS) { moe_down_sum_impl<8, SBfp, 128>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_fp_g64(DS_PARAMS) { moe_down_sum_impl<8, SBfp, 64>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_fp_g32(DS_PARAMS) { moe_down_sum_impl<8, SBfp, 32>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) moe_down_acc4_fp(DS_PARAMS) { moe_down_acc_impl<4, SBfp, 8>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) moe_down_acc8_fp(DS_PARAMS) { moe_down_acc_impl<8, SBfp, 8>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_fp2(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 128>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBfp2, 128>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_fp2_g64(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 64>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBfp2, 64>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_fp2_g32(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 32>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBfp2, 32>(MR_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_fp2(GU_PARAMS) { moe_gateup_impl<4, SBfp2, 128>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_fp2_g64(GU_PARAMS) { moe_gateup_impl<4, SBfp2, 64>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_fp2_g32(GU_PARAMS) { moe_gateup_impl<4, SBfp2, 32>(GU_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_fp2(DS_PARAMS) { moe_down_sum_impl<4, SBfp2, 128>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_fp2_g64(DS_PARAMS) { moe_down_sum_impl<4, SBfp2, 64>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_fp2_g32(DS_PARAMS) { moe_down_sum_impl<4, SBfp2, 32>(DS_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) moe_down_acc4_fp2(DS_PARAMS) { moe_down_acc_impl<4, SBfp2, 8>(DS_ARGS); }

@@ -3,19 +3,28 @@ package plan
 import "fmt"
 
 // Weight describes a matrix of N output rows by K inputs for the product
-// planners: quantized (Bits, group 1<<GroupShift, bf16 or f32 scale pairs)
-// or dense (ElemBytes 2 or 4, Dense "bf16", "f16" or "f32").
+// planners: quantized (Bits, group 1<<GroupShift, bf16 or f32 scale pairs,
+// or FP: one of MLX's floating-point modes, bf16 scales and no biases) or
+// dense (ElemBytes 2 or 4, Dense "bf16", "f16" or "f32").
 type Weight struct {
 	N, K       int
 	Quant      bool
 	Bits       int
 	GroupShift int
 	ScalesF32  bool
+	FP         bool
+	FPPair     bool // nvfp4 with two groups' scales a word (GroupShift 5)
 	ElemBytes  int
 	Dense      string
 }
 
 func (w Weight) scaleName() string {
+	if w.FPPair {
+		return "fp2"
+	}
+	if w.FP {
+		return "fp"
+	}
 	if w.ScalesF32 {
 		return "f32"
 	}
@@ -67,10 +76,15 @@ const TensorCoreRows = 32
 func PlanGEMV(w Weight, s GEMVShape) GEMV {
 	M, N, K := s.M, w.N, w.K
 	fastQuant := w.Quant && (w.Bits == 4 || w.Bits == 8) && (K*w.Bits/32)%4 == 0
-	if M == 1 && !s.Experts && fastQuant && s.XAligned {
+	// The one-row kernels take a 16-byte chunk (128/Bits codes) with one
+	// scale word: nvfp4's groups of 16 4-bit codes are half a chunk, so
+	// unless its rows hold whole pairs of groups (FPPair, a word for both)
+	// it takes the rows kernels (one scale a word) even for one row.
+	chunked := fastQuant && 1<<w.GroupShift >= 128/w.Bits
+	if M == 1 && !s.Experts && chunked && s.XAligned {
 		return GEMV{Kind: GEMVMulti}
 	}
-	if s.MMA && M >= 2 && M <= TensorCoreRows && !s.Experts && w.Quant && w.Bits == 4 && w.GroupShift >= 6 && K%64 == 0 && s.Aligned {
+	if s.MMA && M >= 2 && M <= TensorCoreRows && !s.Experts && w.Quant && !w.FP && w.Bits == 4 && w.GroupShift >= 6 && K%64 == 0 && s.Aligned {
 		// Up to 8 activation rows per mma column tile; bf16 scales up to
 		// 16 rows take the _xc kernels (x loaded with the weights).
 		nt := 1
@@ -95,6 +109,9 @@ func PlanGEMV(w Weight, s GEMVShape) GEMV {
 		mr = 2
 	case M <= 4:
 		mr = 4
+	}
+	if mr == 1 && fastQuant && !chunked {
+		mr = 2 // (one row on the rows kernel: its stores skip the missing second)
 	}
 	gy, gz := (M+mr-1)/mr, max(s.Slots, 1)
 	if s.Experts {

@@ -8,6 +8,10 @@ func TestPlanGEMV(t *testing.T) {
 	q4f32 := Weight{N: 4096, K: 4096, Quant: true, Bits: 4, GroupShift: 6, ScalesF32: true}
 	q3 := Weight{N: 512, K: 768, Quant: true, Bits: 3, GroupShift: 6}
 	bf := Weight{N: 4096, K: 4096, ElemBytes: 2, Dense: "bf16"}
+	mxfp4 := Weight{N: 2880, K: 2880, Quant: true, Bits: 4, GroupShift: 5, FP: true}
+	nvfp4 := Weight{N: 4096, K: 4096, Quant: true, Bits: 4, GroupShift: 4, FP: true}
+	mxfp8 := Weight{N: 4096, K: 4096, Quant: true, Bits: 8, GroupShift: 5, FP: true}
+	nvfp4p := Weight{N: 4096, K: 4096, Quant: true, Bits: 4, GroupShift: 5, FP: true, FPPair: true}
 	ok := GEMVShape{XAligned: true, Aligned: true, MMA: true, Slots: 1}
 	with := func(s GEMVShape, m int) GEMVShape { s.M = m; return s }
 	for _, c := range []struct {
@@ -29,6 +33,22 @@ func TestPlanGEMV(t *testing.T) {
 		{"unaligned x", q4, GEMVShape{M: 1, Slots: 1, MMA: true}, GEMV{GEMVGeneric, "qgemvgen_bf", 3584, 1, 1, 128}},
 		{"dense bf16", bf, with(ok, 2), GEMV{GEMVRows, "dgemv_bf16_2", 1024, 1, 1, 256}},
 		{"dense unaligned", bf, GEMVShape{M: 9, Slots: 1}, GEMV{GEMVGeneric, "dgemvs_bf16", 1024, 2, 1, 128}},
+		// The floating-point modes: no tensor-core kernels; nvfp4's groups
+		// of 16 are half a chunk, so even one row takes the rows kernel.
+		{"mxfp4 one row", mxfp4, with(ok, 1), GEMV{Kind: GEMVMulti}},
+		{"mxfp4 8 rows", mxfp4, with(ok, 8), GEMV{GEMVRows, "qgemv4_fp_8", 180, 1, 1, 128}},
+		{"mxfp8 3 rows", mxfp8, with(ok, 3), GEMV{GEMVRows, "qgemv8_fp_4", 256, 1, 1, 128}},
+		{"mxfp4 experts", mxfp4, GEMVShape{M: 2, Experts: true, Slots: 4, XAligned: true, Aligned: true, MMA: true},
+			GEMV{GEMVRows, "qgemv4_fp_1_g64", 180, 2, 4, 128}},
+		{"nvfp4 pairs one row", nvfp4p, with(ok, 1), GEMV{Kind: GEMVMulti}},
+		{"nvfp4 pairs experts", nvfp4p, GEMVShape{M: 3, Experts: true, Slots: 2, XAligned: true, Aligned: true, MMA: true},
+			GEMV{GEMVRows, "qgemv4_fp2_1", 512, 3, 2, 128}},
+		{"nvfp4 pairs 5 rows", nvfp4p, with(ok, 5), GEMV{GEMVRows, "qgemv4_fp2_8", 256, 1, 1, 128}},
+		// (An unpaired layout on the 16-byte kernels: one row on the rows kernel.)
+		{"nvfp4 one row", nvfp4, with(ok, 1), GEMV{GEMVRows, "qgemv4_fp_2", 256, 1, 1, 128}},
+		{"nvfp4 experts", nvfp4, GEMVShape{M: 3, Experts: true, Slots: 2, XAligned: true, Aligned: true, MMA: true},
+			GEMV{GEMVRows, "qgemv4_fp_2", 256, 3, 2, 128}},
+		{"nvfp4 unaligned", nvfp4, GEMVShape{M: 1, Slots: 1}, GEMV{GEMVGeneric, "qgemvgen_fp", 1024, 1, 1, 128}},
 	} {
 		if got := PlanGEMV(c.w, c.s); got != c.want {
 			t.Errorf("%s:\n got %+v\nwant %+v", c.name, got, c.want)

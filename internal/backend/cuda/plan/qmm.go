@@ -69,11 +69,11 @@ type QMM struct {
 }
 
 // PlanQMM plans y[M, N] = x[M, K] @ W^T on the qmm4 kernels, or reports
-// false when the weight or the row count is not theirs: 4 bits, bf16
+// false when the weight or the row count is not theirs: 4 affine bits, bf16
 // scales, groups of 16 to 128, K a multiple of 64, M within the tuning's
 // range.
 func PlanQMM(w Weight, M, SMs int, t Tuning) (QMM, bool) {
-	if t.QMMMinRows <= 0 || M < t.QMMMinRows || M > t.QMMMaxRows || !w.Quant || w.Bits != 4 || w.ScalesF32 ||
+	if t.QMMMinRows <= 0 || M < t.QMMMinRows || M > t.QMMMaxRows || !w.Quant || w.FP || w.Bits != 4 || w.ScalesF32 ||
 		w.GroupShift < 4 || w.GroupShift > 7 || w.K%64 != 0 || w.N <= 0 {
 		return QMM{}, false
 	}

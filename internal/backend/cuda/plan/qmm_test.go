@@ -32,6 +32,7 @@ func TestPlanQMM(t *testing.T) {
 		{"off", q(4096, 4096, 6), 64, Tuning{}, QMM{}, false},
 		{"8-bit: not ours", Weight{N: 4096, K: 4096, Quant: true, Bits: 8, GroupShift: 6}, 64, def, QMM{}, false},
 		{"f32 scales: not ours", Weight{N: 4096, K: 4096, Quant: true, Bits: 4, GroupShift: 6, ScalesF32: true}, 64, def, QMM{}, false},
+		{"mxfp4: not ours", Weight{N: 4096, K: 4096, Quant: true, Bits: 4, GroupShift: 5, FP: true}, 64, def, QMM{}, false},
 		{"K not a multiple of 64", q(4096, 4000, 5), 64, def, QMM{}, false},
 		{"dense", Weight{N: 4096, K: 4096, ElemBytes: 2, Dense: "bf16"}, 64, def, QMM{}, false},
 	} {
