@@ -42,7 +42,8 @@ func TestModelsGPU(t *testing.T) {
 			if _, err := os.Stat(dir + "/" + f.dir); err != nil {
 				t.Fatalf("fixture %s missing (MLXCEL_TESTDATA or ../shared/testdata): %v", f.dir, err)
 			}
-			r := modeltest.Check(t, dir+"/"+f.dir, b, modeltest.Options{RelTol: 2e-2, NearTie: 1e-3, Prefix: 17, Reference: f.ref})
+			r := modeltest.Check(t, dir+"/"+f.dir, b, modeltest.Options{RelTol: 2e-2, NearTie: 1e-3, Prefix: 17, Reference: f.ref,
+				FullRelTol: f.fullTol, GreedyChunk: 32})
 			t.Logf("%s %s: full %.2e incremental %.2e greedy steps checked %d, pipelined %d", f.dir, f.ref, r.FullRel, r.IncrRel, r.GreedyChecked, r.Pipelined)
 		})
 	}

@@ -97,6 +97,16 @@ type Options struct {
 	// Reference is the reference file in the fixture dir
 	// ("reference.safetensors" when empty).
 	Reference string
+	// FullRelTol, when set, bounds the full-sequence logits (check 1: the
+	// whole input in one step) instead of RelTol: a GPU backend runs a
+	// step of that many tokens on bf16 activations, whose floor on some
+	// fixtures is above RelTol (measured by HF transformers' own bf16
+	// forward; see the caller).
+	FullRelTol float64
+	// GreedyChunk, when set, feeds the greedy check's prompt in pieces of
+	// at most this many tokens (0: in one step), so its ids are checked on
+	// the few-row paths that check 2 bounds by RelTol.
+	GreedyChunk int
 }
 
 // Result reports the worst figures seen, for the issue notes.
@@ -271,8 +281,12 @@ func Check(t *testing.T, dir string, be backend.Backend, o Options) Result {
 		t.Fatal(err)
 	}
 	res.FullRel = RelDiff(got, ref.Logits)
-	if res.FullRel > o.RelTol {
-		t.Errorf("%s: full-sequence logits max|diff|/max|ref| = %.3g > %.3g", dir, res.FullRel, o.RelTol)
+	fullTol := o.RelTol
+	if o.FullRelTol > 0 {
+		fullTol = o.FullRelTol
+	}
+	if res.FullRel > fullTol {
+		t.Errorf("%s: full-sequence logits max|diff|/max|ref| = %.3g > %.3g", dir, res.FullRel, fullTol)
 	}
 
 	// 2. Prefill a prefix, then one token at a time through the cache.
@@ -306,11 +320,17 @@ func Check(t *testing.T, dir string, be backend.Backend, o Options) Result {
 	if ref.Margin == nil {
 		start = ref.InputIDs[:1]
 	}
-	if s, err = NewSeqFeed(m, total, len(start)); err != nil {
+	chunk := len(start)
+	if o.GreedyChunk > 0 {
+		chunk = min(chunk, o.GreedyChunk)
+	}
+	if s, err = NewSeqFeed(m, total, chunk); err != nil {
 		t.Fatal(err)
 	}
-	if last, err = s.Feed(start, false); err != nil {
-		t.Fatal(err)
+	for i := 0; i < len(start); i += chunk {
+		if last, err = s.Feed(start[i:min(i+chunk, len(start))], false); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i, want := range ref.GreedyIDs {
 		got := Argmax(last)
