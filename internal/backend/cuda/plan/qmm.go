@@ -3,13 +3,17 @@ package plan
 // QMMMinRows and QMMMaxRows bound the activation rows a 4-bit product
 // runs on the fused qmm4 kernels (batched decode): below, the qmma4 and
 // GEMV kernels, whose f16 activations are ten times more precise than
-// qmm4's bf16 (a 32-row tile was 2x faster on the 14336-row matrices, but
-// its rounding flipped a MoE layer's expert choice in the conformance
-// suite); above, cuBLAS on dequantized weights, where
-// one dequantization serves enough rows to win (at 256 rows it did on
-// every Llama shape). notes/cuda-kernels.md has the measurements (s12r3).
+// qmm4's bf16; above, cuBLAS on dequantized weights, where one
+// dequantization serves enough rows to win (at 256 rows it did on every
+// Llama shape; s12r3). From 17 rows the 64-row tile wins (s13r6, batch
+// step of synthetic Llama-3.1-8B 4-bit at 1k context, qmma4 / qmm4): 24
+// rows 10.56 / 7.83 ms, 32 rows 11.47 / 8.32; the precision is then the
+// 33-128-row path's (bf16 activations, as cuBLAS and every bf16 engine).
+// (s12's 32-row tile flipped a MoE layer's expert choice in the
+// conformance suite at 30 rows; the 64-row tile with the routers in f32
+// does not.)
 const (
-	QMMMinRows = 33
+	QMMMinRows = 17
 	QMMMaxRows = 128
 )
 
