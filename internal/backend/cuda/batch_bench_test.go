@@ -50,7 +50,7 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 		"notile":  func(u *plan.Tuning) { u.DecTileMinTokens = 0 }, // attn_decode at every batch
 		"wide":    func(u *plan.Tuning) { u.QMMVariant = "wide" },  // qmm4's 8-warp form for every product
 		"m2d1":    func(u *plan.Tuning) { u.QMMVariant = "m2d1" },
-		"qmm33":   func(u *plan.Tuning) { u.QMMMinRows = 33 }, // 17-32 rows on qmma4 (f16 x), as before s13r6
+		"qmm17":   func(u *plan.Tuning) { u.QMMMinRows = 17 }, // 17-32 rows on qmm4 (bf16 x) instead of qmma4 (f16 x)
 	}
 	// Each call allocates its own KV store (never freed): the points and
 	// their variants stay within the card's memory (~100 GB of KV).
@@ -58,8 +58,8 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 	for _, pt := range []struct {
 		n, ctx int
 		vs     []string
-	}{{1, 1024, []string{"default", "notile"}}, {16, 1024, []string{"default", "qmm33"}}, {24, 1024, []string{"default", "qmm33"}},
-		{32, 1024, []string{"default", "qmm33"}}, {64, 1024, []string{"default", "wide"}}} {
+	}{{1, 1024, []string{"default", "notile"}}, {16, 1024, []string{"default", "qmm17"}}, {24, 1024, []string{"default", "qmm17"}},
+		{32, 1024, []string{"default", "qmm17"}}, {64, 1024, []string{"default", "wide"}}} {
 		for _, name := range pt.vs {
 			b.Tuning = def
 			variants[name](&b.Tuning)

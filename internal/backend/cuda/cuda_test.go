@@ -130,7 +130,7 @@ func TestConformanceVariants(t *testing.T) {
 		{"noqmm", func(u *plan.Tuning) { u.QMMMinRows = 0 }},
 		{"qmm_wide", func(u *plan.Tuning) { u.QMMVariant = "wide" }},
 		{"qmm_m2d1", func(u *plan.Tuning) { u.QMMVariant = "m2d1" }},
-		{"qmm33", func(u *plan.Tuning) { u.QMMMinRows = 33 }}, // 17-32 rows on qmma4 (f16 x)
+		{"qmm17", func(u *plan.Tuning) { u.QMMMinRows = 17 }}, // 17-32 rows on qmm4 (bf16 x)
 		// attn_decode where the tile kernel takes decode steps by default.
 		{"notile", func(u *plan.Tuning) { u.DecTileMinTokens = 0 }},
 		{"notileticket", func(u *plan.Tuning) { u.DecTileMinTokens, u.DecClusterMax = 0, 0 }},

@@ -20,7 +20,8 @@ import "strings"
 //   - MoE of 4-bit experts over moeGEMMRows rows or more runs the grouped
 //     expert GEMM on the tensor cores (f16 activations);
 //   - a whole layer (DecodeLayer) carries those through the projections
-//     (bf16 activations from QMMMinRows rows on 4-bit weights).
+//     (bf16 activations from QMMMinRows rows on 4-bit weights, which a
+//     30-row prefill step leaves in the cache).
 func (b *Backend) Tolerance(op string, rows int) float64 {
 	linear := strings.HasPrefix(op, "Linear") || strings.HasPrefix(op, "Sequences")
 	switch {
@@ -36,8 +37,11 @@ func (b *Backend) Tolerance(op string, rows int) float64 {
 		// The routing weights' softmax amplifies the rounding in its input:
 		// one seed of ~15 on the H200 gave 4.3e-3 on the MoE output.
 		return 1e-2
-	case strings.HasPrefix(op, "DecodeLayer") && b.Tuning.QMMMinRows > 0 && rows >= b.Tuning.QMMMinRows && strings.Contains(op, "/q4"):
-		return 1e-2 // the layer's 4-bit products on bf16 activations (qmm4), as Linear at those rows
+	case strings.HasPrefix(op, "DecodeLayer") && b.Tuning.QMMMinRows > 0 && b.Tuning.QMMMinRows <= 30 && strings.Contains(op, "/q4"):
+		// The case's 30-row prefill runs its 4-bit products on bf16
+		// activations (qmm4), as Linear at those rows, and the cache
+		// carries that rounding into the decode steps after it.
+		return 1e-2
 	case strings.HasPrefix(op, "DecodeLayer"): // attention's f16 K/V (and f16 tensor-core inputs) carried through a layer
 		return 3e-3
 	case strings.HasPrefix(op, "Attention") && rows >= 16:

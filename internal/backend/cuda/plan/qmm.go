@@ -5,15 +5,14 @@ package plan
 // GEMV kernels, whose f16 activations are ten times more precise than
 // qmm4's bf16; above, cuBLAS on dequantized weights, where one
 // dequantization serves enough rows to win (at 256 rows it did on every
-// Llama shape; s12r3). From 17 rows the 64-row tile wins (s13r6, batch
-// step of synthetic Llama-3.1-8B 4-bit at 1k context, qmma4 / qmm4): 24
-// rows 10.56 / 7.83 ms, 32 rows 11.47 / 8.32; the precision is then the
-// 33-128-row path's (bf16 activations, as cuBLAS and every bf16 engine).
-// (s12's 32-row tile flipped a MoE layer's expert choice in the
-// conformance suite at 30 rows; the 64-row tile with the routers in f32
-// does not.)
+// Llama shape; s12r3). From 17 rows the 64-row tile is faster (s13r6,
+// batch step of synthetic Llama-3.1-8B 4-bit at 1k context, qmma4 /
+// qmm4: 24 rows 10.56 / 7.83 ms, 32 rows 11.47 / 8.32), but at 17 rows
+// its bf16 rounding moved the Qwen3.5 MoE fixture's routing (incremental
+// logits after a 17-token prefill 0.101 against 3.4e-3, s13r7), so 17-32
+// rows stay on qmma4 until qmm4 has an f16 form (notes/cuda-kernels.md).
 const (
-	QMMMinRows = 17
+	QMMMinRows = 33
 	QMMMaxRows = 128
 )
 
