@@ -17,6 +17,23 @@ type KVSizer interface {
 	KVStoreBytes(spec KVSpec) int64
 }
 
+// KVFreer is a backend that can give a KV store's memory back before it
+// closes (a GPU backend otherwise keeps every store until Close). The
+// store must not be used afterwards.
+type KVFreer interface {
+	FreeKVStore(kv KVStore) error
+}
+
+// FreeKVStore gives kv's memory back when be can (KVFreer); otherwise the
+// store is left to the garbage collector or to be.Close. Benchmarks that
+// make a store per point call it, so their points do not add up.
+func FreeKVStore(be Backend, kv KVStore) error {
+	if f, ok := be.(KVFreer); ok {
+		return f.FreeKVStore(kv)
+	}
+	return nil
+}
+
 // KVStoreBytes is what be.NewKVStore(spec) allocates. A backend without
 // KVSizer is taken to keep every layer's K and V in the paged blocks at
 // spec.Dtype (KVElemBytes for auto), which is what one that knows no rings

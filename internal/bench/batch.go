@@ -172,6 +172,7 @@ func batchSteps(m *model.Model, first, n, ctx, steps, chunk int, dt backend.KVDt
 	if err != nil {
 		return 0, nil, err
 	}
+	defer backend.FreeKVStore(m.Backend(), kv) // each point's KV goes back before the next is allocated
 	tables := make([][]int32, n)
 	for s := range tables {
 		for j := range per {

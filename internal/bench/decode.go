@@ -457,6 +457,7 @@ func once(m *model.Model, prompt []int32, n, chunk int, dt backend.KVDtype) (pre
 	if err != nil {
 		return 0, 0, idle, "prefill", err
 	}
+	defer backend.FreeKVStore(m.Backend(), kv) // the ladder's long points do not add up on the device
 	blocks := make([]int32, nb)
 	for i := range blocks {
 		blocks[i] = int32(i)

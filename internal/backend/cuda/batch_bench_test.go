@@ -52,8 +52,8 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 		"m2d1":    func(u *plan.Tuning) { u.QMMVariant = "m2d1" },
 		"qmm17":   func(u *plan.Tuning) { u.QMMMinRows = 17 }, // 17-32 rows on qmm4 (bf16 x) instead of qmma4 (f16 x)
 	}
-	// Each call allocates its own KV store (never freed): the points and
-	// their variants stay within the card's memory (~100 GB of KV).
+	// Each call allocates its own KV store and frees it after its point
+	// (backend.FreeKVStore).
 	fmt.Println("tuning,batch,context,step_ms,tok_s")
 	for _, pt := range []struct {
 		n, ctx int

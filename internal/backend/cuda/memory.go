@@ -314,6 +314,46 @@ type kvStore struct {
 
 func (s *kvStore) Spec() backend.KVSpec { return s.spec }
 
+// FreeKVStore gives kv's device memory back (backend.KVFreer) once the
+// queued work is done; kv must not be used afterwards. Captured graphs
+// that name its addresses are dropped, so a later store at the same
+// addresses is recorded afresh.
+func (b *Backend) FreeKVStore(kv backend.KVStore) error {
+	s, ok := kv.(*kvStore)
+	if !ok {
+		return fmt.Errorf("cuda: KV store of type %T is not from the cuda backend", kv)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	defer b.bind()()
+	b.flush()
+	if err := b.d.Call("cuStreamSynchronize", b.d.StreamSynchronize, b.strm); err != nil {
+		return err
+	}
+	free := map[uintptr]bool{}
+	for i := range s.k {
+		free[s.k[i]], free[s.v[i]] = true, true
+		if s.delta[i] != nil {
+			free[s.delta[i].ptr] = true
+		}
+	}
+	delete(free, 0)
+	kept := b.persistent[:0]
+	for _, p := range b.persistent {
+		if free[p] {
+			if err := b.d.Call("cuMemFree", b.d.MemFree, p); err != nil {
+				b.fail(err)
+			}
+			continue
+		}
+		kept = append(kept, p)
+	}
+	b.persistent = kept
+	b.graphs.clear(b)
+	s.k, s.v, s.delta = nil, nil, nil
+	return b.err
+}
+
 // KVElemBytes: the cache holds f16 (backend.KVElemSizer).
 func (b *Backend) KVElemBytes() int { return 2 }
 
