@@ -19,6 +19,7 @@ import (
 	"math"
 	"math/rand"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +66,38 @@ func Run(t *testing.T, b backend.Backend) {
 	}
 }
 
+// RunKV runs the attention cases (those named Attention*) with every KV
+// store at dtype d on both sides: the backend under test against the CPU
+// reference at the same dtype, so both round K and V to the same codes and
+// what is compared is the backend's attention over them. Their op names
+// end in /kv=<d>, for the Tolerancer. The test binary must link the CPU
+// backend.
+func RunKV(t *testing.T, b backend.Backend, d backend.KVDtype) {
+	t.Helper()
+	ref, err := backend.New("cpu", backend.Options{})
+	if err != nil {
+		t.Fatalf("reference backend: %v (import the cpu backend in this test)", err)
+	}
+	defer ref.Close()
+	seed := time.Now().UnixNano()
+	if s := settings.Get("MLXCEL_TEST_SEED"); s != "" {
+		seed, _ = strconv.ParseInt(s, 10, 64)
+	}
+	t.Logf("%s vs cpu, KV %s: seed %d (MLXCEL_TEST_SEED=%d repeats this run)", b.Name(), d, seed, seed)
+	for _, c := range cases {
+		if !strings.HasPrefix(c.name, "Attention") {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			e := &env{t: t, rng: rand.New(rand.NewSource(seed)), test: b, ref: ref, kvDtype: d}
+			c.run(e)
+			if err := b.Sync(); err != nil {
+				t.Fatalf("%s: Sync: %v", b.Name(), err)
+			}
+		})
+	}
+}
+
 type testCase struct {
 	name string
 	run  func(e *env)
@@ -80,6 +113,7 @@ type env struct {
 	rng       *rand.Rand
 	test, ref backend.Backend
 	batch     *backend.Batch
+	kvDtype   backend.KVDtype // RunKV: every KV store's dtype ("" as the case asks)
 }
 
 // pair is the same tensor on the backend under test (a) and the reference (b).
@@ -130,6 +164,9 @@ func (e *env) simpleStep(n int, logitRows ...int) {
 // reference.
 func (e *env) kvStores(spec backend.KVSpec) (test, ref backend.KVStore) {
 	e.t.Helper()
+	if e.kvDtype != "" {
+		spec.Dtype = e.kvDtype
+	}
 	test, err := e.test.NewKVStore(spec)
 	if err != nil {
 		e.fatalf("%s: NewKVStore: %v", e.test.Name(), err)
@@ -236,6 +273,7 @@ func (e *env) input(rows, cols int, data []float32) pair {
 func (e *env) poisoned(rows, cols int) pair { return e.input(rows, cols, nil) }
 
 func (e *env) tol(op string, rows int) float64 {
+	op = e.opName(op)
 	if tl, ok := e.test.(Tolerancer); ok {
 		if v := tl.Tolerance(op, rows); v > 0 {
 			return v
@@ -251,7 +289,16 @@ func (e *env) check(op string, p pair, rows int) {
 	got, want := make([]float32, n), make([]float32, n)
 	e.test.ReadRows(p.a, got)
 	e.ref.ReadRows(p.b, want)
-	compare(e.t, op, got, want, e.tol(op, rows))
+	compare(e.t, e.opName(op), got, want, e.tol(op, rows))
+}
+
+// opName is op as the Tolerancer and the failures name it: with the KV
+// dtype of a RunKV case.
+func (e *env) opName(op string) string {
+	if e.kvDtype != "" {
+		return op + "/kv=" + string(e.kvDtype)
+	}
+	return op
 }
 
 func compare(t *testing.T, op string, got, want []float32, bound float64) {

@@ -44,7 +44,7 @@ func runSharedKV(e *env) {
 			got, want := make([]float32, n), make([]float32, n)
 			e.test.ReadRows(sh.a, got)
 			e.test.ReadRows(own.a, want)
-			compare(e.t, name+"/shared-vs-own", got, want, e.tol(name, T))
+			compare(e.t, e.opName(name)+"/shared-vs-own", got, want, e.tol(name, T))
 		}
 	}
 }

@@ -69,10 +69,12 @@ type Backend struct {
 
 	pdl         bool // programmatic dependent launch (runEx): Hopper and cuLaunchKernelEx
 	plan.Tuning      // decode attention's measured sizes (tests set others)
-	// flash2 holds the head dims whose prefill kernel (flash2_attn_*) got
-	// its dynamic shared memory (optInFlash2).
-	flash2 map[int]bool
-	dtile  map[int]bool // head dims whose attn_dtile got its dynamic shared memory (optInDecodeTile)
+	// flash2 holds, per KV element (kvStore.kern's suffix: "" f16, "_f8"
+	// E4M3), the head dims whose prefill kernel (flash2_attn_*) got its
+	// dynamic shared memory (optInFlash2); dtile the same for attn_dtile
+	// (optInDecodeTile).
+	flash2 map[string]map[int]bool
+	dtile  map[string]map[int]bool
 
 	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
 	cntN   int    // counters zeroed so far
@@ -174,8 +176,8 @@ func New(dev int) (*Backend, error) {
 		b.fns[name] = f
 	}
 	b.setDefaults()
-	b.flash2 = b.optInFlash2()
-	b.dtile = b.optInDecodeTile()
+	b.flash2 = map[string]map[int]bool{"": b.optInFlash2(""), "_f8": b.optInFlash2("_f8")}
+	b.dtile = map[string]map[int]bool{"": b.optInDecodeTile(""), "_f8": b.optInDecodeTile("_f8")}
 	// PDL (griddepcontrol) and decode attention's cluster merge (the _c
 	// kernels) need Hopper and cuLaunchKernelEx; 16 blocks a cluster need
 	// the non-portable opt-in.
@@ -242,6 +244,13 @@ func kernelNames() []string {
 			names = append(names, fmt.Sprintf("attn_decode_%d%s", hd, k))
 		}
 	}
+	for _, hd := range []int{64, 128} { // over an E4M3 cache (kvStore.kern)
+		for _, k := range []string{"", "_h1", "_h2", "_h4", "_h1c", "_h2c", "_h4c"} {
+			names = append(names, fmt.Sprintf("attn_decode_%d%s_f8", hd, k))
+		}
+	}
+	names = append(names, "kv_store", "attention", "kv_store_f8", "attention_f8", "flash2_attn_64_f8", "flash2_attn_128_f8", "flash2_attn_256_f8",
+		"flash2_attn_512_f8", "attn_dtile_64_f8", "attn_dtile_128_f8")
 	return append(names, "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_dtile_64", "attn_dtile_128",
 		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6") // (two-argument __launch_bounds__: not matched by kernelName)
 }
@@ -254,12 +263,12 @@ const (
 	funcAttrNonPortableCluster = 14
 )
 
-// optInDecodeTile gives attn_dtile_<hd> its dynamic shared memory.
-func (b *Backend) optInDecodeTile() map[int]bool {
+// optInDecodeTile gives attn_dtile_<hd><sfx> its dynamic shared memory.
+func (b *Backend) optInDecodeTile(sfx string) map[int]bool {
 	ok := map[int]bool{}
 	for _, hd := range []int{64, 128} {
 		n := plan.DecodeTileSmem(hd)
-		f := b.fns[fmt.Sprintf("attn_dtile_%d", hd)]
+		f := b.fns[fmt.Sprintf("attn_dtile_%d%s", hd, sfx)]
 		if n > b.d.Attr(b.dev, cudalib.AttrMaxSmemOptin) ||
 			b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrMaxDynamicSmem, uintptr(n)) != nil {
 			continue
@@ -274,9 +283,11 @@ func (b *Backend) optInDecodeTile() map[int]bool {
 func (b *Backend) optInClusters() int {
 	for _, hd := range []int{64, 128} {
 		for _, k := range []string{"decode_%d_h1c", "decode_%d_h2c", "decode_%d_h4c", "dtile_%d"} {
-			f := b.fns["attn_"+fmt.Sprintf(k, hd)]
-			if b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrNonPortableCluster, 1) != nil {
-				return 8
+			for _, sfx := range []string{"", "_f8"} {
+				f := b.fns["attn_"+fmt.Sprintf(k, hd)+sfx]
+				if b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrNonPortableCluster, 1) != nil {
+					return 8
+				}
 			}
 		}
 	}
@@ -287,15 +298,15 @@ func (b *Backend) optInClusters() int {
 // dynamic shared memory, and asks for the largest shared-memory carveout
 // (the kernel reads nothing through L1 that matters). A head dim whose
 // kernel the device refuses keeps flash_attn (64, 128) or the generic
-// attention kernel (256, 512).
-func (b *Backend) optInFlash2() map[int]bool {
+// attention kernel (256, 512). sfx: "" the f16 kernels, "_f8" the E4M3 ones.
+func (b *Backend) optInFlash2(sfx string) map[int]bool {
 	ok := map[int]bool{}
 	for _, hd := range []int{64, 128, 256, 512} {
 		n := plan.Flash2Smem(hd)
 		if n > b.d.Attr(b.dev, cudalib.AttrMaxSmemOptin) {
 			continue
 		}
-		f := b.fns[fmt.Sprintf("flash2_attn_%d", hd)]
+		f := b.fns[fmt.Sprintf("flash2_attn_%d%s", hd, sfx)]
 		if b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrMaxDynamicSmem, uintptr(n)) != nil {
 			continue
 		}

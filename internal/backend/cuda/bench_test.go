@@ -645,7 +645,7 @@ func TestBenchFlash(t *testing.T) {
 		for vi, ver := range c.vers {
 			b.flash2 = flash2
 			if ver == 0 { // the device "refused" flash2: the generic kernel
-				b.flash2 = map[int]bool{}
+				b.flash2 = map[string]map[int]bool{}
 			}
 			// One call stores K/V and runs the kernel; its attention
 			// launch is then replayed alone.

@@ -110,7 +110,7 @@ func TestLaunchSignatures(t *testing.T) {
 // attn_dtile, as batched steps do.
 func decodeTileAt1(b *Backend) {
 	b.DecTileMinTokens = 1
-	b.dtile = map[int]bool{64: true, 128: true}
+	b.dtile = map[string]map[int]bool{"": {64: true, 128: true}, "_f8": {64: true, 128: true}}
 }
 
 // checkLaunches compares every launch b recorded with its kernel's
@@ -151,7 +151,7 @@ func TestLaunchSignaturesFeatures(t *testing.T) {
 	for _, decode := range []bool{true, false} {
 		t.Run(fmt.Sprintf("decode=%v", decode), func(t *testing.T) {
 			b := hostOnlyBackend()
-			b.flash2 = map[int]bool{64: true, 128: true}
+			b.flash2 = map[string]map[int]bool{"": {64: true, 128: true}, "_f8": {64: true, 128: true}}
 			T := 1
 			if !decode {
 				T = 40

@@ -310,6 +310,16 @@ type kvStore struct {
 	spec  backend.KVSpec
 	k, v  []uintptr
 	delta []*deltaState // per layer: recurrent state (ops_deltanet.go), or nil
+	f8    bool          // K and V are E4M3 codes (--kv-cache-dtype fp8), else f16
+}
+
+// kern is the attention kernel name for this store's element: the
+// f16 kernel's name, or its _f8 twin over E4M3 codes.
+func (s *kvStore) kern(name string) string {
+	if s.f8 {
+		return name + "_f8"
+	}
+	return name
 }
 
 func (s *kvStore) Spec() backend.KVSpec { return s.spec }
@@ -354,16 +364,27 @@ func (b *Backend) FreeKVStore(kv backend.KVStore) error {
 	return b.err
 }
 
-// KVElemBytes: the cache holds f16 (backend.KVElemSizer).
+// KVElemBytes: the cache holds f16 at --kv-cache-dtype auto
+// (backend.KVElemSizer); kvElem is the size at any dtype.
 func (b *Backend) KVElemBytes() int { return 2 }
 
-// checkKVDtype refuses every dtype but auto: the attention kernels read
-// f16 K and V, and no others are written yet.
+// checkKVDtype refuses every dtype the attention kernels do not read:
+// they read f16 (auto) and E4M3 codes (fp8); bf16 would need the bf16 mma
+// in the tile kernels and f32 twice the f16 bytes for nothing.
 func checkKVDtype(d backend.KVDtype) error {
-	if d.Or(backend.KVAuto) != backend.KVAuto {
-		return fmt.Errorf("cuda: --kv-cache-dtype %s is not supported: the CUDA KV cache stores f16, which its attention kernels read (use --kv-cache-dtype auto)", d)
+	switch d.Or(backend.KVAuto) {
+	case backend.KVAuto, backend.KVFP8:
+		return nil
 	}
-	return nil
+	return fmt.Errorf("cuda: --kv-cache-dtype %s is not supported: the CUDA KV cache stores f16 (auto) or fp8 (E4M3), which its attention kernels read", d)
+}
+
+// kvElem is one K or V value's bytes in a store of dtype d (checked).
+func kvElem(d backend.KVDtype) int {
+	if d.Or(backend.KVAuto) == backend.KVFP8 {
+		return 1
+	}
+	return 2
 }
 
 func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
@@ -376,7 +397,7 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 	if err := checkKVDtype(spec.Dtype); err != nil {
 		return nil, err
 	}
-	s := &kvStore{spec: spec, delta: make([]*deltaState, len(spec.Layers))}
+	s := &kvStore{spec: spec, delta: make([]*deltaState, len(spec.Layers)), f8: kvElem(spec.Dtype) == 1}
 	for i, l := range spec.Layers {
 		if l.HeadDim > 512 {
 			return nil, fmt.Errorf("cuda: layer %d head dim %d is over 512", i, l.HeadDim)
@@ -408,13 +429,14 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 }
 
 // kvLayerBytes is one of layer l's K and V caches: every layer paged, in
-// f16 (the store keeps no rings); none for a shared layer (it reads an
-// earlier layer's) or a recurrent one, whose state deltaStateBytes counts.
+// f16 or E4M3 (the store keeps no rings); none for a shared layer (it
+// reads an earlier layer's) or a recurrent one, whose state
+// deltaStateBytes counts.
 func (b *Backend) kvLayerBytes(spec backend.KVSpec, l backend.KVLayer) int {
 	if l.Recurrent() || l.Shared {
 		return 0
 	}
-	return spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim * b.KVElemBytes()
+	return spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim * kvElem(spec.Dtype)
 }
 
 // KVStoreBytes is what NewKVStore(spec) allocates (backend.KVSizer).

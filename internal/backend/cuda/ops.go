@@ -244,16 +244,16 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		return
 	}
 	if !shared {
-		b.newLaunch("kv_store", T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
+		b.newLaunch(st.kern("kv_store"), T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
 			p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.KVHeads).i(p.HeadDim)
 	}
 	// Prefill chunks: tensor-core flash attention over query tiles
 	// (flash2_attn_*, dynamic shared memory; the generic kernel where the
 	// device refused it). At head dim 512 two blocks of 64 rows serve each
 	// query tile.
-	if !b.step.decode && b.step.maxLen >= 16 && b.step.consecutive && b.flash2[p.HeadDim] && dense {
+	if !b.step.decode && b.step.maxLen >= 16 && b.step.consecutive && b.flash2[st.kern("")][p.HeadDim] && dense {
 		f := plan.FlashAttention(p.HeadDim, b.step.ntiles)
-		l := b.newLaunch(f.Kernel, f.GridX, p.Heads, 1, f.Threads).p(o.ptr).p(qt.ptr).
+		l := b.newLaunch(st.kern(f.Kernel), f.GridX, p.Heads, 1, f.Threads).p(o.ptr).p(qt.ptr).
 			p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).
 			i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(b.step.tiles).i(qt.cols).i(o.cols).p(sinks)
 		l.smem = uint32(f.Smem)
@@ -266,7 +266,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	if !ok {
 		return
 	}
-	b.newLaunch("attention", p.Heads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).p(st.k[layer]).p(st.v[layer]).
+	b.newLaunch(st.kern("attention"), p.Heads, T, splits, 128).p(o.ptr).p(part).p(qt.ptr).p(st.k[layer]).p(st.v[layer]).
 		p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.Heads).i(p.KVHeads).i(p.HeadDim).
 		f(p.Scale).i(p.Window).f(p.Softcap).p(cnt).p(sinks)
 }

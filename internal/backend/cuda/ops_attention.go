@@ -16,7 +16,7 @@ func (b *Backend) attnDecode(o, qt, kt, vt *Tensor, st *kvStore, layer int, p ba
 	T := b.step.tokens
 	shape := plan.DecodeShape{Tokens: T, Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim,
 		MaxCtx: b.step.maxCtx, ScratchQK: p.ScratchQK}
-	if d, ok := plan.DecodeTile(shape, b.Tuning, b.SMs, b.DecClusterMax); ok && b.dtile[p.HeadDim] && p.Sinks == nil {
+	if d, ok := plan.DecodeTile(shape, b.Tuning, b.SMs, b.DecClusterMax); ok && b.dtile[st.kern("")][p.HeadDim] && p.Sinks == nil {
 		b.attnDecodeTile(d, o, qt, kt, vt, st, layer, p)
 		return
 	}
@@ -36,7 +36,7 @@ func (b *Backend) attnDecode(o, qt, kt, vt *Tensor, st *kvStore, layer int, p ba
 	if d.WriteBack { // q and k as the unfused rope/norm kernels leave them
 		wb = 1
 	}
-	l := b.newLaunch(d.Kernel, d.GridX, T, d.Splits, 128).p(o.ptr).p(part).p(qt.ptr).
+	l := b.newLaunch(st.kern(d.Kernel), d.GridX, T, d.Splits, 128).p(o.ptr).p(part).p(qt.ptr).
 		p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(st.spec.BlockSize).
 		i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(p.KVHeads * p.HeadDim).p(cnt).
 		p(invf).i(half).f(rscale).p(qn).p(kn).f(neps).i(d.HeadsPerBlock).i(wb).p(sinks)
@@ -57,7 +57,7 @@ func (b *Backend) attnDecodeTile(d plan.Decode, o, qt, kt, vt *Tensor, st *kvSto
 	}
 	invf, half, rscale := b.takeRoPE(qt, kt, p)
 	qn, kn, neps := b.takeHeadNorms(qt, kt, b.step.tokens, p)
-	l := b.newLaunch(d.Kernel, d.GridX, b.step.tokens, d.Splits, 128).p(o.ptr).p(part).p(cnt).p(qt.ptr).
+	l := b.newLaunch(st.kern(d.Kernel), d.GridX, b.step.tokens, d.Splits, 128).p(o.ptr).p(part).p(cnt).p(qt.ptr).
 		p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(st.spec.BlockSize).
 		i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(p.KVHeads * p.HeadDim).
 		p(invf).i(half).f(rscale).p(qn).p(kn).f(neps)

@@ -15,6 +15,15 @@ import "strings"
 //     a power-of-two scale;
 //   - the KV cache holds f16 (11 significant bits), so every attention
 //     result carries f16 rounding of K and V;
+//   - with --kv-cache-dtype fp8 (backendtest.RunKV, ops ending /kv=fp8)
+//     both sides store the same E4M3 codes, each exact in f16, so the
+//     cache's rounding cancels out of the comparison; what is left is the
+//     tensor-core kernels' f16 Q and P (as above) and the rare value that
+//     the two backends' inputs (RoPE folded into the kernel here, applied
+//     apart on the CPU) put on opposite sides of a rounding boundary,
+//     where one code step is 2^-4 relative (3 mantissa bits), a hundred
+//     times f16's: a few of those among ~1e5 values move the normalised
+//     error by ~1e-3, hence a bound above the f16 cache's;
 //   - attention over steps with a sequence of 16 or more tokens runs the
 //     flash kernel on f16 Q, K, V and P (head dims 64, 128, 256 and 512);
 //   - MoE of 4-bit experts over moeGEMMRows rows or more runs the grouped
@@ -44,6 +53,8 @@ func (b *Backend) Tolerance(op string, rows int) float64 {
 		return 1e-2
 	case strings.HasPrefix(op, "DecodeLayer"): // attention's f16 K/V (and f16 tensor-core inputs) carried through a layer
 		return 3e-3
+	case strings.HasPrefix(op, "Attention") && strings.HasSuffix(op, "/kv=fp8"):
+		return 5e-3
 	case strings.HasPrefix(op, "Attention") && rows >= 16:
 		return 3e-3
 	case strings.HasPrefix(op, "Attention"):

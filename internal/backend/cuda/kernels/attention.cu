@@ -3,30 +3,101 @@
 // it): half the bytes of f32 for decode's KV reads and prefill's tile
 // loads, 11 significant bits, and K/V of post-norm activations stay far
 // inside f16's range. The rows of one head inside a block are contiguous.
-// A step's token positions, token->sequence map and block tables come
-// from the step buffers.
-
-// kv_store writes this step's k and v rows (f32) into their slots as f16.
-// One block per token.
-extern "C" __global__ void kv_store(u16* Kc, u16* Vc, const float* k, const float* v, const int* pos,
-                                    const int* tok2seq, const int* btab, int btStride, int bs, int kvh, int hd) {
-    grid_dep_start();
-    int t = blockIdx.x, p = pos[t];
-    long long blk = btab[(long long)tok2seq[t] * btStride + p / bs];
-    int w = kvh * hd;
-    for (int i = threadIdx.x; i < w; i += blockDim.x) {
-        int h = i / hd, d = i - h * hd;
-        long long dst = ((blk * kvh + h) * bs + p % bs) * hd + d;
-        Kc[dst] = f16bits(k[(long long)t * w + i]);
-        Vc[dst] = f16bits(v[(long long)t * w + i]);
-    }
-}
+// With --kv-cache-dtype fp8 the same layout holds OCP E4M3 codes, one byte
+// a value (the _f8 kernels): every kernel below is a template over the
+// element (KvF16, KvF8), and the fp8 one widens codes to f16 or f32 where
+// it loads them. A step's token positions, token->sequence map and block
+// tables come from the step buffers.
 
 // f16x4 widens 4 f16 values (8 bytes, 8-byte aligned) to floats.
 DEV float4 f16x4(const u16* p) {
     uint2 u = *reinterpret_cast<const uint2*>(p);
     return f4(f16f((u16)(u.x & 0xffffu)), f16f((u16)(u.x >> 16)), f16f((u16)(u.y & 0xffffu)), f16f((u16)(u.y >> 16)));
 }
+
+// e4m3_enc rounds f to the nearest OCP E4M3 ("E4M3FN") code, ties to
+// even, saturating at +-448 (infinities included; NaN stays NaN): the
+// CPU's tensor.F32ToE4M3 bit for bit, so both backends store the same
+// codes. Static scale 1.0, as the CPU store (docs/kv-cache.md, Scales).
+DEV u8 e4m3_enc(float f) {
+    const u32 u = __float_as_uint(f), s = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (u8)(s | 0x7fu);
+    if (a >= 0x43e00000u) return (u8)(s | 0x7eu); // 448 and up
+    if (a < 0x3c800000u) return (u8)(s | (u32)__float2int_rn(__uint_as_float(a) * 512.f)); // subnormal m*2^-9
+    u32 c = ((a >> 23) - 120u) << 3 | ((a >> 20) & 7u); // rebias 127 -> 7, keep 3 mantissa bits
+    const u32 rem = a & 0xfffffu;
+    if (rem > 0x80000u || (rem == 0x80000u && (c & 1u))) c++;
+    return (u8)(s | min(c, 0x7eu));
+}
+// e4m3_h2 widens the two codes in bytes 0 and 1 of x to an f16 pair
+// (code 0 low). A code's bits moved into an f16 word (sign to bit 15,
+// exponent and mantissa to bits 13..7) are the same number times 2^-8,
+// subnormals included; the f16 multiply by 256 is exact. (NaN codes, which
+// the encoder writes only for NaN input, widen to 480.)
+DEV u32 e4m3_h2(u32 x) {
+    const u32 u = __byte_perm(x, 0u, 0x4140u), h = ((u & 0x00800080u) << 8) | ((u & 0x007f007fu) << 7);
+    u32 r;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h), "r"(0x5c005c00u));
+    return r;
+}
+DEV float e4m3f(u8 c) { return f16f((u16)(e4m3_h2(c) & 0xffffu)); }
+
+// KV element types: T the stored element; ld4/ld2/ld1 widen 4 (aligned
+// to 4 elements), 2 or 1 of them; enc rounds a value for the store; rnd
+// is what a value reads back as (the f16 kernels keep the step's own key
+// and value unrounded in registers, as before; the fp8 ones use the code's
+// value, as later steps and the CPU store read it).
+struct KvF16 {
+    typedef u16 T;
+    static constexpr bool F8 = false;
+    static DEV float4 ld4(const u16* p) { return f16x4(p); }
+    static DEV float2 ld2(const u16* p) {
+        const u32 a = *reinterpret_cast<const u32*>(p);
+        return float2{f16f((u16)(a & 0xffffu)), f16f((u16)(a >> 16))};
+    }
+    static DEV float ld1(const u16* p) { return f16f(*p); }
+    static DEV u16 enc(float f) { return f16bits(f); }
+    static DEV float rnd(float f) { return f; }
+};
+struct KvF8 {
+    typedef u8 T;
+    static constexpr bool F8 = true;
+    static DEV float4 ld4(const u8* p) {
+        const u32 a = *reinterpret_cast<const u32*>(p), lo = e4m3_h2(a), hi = e4m3_h2(a >> 16);
+        return f4(f16f((u16)(lo & 0xffffu)), f16f((u16)(lo >> 16)), f16f((u16)(hi & 0xffffu)), f16f((u16)(hi >> 16)));
+    }
+    static DEV float2 ld2(const u8* p) {
+        const u32 h = e4m3_h2(*reinterpret_cast<const u16*>(p));
+        return float2{f16f((u16)(h & 0xffffu)), f16f((u16)(h >> 16))};
+    }
+    static DEV float ld1(const u8* p) { return e4m3f(*p); }
+    static DEV u8 enc(float f) { return e4m3_enc(f); }
+    static DEV float rnd(float f) { return e4m3f(e4m3_enc(f)); }
+};
+
+// kv_store writes this step's k and v rows (f32) into their slots (f16 or
+// E4M3 codes). One block per token.
+template <class KV>
+DEV void kv_store_impl(typename KV::T* Kc, typename KV::T* Vc, const float* k, const float* v, const int* pos,
+                       const int* tok2seq, const int* btab, int btStride, int bs, int kvh, int hd) {
+    int t = blockIdx.x, p = pos[t];
+    long long blk = btab[(long long)tok2seq[t] * btStride + p / bs];
+    int w = kvh * hd;
+    for (int i = threadIdx.x; i < w; i += blockDim.x) {
+        int h = i / hd, d = i - h * hd;
+        long long dst = ((blk * kvh + h) * bs + p % bs) * hd + d;
+        Kc[dst] = KV::enc(k[(long long)t * w + i]);
+        Vc[dst] = KV::enc(v[(long long)t * w + i]);
+    }
+}
+#define KV_STORE(SFX, KV)                                                                                            \
+    extern "C" __global__ void kv_store##SFX(KV::T* Kc, KV::T* Vc, const float* k, const float* v, const int* pos, \
+                                             const int* tok2seq, const int* btab, int btStride, int bs, int kvh,     \
+                                             int hd) {                                                                \
+        grid_dep_start();                                                                                             \
+        kv_store_impl<KV>(Kc, Vc, k, v, pos, tok2seq, btab, btStride, bs, kvh, hd);                                  \
+    }
+KV_STORE(, KvF16) KV_STORE(_f8, KvF8)
 
 #define ATT_THREADS 128
 #define ATT_MAXD 512 // largest head dim: 4 output dims per thread
@@ -76,11 +147,10 @@ DEV void merge_splits(float* out, const float* pb, int S, int hd, int tid0, int 
 // part, and the last split block of each (token, head) merges them (cnt:
 // zeroed counters, one per (token, head)). sinks: [heads] sink logits or
 // null. Decode steps of head dims 64 and 128 use attn_decode below instead.
-extern "C" __global__ void __launch_bounds__(ATT_THREADS)
-attention(float* out, float* part, const float* q, const u16* Kc, const u16* Vc, const int* pos,
-          const int* tok2seq, const int* btab, int btStride, int bs, int heads, int kvh, int hd, float scale,
-          int window, float softcap, int* cnt, const float* sinks) {
-    grid_dep_start();
+template <class KV>
+DEV void attention_impl(float* out, float* part, const float* q, const typename KV::T* Kc, const typename KV::T* Vc,
+                        const int* pos, const int* tok2seq, const int* btab, int btStride, int bs, int heads, int kvh,
+                        int hd, float scale, int window, float softcap, int* cnt, const float* sinks) {
     __shared__ float qs[ATT_MAXD];
     __shared__ float ps[ATT_THREADS];
     __shared__ long long voff[ATT_THREADS];
@@ -107,19 +177,19 @@ attention(float* out, float* part, const float* q, const u16* Kc, const u16* Vc,
             long long blk = bt[j / bs];
             long long off = ((blk * kvh + kh) * bs + j % bs) * hd;
             voff[tid] = off;
-            const u16* kp = Kc + off;
+            const typename KV::T* kp = Kc + off;
             float dot = 0.f;
             if (vec) {
 #pragma unroll 8
                 for (int d = 0; d < hd; d += 4) {
-                    float4 kv = f16x4(kp + d);
+                    float4 kv = KV::ld4(kp + d);
                     dot = fmaf(qs[d], kv.x, dot);
                     dot = fmaf(qs[d + 1], kv.y, dot);
                     dot = fmaf(qs[d + 2], kv.z, dot);
                     dot = fmaf(qs[d + 3], kv.w, dot);
                 }
             } else {
-                for (int d = 0; d < hd; d++) dot = fmaf(qs[d], f16f(kp[d]), dot);
+                for (int d = 0; d < hd; d++) dot = fmaf(qs[d], KV::ld1(kp + d), dot);
             }
             s = dot * scale;
             if (softcap > 0.f) s = softcap * tanhf(s / softcap);
@@ -137,7 +207,7 @@ attention(float* out, float* part, const float* q, const u16* Kc, const u16* Vc,
                 float4 acc = f4(o4.x * corr, o4.y * corr, o4.z * corr, o4.w * corr);
 #pragma unroll 4
                 for (int i = g; i < nk; i += G) {
-                    float4 vv = f16x4(Vc + voff[i] + 4 * li);
+                    float4 vv = KV::ld4(Vc + voff[i] + 4 * li);
                     float pi = ps[i];
                     acc.x = fmaf(pi, vv.x, acc.x); acc.y = fmaf(pi, vv.y, acc.y);
                     acc.z = fmaf(pi, vv.z, acc.z); acc.w = fmaf(pi, vv.w, acc.w);
@@ -151,7 +221,7 @@ attention(float* out, float* part, const float* q, const u16* Kc, const u16* Vc,
                 if (d < hd) {
                     float acc = o[k] * corr;
 #pragma unroll 8
-                    for (int i = 0; i < nk; i++) acc = fmaf(ps[i], f16f(Vc[voff[i] + d]), acc);
+                    for (int i = 0; i < nk; i++) acc = fmaf(ps[i], KV::ld1(Vc + voff[i] + d), acc);
                     o[k] = acc;
                 }
             }
@@ -201,6 +271,16 @@ attention(float* out, float* part, const float* q, const u16* Kc, const u16* Vc,
     }
     if (last_block(cnt + (long long)t * heads + h, S)) merge_splits(orow, pb, S, hd, tid, ATT_THREADS, sink);
 }
+#define ATTENTION(SFX, KV)                                                                                        \
+    extern "C" __global__ void __launch_bounds__(ATT_THREADS)                                                     \
+        attention##SFX(float* out, float* part, const float* q, const KV::T* Kc, const KV::T* Vc, const int* pos, \
+                       const int* tok2seq, const int* btab, int btStride, int bs, int heads, int kvh, int hd,      \
+                       float scale, int window, float softcap, int* cnt, const float* sinks) {                    \
+        grid_dep_start();                                                                                         \
+        attention_impl<KV>(out, part, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, hd, scale, window, \
+                           softcap, cnt, sinks);                                                                  \
+    }
+ATTENTION(, KvF16) ATTENTION(_f8, KvF8)
 
 // attn_decode: decode steps (one query token per sequence) for head dims
 // 64 and 128 with up to 8 query heads per kv head. Grid (kvHeads, tokens,
@@ -327,8 +407,8 @@ DEV void merge_head_splits(float* out, int G, int S, int e0, int e1, const float
 // where the sums are final. (KV-shared layers, which store nothing, take
 // the generic kernel: this one's loads before the wait would race the
 // owning layer's store of the step's key.)
-template <int HD, int GM = AD_G, bool CL = false>
-DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,
+template <int HD, int GM = AD_G, bool CL = false, class KV = KvF16>
+DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc, typename KV::T* Vc, const int* pos, const int* tok2seq,
                           const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
                           float softcap, float* kin, const float* vin, int ldk, int* cnt, const float* invf, int half,
                           float rscale, const float* qn, const float* kn, float neps, int gl, int wb,
@@ -365,13 +445,13 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
             if (j < j1 && j != p) {
                 long long off = ((bt[j / bs] * (long long)kvh + kh) * bs + j % bs) * HD + lane * VPL;
                 if (VPL == 4) {
-                    float4 a = f16x4(Kc + off), b = f16x4(Vc + off);
+                    float4 a = KV::ld4(Kc + off), b = KV::ld4(Vc + off);
                     kd[u][0] = a.x, kd[u][1] = a.y, kd[u][2] = a.z, kd[u][3] = a.w;
                     vd[u][0] = b.x, vd[u][1] = b.y, vd[u][2] = b.z, vd[u][3] = b.w;
                 } else {
-                    u32 a = *reinterpret_cast<const u32*>(Kc + off), b = *reinterpret_cast<const u32*>(Vc + off);
-                    kd[u][0] = f16f((u16)(a & 0xffffu)), kd[u][1] = f16f((u16)(a >> 16));
-                    vd[u][0] = f16f((u16)(b & 0xffffu)), vd[u][1] = f16f((u16)(b >> 16));
+                    float2 a = KV::ld2(Kc + off), b = KV::ld2(Vc + off);
+                    kd[u][0] = a.x, kd[u][1] = a.y;
+                    vd[u][0] = b.x, vd[u][1] = b.y;
                 }
             } else {
 #pragma unroll
@@ -399,7 +479,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
     if (split == 0 && hgi == 0 && warp == 0) {
         long long dst = ((bt[p / bs] * (long long)kvh + kh) * bs + p % bs) * HD + lane * VPL;
 #pragma unroll
-        for (int i = 0; i < VPL; i++) Kc[dst + i] = f16bits(kself[i]), Vc[dst + i] = f16bits(vself[i]);
+        for (int i = 0; i < VPL; i++) Kc[dst + i] = KV::enc(kself[i]), Vc[dst + i] = KV::enc(vself[i]);
     }
     float qv[GM][VPL];
 #pragma unroll
@@ -422,7 +502,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
         for (int u = 0; u < AD_DU; u++)
             if (c + u == p)
 #pragma unroll
-                for (int i = 0; i < VPL; i++) kr[u][i] = kself[i], vr[u][i] = vself[i];
+                for (int i = 0; i < VPL; i++) kr[u][i] = KV::rnd(kself[i]), vr[u][i] = KV::rnd(vself[i]);
 #pragma unroll
         for (int g = 0; g < GM; g++) {
             if (g >= G) break;
@@ -530,8 +610,8 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
                               },
                               [&](int g, int d, int s) { return ldcg(pb0 + ((long long)g * S + s) * (HD + 2) + 2 + d); });
 }
-#define AD_PARAMS                                                                                                  \
-    float *out, float *part, float *q, u16 *Kc, u16 *Vc, const int *pos, const int *tok2seq, const int *btab,         \
+#define AD_PARAMS(KV)                                                                                              \
+    float *out, float *part, float *q, KV::T *Kc, KV::T *Vc, const int *pos, const int *tok2seq, const int *btab,     \
         int btStride, int bs, int heads, int kvh, float scale, int window, float softcap, float *kin, const float *vin, \
         int ldk, int *cnt, const float *invf, int half, float rscale, const float *qn, const float *kn, float neps,   \
         int gl, int wb, const float *sinks
@@ -541,34 +621,15 @@ DEV void attn_decode_impl(float* out, float* part, float* q, u16* Kc, u16* Vc, c
 // attn_decode_<hd>: up to AD_G heads a block; _h1: one query head a block (head groups of 1); _h2,
 // _h4: blocks of 2 or 4 heads (Llama's whole GQA group at long contexts
 // and in batched steps, on fewer registers); _h1c, _h2c, _h4c: those with
-// the splits merged through a thread block cluster (CL).
-#define ATTN_DECODE(HD)                                                                                                \
-    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD(AD_PARAMS) {                                    \
+// the splits merged through a thread block cluster (CL). SFX _f8: the
+// same over an E4M3 cache (KV KvF8).
+#define AD_KERNEL(HD, NAME, GM, CL, SFX, KV)                                                                           \
+    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##NAME##SFX(AD_PARAMS(KV)) {                   \
         grid_dep_launch();                                                                                             \
-        attn_decode_impl<HD>(AD_ARGS);                                                                                 \
-    }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h1(AD_PARAMS) {                               \
-        grid_dep_launch();                                                                                             \
-        attn_decode_impl<HD, 1>(AD_ARGS);                                                                              \
-    }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h2(AD_PARAMS) {                               \
-        grid_dep_launch();                                                                                             \
-        attn_decode_impl<HD, 2>(AD_ARGS);                                                                              \
-    }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h4(AD_PARAMS) {                               \
-        grid_dep_launch();                                                                                             \
-        attn_decode_impl<HD, 4>(AD_ARGS);                                                                              \
-    }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h1c(AD_PARAMS) {                              \
-        grid_dep_launch();                                                                                             \
-        attn_decode_impl<HD, 1, true>(AD_ARGS);                                                                        \
-    }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h2c(AD_PARAMS) {                              \
-        grid_dep_launch();                                                                                             \
-        attn_decode_impl<HD, 2, true>(AD_ARGS);                                                                        \
-    }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##_h4c(AD_PARAMS) {                              \
-        grid_dep_launch();                                                                                             \
-        attn_decode_impl<HD, 4, true>(AD_ARGS);                                                                        \
+        attn_decode_impl<HD, GM, CL, KV>(AD_ARGS);                                                                     \
     }
-ATTN_DECODE(64) ATTN_DECODE(128)
+#define ATTN_DECODE(HD, SFX, KV)                                                                                       \
+    AD_KERNEL(HD, , AD_G, false, SFX, KV) AD_KERNEL(HD, _h1, 1, false, SFX, KV) AD_KERNEL(HD, _h2, 2, false, SFX, KV) \
+    AD_KERNEL(HD, _h4, 4, false, SFX, KV) AD_KERNEL(HD, _h1c, 1, true, SFX, KV) AD_KERNEL(HD, _h2c, 2, true, SFX, KV) \
+    AD_KERNEL(HD, _h4c, 4, true, SFX, KV)
+ATTN_DECODE(64, , KvF16) ATTN_DECODE(128, , KvF16) ATTN_DECODE(64, _f8, KvF8) ATTN_DECODE(128, _f8, KvF8)

@@ -3,6 +3,7 @@
 // or inline PTX, and the intrinsics used are NVRTC builtins.
 typedef unsigned int u32;
 typedef unsigned short u16;
+typedef unsigned char u8;
 typedef unsigned long long u64;
 #define DEV __device__ __forceinline__
 #define NEG_INF __uint_as_float(0xff800000u)

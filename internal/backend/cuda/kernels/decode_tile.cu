@@ -59,13 +59,23 @@ DEV void dt_hilo(float a, float b, u32& hi, u32& lo) {
     lo = f16x2(a - f16f((u16)(hi & 0xffffu)), b - f16f((u16)(hi >> 16)));
 }
 
-template <int HD>
-DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,
+// Over an E4M3 cache (KV KvF8) a warp's first stage holds its f16 K and V
+// tile and the second its DT_ST stages of code tiles (unpadded rows of HD
+// bytes; they fit), copied by cp.async as the f16 tiles are and widened
+// into the first stage when they have landed (fa_widen): the f16 kernel's
+// loop and fragments are unchanged, for one shared-memory pass a tile.
+template <int HD, class KV = KvF16>
+DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, typename KV::T* Kc, typename KV::T* Vc,
+                         const int* pos, const int* tok2seq,
                          const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
                          float softcap, const float* kin, const float* vin, int ldk, const float* invf, int half,
                          float rscale, const float* qn, const float* kn, float neps) {
     using C = dtcfg<HD>;
-    constexpr int VPL = HD / 32, CH = HD / 8, RP = 32 / CH; // dims a lane (prologue); chunks a row, rows a copy pass
+    constexpr bool F8 = KV::F8;
+    constexpr int RH = F8 ? HD / 2 : HD; // the copy's row in halves (fp8: HD bytes)
+    constexpr int VPL = HD / 32, CH = RH / 8, RP = 32 / CH; // dims a lane (prologue); chunks a row, rows a copy pass
+    constexpr int RT = DT_KT * HD;                          // fp8: a code tile's bytes
+    static_assert(!F8 || DT_ST * 2 * RT <= (DT_ST - 1) * C::STAGE, "fp8 code stages fit after the f16 stage");
     extern __shared__ __align__(16) u16 dsm[];
     __shared__ float cm[8], cs[8], co[8][HD]; // this split's partials, read by the cluster
     char* const sm = reinterpret_cast<char*>(dsm);
@@ -93,15 +103,16 @@ DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, u16*
             const int js = j0 + tile * DT_KT, j = js + lane;
             int row = -1;
             if (lane < DT_KT && j < j1 && j != p) row = (bt[j / bs] * kvh + kh) * bs + j % bs;
-            const u32 st = base + wofs + (i % DT_ST) * C::STAGE;
+            const u32 st = F8 ? base + wofs + C::STAGE + (i % DT_ST) * 2 * RT : base + wofs + (i % DT_ST) * C::STAGE;
             const int c = lane % CH;
+            const u16 *kc = reinterpret_cast<const u16*>(Kc), *vc = reinterpret_cast<const u16*>(Vc);
 #pragma unroll
             for (int r0 = 0; r0 < DT_KT; r0 += RP) {
                 const int r = r0 + lane / CH, cr = __shfl_sync(0xffffffffu, row, r);
-                const long long off = cr >= 0 ? (long long)cr * HD + c * 8 : 0;
-                const u32 d = st + (r * C::KS + c * 8) * 2;
-                fa_cp16(d, Kc + off, cr >= 0 ? 16 : 0);
-                fa_cp16(d + C::TILE, Vc + off, cr >= 0 ? 16 : 0);
+                const long long off = cr >= 0 ? (long long)cr * RH + c * 8 : 0;
+                const u32 d = st + (r * (F8 ? RH : C::KS) + c * 8) * 2;
+                fa_cp16(d, kc + off, cr >= 0 ? 16 : 0);
+                fa_cp16(d + (F8 ? RT : C::TILE), vc + off, cr >= 0 ? 16 : 0);
             }
         }
         fa_commit();
@@ -146,9 +157,15 @@ DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, u16*
         const long long dst = ((bt[p / bs] * (long long)kvh + kh) * bs + p % bs) * HD + lane * VPL;
 #pragma unroll
         for (int i = 0; i < VPL; i++) {
-            const u16 kb = f16bits(kv[i]), vb = f16bits(vr[i]);
-            sk[lane * VPL + i] = kb, sk[HD + lane * VPL + i] = vb;
-            Kc[dst + i] = kb, Vc[dst + i] = vb;
+            if constexpr (F8) { // the tile gets the codes' values, as the CPU store reads them
+                const u8 k8 = e4m3_enc(kv[i]), v8 = e4m3_enc(vr[i]);
+                sk[lane * VPL + i] = (u16)(e4m3_h2(k8) & 0xffffu), sk[HD + lane * VPL + i] = (u16)(e4m3_h2(v8) & 0xffffu);
+                Kc[dst + i] = k8, Vc[dst + i] = v8;
+            } else {
+                const u16 kb = f16bits(kv[i]), vb = f16bits(vr[i]);
+                sk[lane * VPL + i] = kb, sk[HD + lane * VPL + i] = vb;
+                Kc[dst + i] = kb, Vc[dst + i] = vb;
+            }
         }
     }
     __syncthreads();
@@ -172,7 +189,11 @@ DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, u16*
         fa_wait1(); // tile i has landed (tile i+1 may be in flight)
         __syncwarp();
         const int js = j0 + (warp + i * DT_W) * DT_KT;
-        const int so = wofs + (i % DT_ST) * C::STAGE;
+        const int so = F8 ? wofs : wofs + (i % DT_ST) * C::STAGE;
+        if constexpr (F8) { // widen the landed code tiles into the f16 stage
+            fa_widen<HD, 32, DT_KT>(sm, wofs, wofs + C::STAGE + (i % DT_ST) * 2 * RT, lane);
+            __syncwarp();
+        }
         if (hasp && p >= js && p < js + DT_KT) { // warp-uniform: patch the step's own key and value in
             const u32* src = reinterpret_cast<const u32*>(sm + C::QB);
             u32* kd = reinterpret_cast<u32*>(sm + so + (p - js) * C::KS * 2);
@@ -288,16 +309,17 @@ DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, u16*
 // Grid (kv heads, tokens, splits); with splits > 1 either cluster (1, 1,
 // splits) and no cnt, or cnt (zeroed counters, one per (token, kv head),
 // left zero) and part (token x head x split partials of HD + 2 floats);
-// 128 threads and dtcfg<HD>::SMEM bytes of dynamic shared memory.
-#define ATTN_DTILE(HD)                                                                                              \
-    extern "C" __global__ void __launch_bounds__(128, 2) attn_dtile_##HD(                                         \
-        float* out, float* part, int* cnt, const float* q, u16* Kc, u16* Vc, const int* pos, const int* tok2seq,   \
-        const int* btab,                                                                                           \
+// 128 threads and dtcfg<HD>::SMEM bytes of dynamic shared memory. SFX
+// _f8: over an E4M3 cache.
+#define ATTN_DTILE(HD, SFX, KV)                                                                                     \
+    extern "C" __global__ void __launch_bounds__(128, 2) attn_dtile_##HD##SFX(                                    \
+        float* out, float* part, int* cnt, const float* q, KV::T* Kc, KV::T* Vc, const int* pos,                  \
+        const int* tok2seq, const int* btab,                                                                       \
         int btStride, int bs, int heads, int kvh, float scale, int window, float softcap, const float* kin,        \
         const float* vin, int ldk, const float* invf, int half, float rscale, const float* qn, const float* kn,     \
         float neps) {                                                                                              \
         grid_dep_launch();                                                                                         \
-        attn_dtile_impl<HD>(out, part, cnt, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, softcap, \
-                            kin, vin, ldk, invf, half, rscale, qn, kn, neps);                                     \
+        attn_dtile_impl<HD, KV>(out, part, cnt, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale,   \
+                                window, softcap, kin, vin, ldk, invf, half, rscale, qn, kn, neps);                 \
     }
-ATTN_DTILE(64) ATTN_DTILE(128)
+ATTN_DTILE(64, , KvF16) ATTN_DTILE(128, , KvF16) ATTN_DTILE(64, _f8, KvF8) ATTN_DTILE(128, _f8, KvF8)

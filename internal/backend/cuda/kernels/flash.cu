@@ -107,16 +107,40 @@ DEV void fa_rows(int (&row)[FA_NK(HD, NT, KT)], const int* bt, int j0, int plast
     }
 }
 // fa_copy starts the copy of one tile into the padded tile at shared
-// address dst; rows past the end become zeros (P is 0 there, but 0 *
-// stale garbage could be NaN).
-template <int HD, int NT, int KT = FA_KT>
-DEV void fa_copy(u32 dst, const u16* cache, const int (&row)[FA_NK(HD, NT, KT)]) {
+// address dst (rows of KS halves); rows past the end become zeros (P is 0
+// there, but 0 * stale garbage could be NaN). An E4M3 tile is copied as
+// the f16 tile of half its head dim (HD/2 halves = HD bytes a row),
+// unpadded (KS = HD/2), for fa_widen.
+template <int HD, int NT, int KT = FA_KT, int KS = HD + 8>
+DEV void fa_copy(u32 dst, const void* cache, const int (&row)[FA_NK(HD, NT, KT)]) {
     constexpr int CH = HD / 8;
+    const u16* c16 = reinterpret_cast<const u16*>(cache);
     const int c = threadIdx.x % CH, r0 = (int)threadIdx.x / CH * FA_NK(HD, NT, KT);
 #pragma unroll
     for (int i = 0; i < FA_NK(HD, NT, KT); i++) {
-        const u16* src = row[i] >= 0 ? cache + (long long)row[i] * HD + c * 8 : cache;
-        fa_cp16(dst + ((r0 + i) * (HD + 8) + c * 8) * 2, src, row[i] >= 0 ? 16 : 0);
+        const u16* src = row[i] >= 0 ? c16 + (long long)row[i] * HD + c * 8 : c16;
+        fa_cp16(dst + ((r0 + i) * KS + c * 8) * 2, src, row[i] >= 0 ? 16 : 0);
+    }
+}
+// fa_widen turns a K tile and a V tile of E4M3 codes (KT unpadded rows of
+// HD bytes, V right after K, at byte offset src of sm) into the padded f16
+// tiles at dst (V TB bytes after K), with threads tid = 0..NT-1 taking 16
+// codes at a time: the fp8 kernels' tiles land by cp.async as codes and
+// are widened once in shared memory, so ldmatrix and the mma see the same
+// f16 tiles as the f16 kernels (an E4M3 value is exact in f16).
+template <int HD, int NT, int KT>
+DEV void fa_widen(char* sm, u32 dst, u32 src, int tid) {
+    constexpr int CR = HD / 16, N = 2 * KT * CR / NT, TB = KT * (HD + 8) * 2;
+    static_assert(N * NT == 2 * KT * CR, "fa_widen: whole chunks a thread");
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const int e = tid + i * NT, v = e >= KT * CR, k = e - v * KT * CR, r = k / CR, c = k % CR;
+        const uint4 x = *reinterpret_cast<const uint4*>(sm + src + v * KT * HD + k * 16);
+        uint4 lo, hi;
+        lo.x = e4m3_h2(x.x), lo.y = e4m3_h2(x.x >> 16), lo.z = e4m3_h2(x.y), lo.w = e4m3_h2(x.y >> 16);
+        hi.x = e4m3_h2(x.z), hi.y = e4m3_h2(x.z >> 16), hi.z = e4m3_h2(x.w), hi.w = e4m3_h2(x.w >> 16);
+        uint4* d = reinterpret_cast<uint4*>(sm + dst + v * TB + (r * (HD + 8) + c * 16) * 2);
+        d[0] = lo, d[1] = hi;
     }
 }
 
@@ -369,9 +393,13 @@ DEV void fa_xsum(float (&sf)[M][NK / 8][4], float4* xw, const float4* xp, int ba
 
 // Dynamic shared memory of flash2 (flash2Smem in backend.go): Q, then two
 // stages of a K tile and a V tile, all padded rows; with NS > 1 then the
-// exchange slots, one per warp.
-template <int HD>
-DEV void flash2_impl(float* out, const float* q, const u16* Kc, const u16* Vc, const int* pos, const int* tok2seq,
+// exchange slots, one per warp. Over an E4M3 cache (KV KvF8) the second
+// stage holds instead two stages of code tiles (unpadded rows of HD bytes:
+// they fit), copied by cp.async a tile ahead as f16 tiles are, and each
+// tile is widened into the first stage between two barriers.
+template <int HD, class KV = KvF16>
+DEV void flash2_impl(float* out, const float* q, const typename KV::T* Kc, const typename KV::T* Vc, const int* pos,
+                     const int* tok2seq,
                      const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window, float softcap,
                      const int* tiles, int ldq, int ldo, const float* sinks) {
     using C = f2cfg<HD>;
@@ -379,6 +407,9 @@ DEV void flash2_impl(float* out, const float* q, const u16* Kc, const u16* Vc, c
     constexpr int RW = 16 * M, R = C::W / NS * RW, SUB = FA_ROWS / R; // rows: a warp group's, the block's; blocks a tile
     constexpr int DW = HD / NS;                                       // dims of a warp (its share of S and its O)
     constexpr int KS = HD + 8, TB = KT * KS * 2;                      // padded row (halves), tile bytes
+    constexpr bool F8 = KV::F8;
+    constexpr int RH = F8 ? HD / 2 : HD, RS = F8 ? RH : KS, RB = KT * HD; // copy shape; fp8: code tile bytes
+    static_assert(!F8 || 4 * RB <= 2 * TB, "two stages of K and V code tiles fit in the second f16 stage");
     static_assert(R * SUB == FA_ROWS && NT % (HD / 8) == 0 && KT % KH == 0 && NS <= 2, "flash2 shape");
     extern __shared__ __align__(16) u16 fsm[];
     const fa_blk B = fa_block<SUB>(pos, tok2seq, btab, btStride, heads, kvh, window, tiles);
@@ -386,11 +417,13 @@ DEV void flash2_impl(float* out, const float* q, const u16* Kc, const u16* Vc, c
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = warp / NS, d = warp % NS;
     const int cnt = B.cnt, pfirst = B.pfirst, plast = B.plast;
     const u32 qsm = fa_smem(fsm), kv = qsm + R * KS * 2; // stage st: K at kv + 2*TB*st, V after it
+    // fp8: the code tiles of the tile whose f16 stage would be s (0 or 2*TB).
+    auto raw = [&](u32 s) { return kv + 2 * TB + (s ? 2 * RB : 0); };
 
-    int row[FA_NK(HD, NT, KT)]; // cache rows of the next tile to copy
-    fa_rows<HD, NT, KT>(row, B.bt, B.kstart, plast, bs, kvh, B.kh);
-    fa_copy<HD, NT, KT>(kv, Kc, row);
-    fa_copy<HD, NT, KT>(kv + TB, Vc, row);
+    int row[FA_NK(RH, NT, KT)]; // cache rows of the next tile to copy
+    fa_rows<RH, NT, KT>(row, B.bt, B.kstart, plast, bs, kvh, B.kh);
+    fa_copy<RH, NT, KT, RS>(F8 ? raw(0) : kv, Kc, row);
+    fa_copy<RH, NT, KT, RS>(F8 ? raw(0) + RB : kv + TB, Vc, row);
     fa_commit();
 
     // Q rows to f16 in shared memory, pre-scaled; rows past cnt are zeros.
@@ -435,21 +468,27 @@ DEV void flash2_impl(float* out, const float* q, const u16* Kc, const u16* Vc, c
     for (int j0 = B.kstart; j0 <= plast; j0 += KT, so ^= 2 * TB) {
         const bool more = j0 + KT <= plast;
         // The next tile's rows: the lookups' latency hides behind the wait.
-        if (more) fa_rows<HD, NT, KT>(row, B.bt, j0 + KT, plast, bs, kvh, B.kh);
+        if (more) fa_rows<RH, NT, KT>(row, B.bt, j0 + KT, plast, bs, kvh, B.kh);
         fa_wait0(); // this thread's copies of tile j0 have landed...
         __syncthreads(); // ...and everyone's; every warp is done with the other stage (tile j0 - KT)
         if (more) {
-            fa_copy<HD, NT, KT>(kv + (so ^ 2 * TB), Kc, row);
-            fa_copy<HD, NT, KT>(kv + (so ^ 2 * TB) + TB, Vc, row);
+            const u32 nx = F8 ? raw(so ^ 2 * TB) : kv + (so ^ 2 * TB);
+            fa_copy<RH, NT, KT, RS>(nx, Kc, row);
+            fa_copy<RH, NT, KT, RS>(nx + (F8 ? RB : TB), Vc, row);
             fa_commit();
         }
+        if constexpr (F8) { // widen tile j0 into the f16 stage, which every warp is done with
+            fa_widen<HD, NT, KT>(reinterpret_cast<char*>(fsm), kv - qsm, raw(so) - qsm, threadIdx.x);
+            __syncthreads();
+        }
+        const u32 cs = F8 ? 0 : so; // the f16 stage of tile j0
 #pragma unroll
         for (int hk = 0; hk < KT / KH; hk++) {
             const int jh = j0 + hk * KH;
             // Skip keys no row of this warp group sees (group-uniform):
             // all after its last row, or all before its first row's window.
             if (jh > pwl || (window > 0 && jh + KH - 1 <= pw0 - window)) continue;
-            const u32 ho = so + hk * KH * KS * 2;
+            const u32 ho = cs + hk * KH * KS * 2;
             float sf[M][KH / 8][4];
             fa2_qk<HD, M, KH, DW>(sf, qa, kl + ho);
             if constexpr (NS > 1) {
@@ -480,18 +519,20 @@ DEV void flash2_impl(float* out, const float* q, const u16* Kc, const u16* Vc, c
                          ldo, E.h);
 }
 
-// Kc, Vc: the layer's paged f16 cache, [block][kvHead][slot][HD]. Grid
-// (query tiles, heads); F2_T threads and flash2Smem bytes of dynamic
-// shared memory (HD 256 and 512: 256 threads, and for HD 512 grid x = 2 *
-// query tiles).
-#define FLASH(NAME, IMPL, NT, HD, MINB)                                                                               \
-    extern "C" __global__ void __launch_bounds__(NT, MINB) NAME##_##HD(                                             \
-        float* out, const float* q, const u16* Kc, const u16* Vc, const int* pos, const int* tok2seq,                \
+// Kc, Vc: the layer's paged cache, [block][kvHead][slot][HD], f16 (or
+// E4M3 codes, SFX _f8). Grid (query tiles, heads); F2_T threads and
+// flash2Smem bytes of dynamic shared memory (HD 256 and 512: 256 threads,
+// and for HD 512 grid x = 2 * query tiles).
+#define FLASH(NAME, IMPL, NT, HD, MINB, SFX, KV)                                                                      \
+    extern "C" __global__ void __launch_bounds__(NT, MINB) NAME##_##HD##SFX(                                        \
+        float* out, const float* q, const KV::T* Kc, const KV::T* Vc, const int* pos, const int* tok2seq,            \
         const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window, float softcap,           \
         const int* tiles, int ldq, int ldo, const float* sinks) {                                                    \
         grid_dep_start();                                                                                             \
-        IMPL<HD>(out, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, softcap, tiles, ldq,    \
-                 ldo, sinks);                                                                                         \
+        IMPL<HD, KV>(out, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale, window, softcap, tiles, ldq, \
+                     ldo, sinks);                                                                                     \
     }
-FLASH(flash2_attn, flash2_impl, F2_T, 64, 2) FLASH(flash2_attn, flash2_impl, F2_T, 128, 2)
-FLASH(flash2_attn, flash2_impl, 256, 256, 1) FLASH(flash2_attn, flash2_impl, 256, 512, 1)
+#define FLASH2(SFX, KV)                                                                                               \
+    FLASH(flash2_attn, flash2_impl, F2_T, 64, 2, SFX, KV) FLASH(flash2_attn, flash2_impl, F2_T, 128, 2, SFX, KV)     \
+    FLASH(flash2_attn, flash2_impl, 256, 256, 1, SFX, KV) FLASH(flash2_attn, flash2_impl, 256, 512, 1, SFX, KV)
+FLASH2(, KvF16) FLASH2(_f8, KvF8)
