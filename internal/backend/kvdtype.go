@@ -61,7 +61,7 @@ func (d KVDtype) Bytes() int {
 }
 
 // KVDtypeUsage is the --kv-cache-dtype help line the commands share.
-const KVDtypeUsage = "how the KV cache keeps K and V: " + KVDtypes + " (auto: f32 on cpu, f16 on cuda; fp8: OCP e4m3, cpu only; docs/kv-cache.md)"
+const KVDtypeUsage = "how the KV cache keeps K and V: " + KVDtypes + " (auto: f32 on cpu, f16 on cuda; fp8: OCP e4m3, cpu and cuda; f32, bf16: cpu only; docs/kv-cache.md)"
 
 // String and Set make a *KVDtype a flag.Value (--kv-cache-dtype).
 func (d KVDtype) String() string { return string(d.Or(KVAuto)) }

@@ -30,17 +30,16 @@ DEV u8 e4m3_enc(float f) {
     return (u8)(s | min(c, 0x7eu));
 }
 // e4m3_h2 widens the two codes in bytes 0 and 1 of x to an f16 pair
-// (code 0 low). A code's bits moved into an f16 word (sign to bit 15,
-// exponent and mantissa to bits 13..7) are the same number times 2^-8,
-// subnormals included; the f16 multiply by 256 is exact. (NaN codes, which
-// the encoder writes only for NaN input, widen to 480.)
+// (code 0 low): fp_h16's bit move (the code's value times 2^-8, subnormals
+// included) in each 16-bit half, then an exact f16 multiply by 256. (NaN
+// codes, which the encoder writes only for NaN input, widen to 480.)
 DEV u32 e4m3_h2(u32 x) {
     const u32 u = __byte_perm(x, 0u, 0x4140u), h = ((u & 0x00800080u) << 8) | ((u & 0x007f007fu) << 7);
     u32 r;
     asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h), "r"(0x5c005c00u));
     return r;
 }
-DEV float e4m3f(u8 c) { return f16f((u16)(e4m3_h2(c) & 0xffffu)); }
+DEV float e4m3f(u8 c) { return f16f((u16)fp_h16(c, 8)) * 256.f; }
 
 // KV element types: T the stored element; ld4/ld2/ld1 widen 4 (aligned
 // to 4 elements), 2 or 1 of them; enc rounds a value for the store; rnd
@@ -623,13 +622,17 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
 // and in batched steps, on fewer registers); _h1c, _h2c, _h4c: those with
 // the splits merged through a thread block cluster (CL). SFX _f8: the
 // same over an E4M3 cache (KV KvF8).
-#define AD_KERNEL(HD, NAME, GM, CL, SFX, KV)                                                                           \
-    extern "C" __global__ void __launch_bounds__(128) attn_decode_##HD##NAME##SFX(AD_PARAMS(KV)) {                   \
+#define AD_KERNEL(HD, NAME, GM, CL, SFX, KV, LB)                                                                       \
+    extern "C" __global__ void __launch_bounds__ LB attn_decode_##HD##NAME##SFX(AD_PARAMS(KV)) {                    \
         grid_dep_launch();                                                                                             \
         attn_decode_impl<HD, GM, CL, KV>(AD_ARGS);                                                                     \
     }
-#define ATTN_DECODE(HD, SFX, KV)                                                                                       \
-    AD_KERNEL(HD, , AD_G, false, SFX, KV) AD_KERNEL(HD, _h1, 1, false, SFX, KV) AD_KERNEL(HD, _h2, 2, false, SFX, KV) \
-    AD_KERNEL(HD, _h4, 4, false, SFX, KV) AD_KERNEL(HD, _h1c, 1, true, SFX, KV) AD_KERNEL(HD, _h2c, 2, true, SFX, KV) \
-    AD_KERNEL(HD, _h4c, 4, true, SFX, KV)
-ATTN_DECODE(64, , KvF16) ATTN_DECODE(128, , KvF16) ATTN_DECODE(64, _f8, KvF8) ATTN_DECODE(128, _f8, KvF8)
+// LB4: the launch bounds of the 4-head kernels; (128, 4) holds the fp8 ones to
+// the f16 ones' 4 blocks an SM (their widening took them past 128 registers).
+#define ATTN_DECODE(HD, SFX, KV, LB4)                                                                                  \
+    AD_KERNEL(HD, , AD_G, false, SFX, KV, (128)) AD_KERNEL(HD, _h1, 1, false, SFX, KV, (128))                         \
+    AD_KERNEL(HD, _h2, 2, false, SFX, KV, (128)) AD_KERNEL(HD, _h4, 4, false, SFX, KV, LB4)                           \
+    AD_KERNEL(HD, _h1c, 1, true, SFX, KV, (128)) AD_KERNEL(HD, _h2c, 2, true, SFX, KV, (128))                         \
+    AD_KERNEL(HD, _h4c, 4, true, SFX, KV, LB4)
+ATTN_DECODE(64, , KvF16, (128)) ATTN_DECODE(128, , KvF16, (128))
+ATTN_DECODE(64, _f8, KvF8, (128, 4)) ATTN_DECODE(128, _f8, KvF8, (128, 4))
