@@ -42,7 +42,8 @@ DEV u32 e4m3_h2(u32 x) {
 DEV float e4m3f(u8 c) { return f16f((u16)fp_h16(c, 8)) * 256.f; }
 
 // KV element types: T the stored element; ld4/ld2/ld1 widen 4 (aligned
-// to 4 elements), 2 or 1 of them; enc rounds a value for the store; rnd
+// to 4 elements), 2 or 1 of them (attn_decode keeps its own f16 pair
+// loads, both issued before either is widened); enc rounds a value for the store; rnd
 // is what a value reads back as (the f16 kernels keep the step's own key
 // and value unrounded in registers, as before; the fp8 ones use the code's
 // value, as later steps and the CPU store read it).
@@ -50,10 +51,6 @@ struct KvF16 {
     typedef u16 T;
     static constexpr bool F8 = false;
     static DEV float4 ld4(const u16* p) { return f16x4(p); }
-    static DEV float2 ld2(const u16* p) {
-        const u32 a = *reinterpret_cast<const u32*>(p);
-        return float2{f16f((u16)(a & 0xffffu)), f16f((u16)(a >> 16))};
-    }
     static DEV float ld1(const u16* p) { return f16f(*p); }
     static DEV u16 enc(float f) { return f16bits(f); }
     static DEV float rnd(float f) { return f; }
@@ -447,10 +444,14 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
                     float4 a = KV::ld4(Kc + off), b = KV::ld4(Vc + off);
                     kd[u][0] = a.x, kd[u][1] = a.y, kd[u][2] = a.z, kd[u][3] = a.w;
                     vd[u][0] = b.x, vd[u][1] = b.y, vd[u][2] = b.z, vd[u][3] = b.w;
-                } else {
+                } else if constexpr (KV::F8) {
                     float2 a = KV::ld2(Kc + off), b = KV::ld2(Vc + off);
                     kd[u][0] = a.x, kd[u][1] = a.y;
                     vd[u][0] = b.x, vd[u][1] = b.y;
+                } else { // (both loads issued before either is widened)
+                    u32 a = *reinterpret_cast<const u32*>(Kc + off), b = *reinterpret_cast<const u32*>(Vc + off);
+                    kd[u][0] = f16f((u16)(a & 0xffffu)), kd[u][1] = f16f((u16)(a >> 16));
+                    vd[u][0] = f16f((u16)(b & 0xffffu)), vd[u][1] = f16f((u16)(b >> 16));
                 }
             } else {
 #pragma unroll
