@@ -18,18 +18,7 @@ import (
 // time-to-first-token histogram count, and its token counters must agree
 // with the usage the streams reported.
 func TestServeAgainstMlxcelServer(t *testing.T) {
-	needTestdata(t)
-	l, err := app.Load(app.Options{ModelDir: testdata + "models/stories260k", Backend: "cpu", Threads: 2, Quiet: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := server.New(server.Options{Parallel: 4})
-	if err := s.Ready(l); err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	defer ts.Close()
-	defer s.Close()
+	ts := storiesServer(t)
 	enc, err := LoadTokenizer(testdata + "models/stories260k")
 	if err != nil {
 		t.Fatal(err)
@@ -68,18 +57,7 @@ func TestServeAgainstMlxcelServer(t *testing.T) {
 // so the grammar ends the answer well inside max_tokens) and none fails;
 // the same body sent once without streaming answers with that array.
 func TestServeResponseFormatAgainstMlxcelServer(t *testing.T) {
-	needTestdata(t)
-	l, err := app.Load(app.Options{ModelDir: testdata + "models/stories260k", Backend: "cpu", Threads: 2, Quiet: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := server.New(server.Options{Parallel: 4})
-	if err := s.Ready(l); err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	defer ts.Close()
-	defer s.Close()
+	ts := storiesServer(t)
 	format, err := parseResponseFormat(`{"type": "json_schema", "json_schema": {"name": "ints", "strict": true,
 		"schema": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 99}, "minItems": 24, "maxItems": 40}}}`)
 	if err != nil {
@@ -122,4 +100,21 @@ func TestServeResponseFormatAgainstMlxcelServer(t *testing.T) {
 			t.Fatalf("answer %q: %d outside 0..99", out.Choices[0].Message.Content, v)
 		}
 	}
+}
+
+// storiesServer serves stories260k on the CPU (4 slots) until the test ends.
+func storiesServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	needTestdata(t)
+	l, err := app.Load(app.Options{ModelDir: testdata + "models/stories260k", Backend: "cpu", Threads: 2, Quiet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := server.New(server.Options{Parallel: 4})
+	if err := s.Ready(l); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { ts.Close(); s.Close() })
+	return ts
 }
