@@ -11,8 +11,16 @@ import (
 )
 
 // The store takes the dtypes its kernels read (f16 for auto, E4M3 codes
-// for fp8) and refuses, naming the flag, the others.
+// for fp8) and refuses, naming the flag, the others; the backend says the
+// same before any store exists (the server's preflight asks
+// backend.CheckKVDtype before loading weights).
 func TestKVDtypeRefused(t *testing.T) {
+	if err := backend.CheckKVDtype(&Backend{}, backend.KVFP8); err != nil {
+		t.Errorf("CheckKVDtype(fp8): %v", err)
+	}
+	if err := backend.CheckKVDtype(&Backend{}, backend.KVBF16); err == nil {
+		t.Error("CheckKVDtype(bf16) = nil, but the store keeps no bf16")
+	}
 	for _, d := range []backend.KVDtype{"", backend.KVAuto, backend.KVFP8} {
 		if err := checkKVDtype(d); err != nil {
 			t.Errorf("%q: %v", d, err)
