@@ -44,3 +44,48 @@ func TestUniformRange(t *testing.T) {
 		t.Error("seeds 1 and 2 give the same first draw")
 	}
 }
+
+// TestSampleWithIDOrder: SampleWith draws by inverse CDF over the
+// survivors in id order, so a larger u never picks a smaller id, u near 0
+// picks the first survivor and u near 1 the last, whatever the filters.
+func TestSampleWithIDOrder(t *testing.T) {
+	logits := testLogits(300, 11, 2)
+	for _, p := range []Params{
+		{Temperature: 1},
+		{Temperature: 0.8, TopK: 20},
+		{Temperature: 1, TopK: 2000, TopP: 0.7},
+		{Temperature: 1, TopP: 0.6},
+		{Temperature: 1.2, MinP: 0.05},
+		{Temperature: 1, TopK: 30, TopP: 0.9, MinP: 0.02},
+	} {
+		want := refDist(t, logits, p, nil, nil)
+		first, last := -1, -1
+		for i, w := range want {
+			if w > 0 {
+				if first < 0 {
+					first = i
+				}
+				last = i
+			}
+		}
+		s := New(p, len(logits))
+		prev := int32(-1)
+		for j := range 2001 {
+			u := float64(j) / 2001
+			id := s.SampleWith(logits, nil, nil, u).ID
+			if want[id] == 0 {
+				t.Fatalf("%+v: u %v picked excluded token %d", p, u, id)
+			}
+			if id < prev {
+				t.Fatalf("%+v: u %v picked %d after %d for a smaller u", p, u, id, prev)
+			}
+			if j == 0 && int(id) != first {
+				t.Errorf("%+v: u 0 picked %d, want the first survivor %d", p, id, first)
+			}
+			prev = id
+		}
+		if got := s.SampleWith(logits, nil, nil, 0.9999999).ID; int(got) != last {
+			t.Errorf("%+v: u ~1 picked %d, want the last survivor %d", p, got, last)
+		}
+	}
+}
