@@ -15,8 +15,12 @@ func (b *Backend) SampleRows(t backend.Tensor, rows []backend.SampleRow) ([]back
 		return nil, fmt.Errorf("cpu: SampleRows got %d parameter rows for %d logit rows", len(rows), x.rows)
 	}
 	out := make([]backend.Sampled, len(rows))
-	for r := range rows {
-		out[r] = backend.HostSample(x.Row(r), rows[r])
-	}
+	// Rows are independent (each its own draw): one per worker, as the
+	// engine's host path samples requests in parallel.
+	b.parallel(len(rows), 1, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			out[r] = backend.HostSample(x.Row(r), rows[r])
+		}
+	})
 	return out, nil
 }
