@@ -349,7 +349,7 @@ func (s *Sampler) sampleTempered(l []float32, m float32) (id int32, z float64, f
 		}
 		s.cands = c
 		c = c[:topPPrefix(c, target)]
-		return s.pickCands(c), z, true
+		return s.pickCands(c, probs), z, true
 	}
 	// Without top-p, min-p is a fixed threshold on e = p/p_max (the top
 	// token has e = exp(0) = 1 exactly), applied while exponentiating.
@@ -380,7 +380,7 @@ func (s *Sampler) sampleTopK(l []float32, m float32, k int) int32 {
 	if s.topP < 1 {
 		c = c[:topPPrefix(c, s.topP*z)]
 	}
-	return s.pickCands(c)
+	return s.pickCands(c, nil)
 }
 
 func (s *Sampler) candBuf(n int) []cand {
@@ -393,7 +393,12 @@ func (s *Sampler) candBuf(n int) []cand {
 // pickCands applies min-p to the survivors of top-k/top-p and draws one of
 // them in proportion to its weight. The survivors are in no particular
 // order, but a deterministic one, so seeded runs repeat.
-func (s *Sampler) pickCands(c []cand) int32 {
+//
+// With SampleWith's draw the survivors are walked in id order: sorted
+// when few, else (dense, the vocabulary-long buffer the probabilities
+// were in, no longer needed) spread back over a zeroed dense row and
+// drawn by pickDense, O(vocab) instead of a sort of a flat nucleus.
+func (s *Sampler) pickCands(c []cand, dense []float32) int32 {
 	if s.minP > 0 {
 		// min-p compares to the top survivor, whose e is exactly 1 because
 		// the argmax always survives top-k and top-p.
@@ -404,6 +409,15 @@ func (s *Sampler) pickCands(c []cand) int32 {
 			}
 		}
 		c = kept
+	}
+	if s.fixed && dense != nil && len(c) > 256 {
+		clear(dense)
+		mass := 0.0
+		for _, x := range c {
+			dense[x.id] = x.v
+			mass += float64(x.v)
+		}
+		return s.pickDense(dense, mass)
 	}
 	if s.fixed {
 		slices.SortFunc(c, func(a, b cand) int { return int(a.id) - int(b.id) })
