@@ -21,7 +21,7 @@ import (
 const sampleParamWords = 16
 
 // sampleThreads is sample_rows' block (SAMPLE_THREADS).
-const sampleThreads = 1024
+const sampleThreads = 512
 
 // Flags of a row's parameters (word 14).
 const (

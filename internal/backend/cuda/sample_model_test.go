@@ -68,22 +68,25 @@ func modelRadix(x []float32, mass bool, m float32, invT float64, strict bool, lo
 		if shift != 24 {
 			hi = 0xffffffff << (shift + 8)
 		}
-		var wh [modelThreads / 32][256]float32
-		for c, v := range x {
+		// Fixed-point sums (SAMPLE_FIX), exact and order-independent: one
+		// histogram for the block gives the per-warp ones' total.
+		var wh [256]uint64
+		for _, v := range x {
 			k := modelKey(v)
 			if k&hi != prefix || (strict && k <= lo) {
 				continue
 			}
-			w := float32(1)
+			w := uint64(1)
 			if mass {
-				w = modelWeight(v, m, invT)
+				w = uint64(math.RoundToEven(float64(modelWeight(v, m, invT)) * (1 << 31)))
 			}
-			wh[(c%modelThreads)/32][(k>>shift)&255] += w
+			wh[(k>>shift)&255] += w
 		}
 		var dh [256]float64
 		for b := range dh {
-			for w := range wh {
-				dh[b] += float64(wh[w][b])
+			dh[b] = float64(wh[b])
+			if mass {
+				dh[b] /= 1 << 31
 			}
 			if strict && lo&hi == prefix && int((lo>>shift)&255) == b {
 				dh[b] += tieMass

@@ -11,7 +11,7 @@
 // (sample.Sampler.SampleWith, sample.Uniform). Ranks are (logit desc, id
 // asc) everywhere, as the CPU's. Nothing is sorted: every cut is a key
 // found by a 4-pass radix descent over the row (8 bits a pass, per-warp
-// histograms in shared memory), counting for top-k and weighing for top-p,
+// fixed-point histograms in shared memory), counting for top-k and weighing for top-p,
 // and the ties at a cut are taken in id order by a block scan over
 // thread-contiguous chunks.
 //
@@ -19,7 +19,7 @@
 // kernel ends (the raw values wait in the history entries), so the logits
 // tensor is unchanged afterwards.
 
-#define SAMPLE_THREADS 1024
+#define SAMPLE_THREADS 512
 #define SAMPLE_WARPS (SAMPLE_THREADS / 32)
 #define SAMPLE_MAX_TOP 20 // sample.MaxLogprobs
 #define SAMPLE_PARAMS 16  // words per row (sample.go, sampleParamWords)
@@ -68,9 +68,9 @@ DEV float sample_weight(float v, float m, double invT) {
 
 // sample_shared is the block's scratch.
 struct sample_shared {
-    float wh[SAMPLE_WARPS * 256]; // per-warp radix histograms
-    double dh[256];               // their sums
-    double red[SAMPLE_WARPS];     // reductions and scans
+    unsigned long long wh[SAMPLE_WARPS * 256]; // per-warp radix histograms, fixed point
+    double dh[256];                            // their sums
+    double red[SAMPLE_WARPS];                  // reductions and scans
     float fred[SAMPLE_WARPS];
     int ired[SAMPLE_WARPS];
     unsigned key;
@@ -79,6 +79,25 @@ struct sample_shared {
     float topv[SAMPLE_MAX_TOP];
     int topi[SAMPLE_MAX_TOP];
 };
+
+// SAMPLE_FIX is the fixed-point scale of the weights in the histograms:
+// integer sums are exact and do not depend on the order of the adds, and
+// a float atomicAdd on shared memory is a compare-and-swap loop, which 32
+// lanes hitting one bin (most logits share their top key byte) serialise.
+#define SAMPLE_FIX 2147483648.f // 2^31: a weight <= 1 fits 32 bits
+
+// sample_hist_add adds this lane's fixed-point weight wfix to bin of its
+// warp's histogram h (bin 256: nothing). Every lane of the warp calls it:
+// the lanes of one bin sum their weights (__reduce_add_sync over the
+// group __match_any_sync finds, in 16-bit halves so 32 lanes cannot
+// overflow) and the group's first lane adds the sum; groups of one warp
+// have distinct bins, so no atomics.
+DEV void sample_hist_add(unsigned long long* h, unsigned bin, unsigned wfix) {
+    const unsigned peers = __match_any_sync(0xffffffffu, bin);
+    const unsigned hi = __reduce_add_sync(peers, wfix >> 16), lo = __reduce_add_sync(peers, wfix & 0xffffu);
+    if (bin < 256u && (int)(threadIdx.x & 31) == __ffs(peers) - 1) h[bin] += ((unsigned long long)hi << 16) + lo;
+    __syncwarp();
+}
 
 // sample_sum is the block's sum of v, in every thread.
 DEV double sample_sum(double v, sample_shared& s) {
@@ -148,25 +167,35 @@ DEV unsigned sample_radix(const float* x, int cols, bool mass, float m, double i
     unsigned prefix = 0;
     above = 0;
     int fellAt = 0; // thread 0's: some level fell short
-    float* mine = s.wh + (threadIdx.x >> 5) * 256;
+    unsigned long long* mine = s.wh + (threadIdx.x >> 5) * 256;
+    const double unit = mass ? 1.0 / SAMPLE_FIX : 1.0;
     for (int shift = 24; shift >= 0; shift -= 8) {
         const unsigned hi = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
         __syncthreads();
-        for (int i = threadIdx.x; i < SAMPLE_WARPS * 256; i += blockDim.x) s.wh[i] = 0.f;
+        for (int i = threadIdx.x; i < SAMPLE_WARPS * 256; i += blockDim.x) s.wh[i] = 0ull;
         __syncthreads();
-        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-            const float v = x[c];
-            const unsigned k = sample_key(v);
-            if ((k & hi) != prefix || (strict && k <= lo)) continue;
-            const float w = mass ? sample_weight(v, m, invT) : 1.f;
-            if (w != 0.f) atomicAdd(mine + ((k >> shift) & 255u), w);
+        // Whole-block strides, so that every lane of a warp runs each
+        // sample_hist_add (its warp intrinsics need them all).
+        for (int c0 = 0; c0 < cols; c0 += blockDim.x) {
+            const int c = c0 + threadIdx.x;
+            unsigned bin = 256u, wfix = 0u;
+            if (c < cols) {
+                const float v = x[c];
+                const unsigned k = sample_key(v);
+                if ((k & hi) == prefix && !(strict && k <= lo)) {
+                    wfix = mass ? __float2uint_rn(sample_weight(v, m, invT) * SAMPLE_FIX) : 1u;
+                    if (wfix) bin = (k >> shift) & 255u;
+                }
+            }
+            sample_hist_add(mine, bin, wfix);
         }
         __syncthreads();
         if (threadIdx.x < 256) {
-            double t = 0;
+            unsigned long long t = 0;
             for (int w = 0; w < SAMPLE_WARPS; w++) t += s.wh[w * 256 + threadIdx.x];
-            if (strict && (lo & hi) == prefix && ((lo >> shift) & 255u) == threadIdx.x) t += tieMass;
-            s.dh[threadIdx.x] = t;
+            double d = (double)t * unit;
+            if (strict && (lo & hi) == prefix && ((lo >> shift) & 255u) == threadIdx.x) d += tieMass;
+            s.dh[threadIdx.x] = d;
         }
         __syncthreads();
         if (threadIdx.x == 0) {
