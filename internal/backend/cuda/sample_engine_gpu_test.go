@@ -65,6 +65,8 @@ func TestEngineRowSamplingGPU(t *testing.T) {
 			t.Errorf("request %d is greedy: the device and the host must agree", i)
 		}
 	}
+	c, r, _, f, lastErr := b.GraphStats()
+	t.Logf("graphs: %d captured, %d replays, %d failed (%v)", c, r, f, lastErr)
 	if parted > 1 {
 		t.Errorf("%d of %d requests part between the device sampler and the host", parted, len(reqs))
 	}
