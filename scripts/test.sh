@@ -55,9 +55,12 @@ go test -count=1 -run '^TestChatPageInBrowser$' ./internal/webui -require-browse
 # server (internal/server/node_sdk_test.go; test/sdk/package-lock.json).
 (cd test/sdk && npm ci --no-audit --no-fund --silent) || echo "test.sh: npm ci in test/sdk failed; the SDK test will fail" >&2
 go test -count=1 -run '^TestNodeSDKs$' ./internal/server -require-node
-# Short fuzzing runs of the parsers: they must never panic.
-go test -run '^$' -fuzz '^FuzzParseHeader$' -fuzztime 15s ./internal/weights/
-go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 15s ./internal/weights/
-go test -run '^$' -fuzz '^FuzzTokenizerJSON$' -fuzztime 15s ./internal/tokenizer/
-go test -run '^$' -fuzz '^FuzzChatTemplate$' -fuzztime 15s ./internal/chat/
+# Short fuzzing runs of the parsers: they must never panic. Counted in
+# inputs, not seconds: a time budget that ends while the fuzzer minimizes a
+# new input fails the run with "context deadline exceeded" (seen on a loaded
+# 2-core machine), which says nothing about the parser.
+go test -run '^$' -fuzz '^FuzzParseHeader$' -fuzztime 300000x ./internal/weights/
+go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 300000x ./internal/weights/
+go test -run '^$' -fuzz '^FuzzTokenizerJSON$' -fuzztime 6000x ./internal/tokenizer/
+go test -run '^$' -fuzz '^FuzzChatTemplate$' -fuzztime 6000x ./internal/chat/
 echo "test.sh: all tests passed"

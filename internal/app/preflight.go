@@ -24,6 +24,9 @@ func estimate(cfg *weights.Config, stored int64, be backend.Backend, r memplan.R
 
 // profilePreflight is Preflight for synthetic weights, sized by the plan.
 func profilePreflight(cfg *weights.Config, be backend.Backend, r memplan.Request, name string) error {
+	if err := backend.CheckKVDtype(be, r.KVDtype); err != nil {
+		return err
+	}
 	plan, err := synthetic.Plan(cfg)
 	if err != nil {
 		return err
@@ -33,8 +36,11 @@ func profilePreflight(cfg *weights.Config, be backend.Backend, r memplan.Request
 }
 
 // Preflight stops a load that the estimate says cannot fit, naming the
-// numbers and what to change.
+// numbers and what to change, or whose KV dtype the backend does not keep.
 func Preflight(cfg *weights.Config, dir string, be backend.Backend, r memplan.Request, name string) error {
+	if err := backend.CheckKVDtype(be, r.KVDtype); err != nil {
+		return err
+	}
 	e, ctx := Estimate(cfg, dir, be, r)
 	return memplan.Check(e, r, ctx, name+" on "+be.Name())
 }

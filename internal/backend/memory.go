@@ -17,6 +17,22 @@ type KVSizer interface {
 	KVStoreBytes(spec KVSpec) int64
 }
 
+// KVDtypeChecker is a backend that keeps only some KV dtypes: the server
+// asks it before the weights load (app's preflight), so a refused
+// --kv-cache-dtype costs no load. NewKVStore refuses the same dtypes.
+type KVDtypeChecker interface {
+	CheckKVDtype(d KVDtype) error
+}
+
+// CheckKVDtype is be's answer for d, nil for a backend without
+// KVDtypeChecker (it keeps every dtype).
+func CheckKVDtype(be Backend, d KVDtype) error {
+	if c, ok := be.(KVDtypeChecker); ok {
+		return c.CheckKVDtype(d)
+	}
+	return nil
+}
+
 // KVFreer is a backend that can give a KV store's memory back before it
 // closes (a GPU backend otherwise keeps every store until Close). The
 // store must not be used afterwards.

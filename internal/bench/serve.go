@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +30,11 @@ type ServeOptions struct {
 	MaxTokens          int
 	APIKey             string
 	IgnoreEOS          bool
-	Timeout            time.Duration // per request
+	// ResponseFormat, when set, is every request's response_format (an
+	// OpenAI object such as {"type":"json_schema",...}): decoding under a
+	// grammar, to compare with the same load unconstrained.
+	ResponseFormat json.RawMessage
+	Timeout        time.Duration // per request
 	// Metrics scrapes MetricsURL (default <base>/metrics) before and after
 	// each level and reports deltas of series starting with MetricsPrefix.
 	Metrics       bool
@@ -136,7 +141,8 @@ func RunServe(ctx context.Context, o ServeOptions) ([]LevelResult, error) {
 			fmt.Fprintf(o.Log, "model: %s (from /v1/models)\n", o.Model)
 		}
 	}
-	cl := &client{http: o.Client, url: chatURL(o.URL), apiKey: o.APIKey, model: o.Model, maxTokens: o.MaxTokens, ignoreEOS: o.IgnoreEOS}
+	cl := &client{http: o.Client, url: chatURL(o.URL), apiKey: o.APIKey, model: o.Model, maxTokens: o.MaxTokens, ignoreEOS: o.IgnoreEOS,
+		format: o.ResponseFormat}
 	var out []LevelResult
 	for li, c := range o.Concurrency {
 		var before Samples

@@ -54,6 +54,9 @@ type chatRequest struct {
 	// IgnoreEOS keeps every request generating max_tokens, so levels do
 	// equal work (vLLM, SGLang and llama.cpp's server accept it).
 	IgnoreEOS bool `json:"ignore_eos,omitempty"`
+	// ResponseFormat, when set, is sent as is (a constrained-decoding
+	// workload: ServeOptions.ResponseFormat).
+	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
 }
 
 type chatMessage struct {
@@ -87,6 +90,7 @@ type client struct {
 	model     string
 	maxTokens int
 	ignoreEOS bool
+	format    json.RawMessage
 }
 
 // chatURL turns a base URL (http://host:port or http://host:port/v1) into
@@ -112,6 +116,7 @@ func (c *client) do(ctx context.Context, prompt string) RequestResult {
 	body.Stream = true
 	body.StreamOptions.IncludeUsage = true
 	body.IgnoreEOS = c.ignoreEOS
+	body.ResponseFormat = c.format
 	b, _ := json.Marshal(body)
 	res := RequestResult{Start: time.Now()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(b))

@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -15,18 +18,7 @@ import (
 // time-to-first-token histogram count, and its token counters must agree
 // with the usage the streams reported.
 func TestServeAgainstMlxcelServer(t *testing.T) {
-	needTestdata(t)
-	l, err := app.Load(app.Options{ModelDir: testdata + "models/stories260k", Backend: "cpu", Threads: 2, Quiet: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := server.New(server.Options{Parallel: 4})
-	if err := s.Ready(l); err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	defer ts.Close()
-	defer s.Close()
+	ts := storiesServer(t)
 	enc, err := LoadTokenizer(testdata + "models/stories260k")
 	if err != nil {
 		t.Fatal(err)
@@ -58,4 +50,71 @@ func TestServeAgainstMlxcelServer(t *testing.T) {
 			t.Errorf("level %d: server counted %v prompt tokens (exported: %v), usage said %d", lv.Concurrency, got, ok, prompt)
 		}
 	}
+}
+
+// A constrained-decoding level against our own server: every request
+// carries a json_schema response_format (an array of 24 to 40 integers,
+// so the grammar ends the answer well inside max_tokens) and none fails;
+// the same body sent once without streaming answers with that array.
+func TestServeResponseFormatAgainstMlxcelServer(t *testing.T) {
+	ts := storiesServer(t)
+	format, err := parseResponseFormat(`{"type": "json_schema", "json_schema": {"name": "ints", "strict": true,
+		"schema": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 99}, "minItems": 24, "maxItems": 40}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels, err := RunServe(context.Background(), ServeOptions{URL: ts.URL, Concurrency: []int{4}, Requests: 4, PromptTokens: 40,
+		MaxTokens: 400, ResponseFormat: format})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv := levels[0]
+	if lv.Errors > 0 {
+		t.Fatalf("%d errors: %v", lv.Errors, lv.ErrorSamples)
+	}
+	// 24 items need at least 48 tokens (an item and a separator each).
+	if lv.OutputTokens < lv.Requests*48 {
+		t.Errorf("%d output tokens over %d requests: the schema's 24 items need more", lv.OutputTokens, lv.Requests)
+	}
+	body, _ := json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": "Numbers:"}},
+		"max_tokens": 400, "response_format": format})
+	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out.Choices) != 1 {
+		t.Fatalf("HTTP %d: %v %+v", resp.StatusCode, err, out)
+	}
+	var ints []int
+	if err := json.Unmarshal([]byte(out.Choices[0].Message.Content), &ints); err != nil || len(ints) < 24 || len(ints) > 40 {
+		t.Fatalf("answer %q: %v (%d items)", out.Choices[0].Message.Content, err, len(ints))
+	}
+	for _, v := range ints {
+		if v < 0 || v > 99 {
+			t.Fatalf("answer %q: %d outside 0..99", out.Choices[0].Message.Content, v)
+		}
+	}
+}
+
+// storiesServer serves stories260k on the CPU (4 slots) until the test ends.
+func storiesServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	needTestdata(t)
+	l, err := app.Load(app.Options{ModelDir: testdata + "models/stories260k", Backend: "cpu", Threads: 2, Quiet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := server.New(server.Options{Parallel: 4})
+	if err := s.Ready(l); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { ts.Close(); s.Close() })
+	return ts
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -151,6 +152,7 @@ func ServeMain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.APIKey, "api-key", os.Getenv("OPENAI_API_KEY"), "bearer token (default $OPENAI_API_KEY)")
 	fs.BoolVar(&o.IgnoreEOS, "ignore-eos", true, "ask the server to generate max-tokens regardless of EOS (ignore_eos; turn off for servers that reject it)")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "per-request timeout")
+	format := fs.String("response-format", "", "every request's response_format: json_object, an OpenAI response_format object as JSON, or @FILE holding one (constrained decoding under load)")
 	fs.BoolVar(&o.Metrics, "metrics", false, "scrape the server's /metrics before and after each level and show deltas")
 	fs.StringVar(&o.MetricsURL, "metrics-url", "", "metrics endpoint (default <url>/metrics)")
 	fs.DurationVar(&o.MetricsSettle, "metrics-settle", 200*time.Millisecond, "wait after a level before scraping metrics again")
@@ -170,6 +172,13 @@ func ServeMain(args []string, stdout, stderr io.Writer) error {
 	}
 	o.Concurrency = conc
 	o.Log = stderr
+	if *format != "" {
+		f, err := parseResponseFormat(*format)
+		if err != nil {
+			return err
+		}
+		o.ResponseFormat = f
+	}
 	if *tok != "" {
 		dir, err := synthetic.FindTokenizer(*tok)
 		if err != nil {
@@ -213,4 +222,31 @@ func ServeMain(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d request(s) failed", failed)
 	}
 	return nil
+}
+
+// parseResponseFormat reads --response-format: "json_object", a JSON
+// object, or @FILE holding one.
+func parseResponseFormat(v string) (json.RawMessage, error) {
+	switch {
+	case v == "json_object":
+		return json.RawMessage(`{"type":"json_object"}`), nil
+	case strings.HasPrefix(v, "@"):
+		b, err := os.ReadFile(v[1:])
+		if err != nil {
+			return nil, fmt.Errorf("--response-format: %v", err)
+		}
+		v = string(b)
+	}
+	var probe map[string]any
+	if err := json.Unmarshal([]byte(v), &probe); err != nil {
+		return nil, fmt.Errorf("--response-format: not json_object or a JSON object: %v", err)
+	}
+	if _, ok := probe["type"].(string); !ok {
+		return nil, fmt.Errorf(`--response-format: the object has no "type" (want {"type":"json_schema",...} or json_object)`)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, []byte(v)); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -273,3 +273,31 @@ func TestServeCancel(t *testing.T) {
 		t.Errorf("level %+v after %v", ls[0], time.Since(start))
 	}
 }
+
+// --response-format: json_object, an inline object, @FILE; a value that is
+// neither, or an object without a type, is an error naming the flag.
+func TestParseResponseFormat(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "f.json")
+	if err := os.WriteFile(file, []byte("{\n  \"type\": \"json_schema\",\n  \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": \"integer\"}}\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ in, want, err string }{
+		{"json_object", `{"type":"json_object"}`, ""},
+		{`{"type": "text"}`, `{"type":"text"}`, ""},
+		{"@" + file, `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"integer"}}}`, ""},
+		{"yaml", "", "--response-format: not json_object or a JSON object"},
+		{`{"json_schema": {}}`, "", `no "type"`},
+		{"@" + file + ".missing", "", "--response-format:"},
+	} {
+		got, err := parseResponseFormat(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: error %v, want one containing %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || string(got) != c.want {
+			t.Errorf("%q: %s %v, want %s", c.in, got, err, c.want)
+		}
+	}
+}

@@ -663,22 +663,7 @@ func TestBenchFlash(t *testing.T) {
 			if ver == 0 {
 				continue
 			}
-			tm := b.NewTimer()
-			const calls = 10
-			var ds []time.Duration
-			for it := 0; it < 7; it++ {
-				tm.Start()
-				b.mu.Lock()
-				for range calls {
-					b.rec.ls = append(b.rec.ls, fl)
-				}
-				b.mu.Unlock()
-				if d := tm.Stop(); it >= 2 { // run 0 launches directly, 1 captures a graph, then replays
-					ds = append(ds, d/calls)
-				}
-			}
-			sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-			d := ds[len(ds)/2]
+			d := replayMedian(b, []launch{fl})
 			if base == 0 {
 				base = d
 			}
@@ -701,4 +686,26 @@ func TestBenchFlash(t *testing.T) {
 			t.Errorf("T=%d %s: kernel %d differs from kernel %d by %.3g", T, shape, c.vers[len(c.vers)-1], c.vers[0], rel)
 		}
 	}
+}
+
+// replayMedian times ls recorded 10 times a run over 7 runs (run 0
+// launches directly, run 1 captures a graph, the rest replay it) and
+// returns the median time of one recording of ls among the replays.
+func replayMedian(b *Backend, ls []launch) time.Duration {
+	tm := b.NewTimer()
+	const calls = 10
+	var ds []time.Duration
+	for it := 0; it < 7; it++ {
+		tm.Start()
+		b.mu.Lock()
+		for range calls {
+			b.rec.ls = append(b.rec.ls, ls...)
+		}
+		b.mu.Unlock()
+		if d := tm.Stop(); it >= 2 {
+			ds = append(ds, d/calls)
+		}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2]
 }

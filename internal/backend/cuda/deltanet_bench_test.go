@@ -5,9 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math/rand"
-	"sort"
 	"testing"
-	"time"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/tensor"
@@ -77,25 +75,10 @@ func TestBenchDeltaNet(t *testing.T) {
 		if err := b.Sync(); err != nil {
 			t.Fatal(err)
 		}
-		tm := b.NewTimer()
-		const calls = 10
-		var ds []time.Duration
-		for it := 0; it < 7; it++ {
-			tm.Start()
-			b.mu.Lock()
-			for range calls {
-				b.rec.ls = append(b.rec.ls, ls...)
-			}
-			b.mu.Unlock()
-			if d := tm.Stop(); it >= 2 { // run 0 launches directly, 1 captures a graph, then replays
-				ds = append(ds, d/calls)
-			}
-		}
+		d := replayMedian(b, ls)
 		if err := b.Sync(); err != nil {
 			t.Fatal(err)
 		}
-		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-		d := ds[len(ds)/2]
 		T := c.seqs * c.n
 		bytes := float64(c.seqs*p.StateFloats()*4*2) + float64(T*C*4*3)
 		o.add("deltanet-qwen35-35b", c.name, T, fmt.Sprintf("seqs%d-k%dx%d-v%dx%d", c.seqs, p.KHeads, p.KDim, hv, p.VDim),

@@ -21,3 +21,7 @@ var cudaFeatures = map[backend.Feature]bool{
 func (b *Backend) Supports(f backend.Feature) bool {
 	return cudaFeatures[f]
 }
+
+// CheckKVDtype refuses the KV dtypes the store does not keep
+// (backend.KVDtypeChecker), as NewKVStore does.
+func (b *Backend) CheckKVDtype(d backend.KVDtype) error { return checkKVDtype(d) }

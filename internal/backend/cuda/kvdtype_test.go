@@ -7,8 +7,13 @@ import (
 	"github.com/mlxcel/mlxcel/internal/backend"
 )
 
-// The store refuses, naming the flag, every dtype its kernels do not read.
+// The store refuses, naming the flag, every dtype its kernels do not read,
+// and the backend says the same before any store exists (the server's
+// preflight asks backend.CheckKVDtype before loading weights).
 func TestKVDtypeRefused(t *testing.T) {
+	if err := backend.CheckKVDtype(&Backend{}, backend.KVFP8); err == nil {
+		t.Error("CheckKVDtype(fp8) = nil before the store keeps fp8")
+	}
 	for _, d := range []backend.KVDtype{"", backend.KVAuto} {
 		if err := checkKVDtype(d); err != nil {
 			t.Errorf("%q: %v", d, err)

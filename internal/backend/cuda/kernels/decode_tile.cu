@@ -46,13 +46,6 @@ struct dtcfg {
     static_assert(8 * HD * 4 + 16 * 4 <= WARP, "a warp's partial fits its stages");
 };
 
-// dt_softcap is softcap * tanh(x / softcap) in base 2 units, as fa_mods
-// computes it (k = -2 log2(e) / softcap, c = softcap log2(e)).
-DEV float dt_softcap(float x, float k, float c) {
-    const float e = fa_exp2(fabsf(x) * k);
-    return copysignf(__fdividef(1.f - e, 1.f + e) * c, x);
-}
-
 // dt_hilo packs a pair as f16 (hi) and the pair of remainders (lo).
 DEV void dt_hilo(float a, float b, u32& hi, u32& lo) {
     hi = f16x2(a, b);
@@ -194,7 +187,7 @@ DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, u16*
         float mx = NEG_INF;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            if (softcap > 0.f) s[k] = dt_softcap(s[k], sk, sc);
+            if (softcap > 0.f) s[k] = fa_softcap(s[k], sk, sc);
             if (js + (k >> 1) * 8 + 2 * ct + (k & 1) >= j1) s[k] = NEG_INF;
             mx = fmaxf(mx, s[k]);
         }

@@ -166,6 +166,15 @@ DEV fa_blk fa_block(const int* pos, const int* tok2seq, const int* btab, int btS
     return b;
 }
 
+// fa_softcap is softcap * tanh(x / softcap) in base-2 units, branch-free
+// (k = -2 log2(e) / softcap, c = softcap log2(e)): tanh|y| = (1 - e) / (1
+// + e) with e = 2^(-2|y| log2 e); the absolute error stays near softcap *
+// 1e-7, which is what the softmax sees.
+DEV float fa_softcap(float x, float k, float c) {
+    const float e = fa_exp2(fabsf(x) * k);
+    return copysignf(__fdividef(1.f - e, 1.f + e) * c, x);
+}
+
 // The per-tile softmax of one 16-row m-tile: scores sf (C fragments of
 // key 8-tiles), this thread's rows ra and ra + 8 of the block (g and g+8
 // of the m-tile), their running max and share of the row sum.
@@ -175,17 +184,11 @@ DEV fa_blk fa_block(const int* pos, const int* tok2seq, const int* btab, int btS
 template <int NK>
 DEV void fa_mods(float (&sf)[NK / 8][4], float softcap, bool mask, int j0, int pfirst, int ra, int cnt, int window) {
     if (softcap > 0.f) {
-        // softcap * tanh(x / softcap), branch-free: tanh|y| = (1 - e) / (1
-        // + e) with e = 2^(-2|y| log2 e); the absolute error stays near
-        // softcap * 1e-7, which is what the softmax sees.
         const float k = __fdividef(-2.f * LOG2E, softcap), c = softcap * LOG2E;
 #pragma unroll
         for (int nt = 0; nt < NK / 8; nt++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const float e = fa_exp2(fabsf(sf[nt][i]) * k);
-                sf[nt][i] = copysignf(__fdividef(1.f - e, 1.f + e) * c, sf[nt][i]);
-            }
+            for (int i = 0; i < 4; i++) sf[nt][i] = fa_softcap(sf[nt][i], k, c);
     }
     if (mask) {
         const int t = threadIdx.x & 3;

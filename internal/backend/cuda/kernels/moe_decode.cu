@@ -402,8 +402,7 @@ extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf(GU_PARAMS) { mo
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g64(GU_PARAMS) { moe_gateup_impl<4, SBbf, 64>(GU_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g32(GU_PARAMS) { moe_gateup_impl<4, SBbf, 32>(GU_ARGS); }
 // _o6: six blocks an SM (at most 80 registers), so Qwen3-30B-A3B's 768
-// gate/up blocks are one wave instead of 1.16 at five (96 registers);
-// MLXCEL_CUDA_MOEGU=o6.
+// gate/up blocks are one wave instead of 1.16 at five (96 registers).
 extern "C" __global__ void __launch_bounds__(128, 6) moe_gateup4_bf_o6(GU_PARAMS) { moe_gateup_impl<4, SBbf, 128>(GU_ARGS); }
 extern "C" __global__ void __launch_bounds__(128, 6) moe_gateup4_bf_g64_o6(GU_PARAMS) { moe_gateup_impl<4, SBbf, 64>(GU_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32(GU_PARAMS) { moe_gateup_impl<4, SBf32, 128>(GU_ARGS); }
