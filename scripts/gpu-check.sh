@@ -69,7 +69,7 @@ fi
 
 echo "== tests"
 if [ -d .gpu/testdata ]; then export MLXCEL_TESTDATA=${MLXCEL_TESTDATA:-$PWD/.gpu/testdata}; fi
-timeout ${TEST_TIMEOUT:-240} .gpu/cuda.test -test.v -test.count=1 -test.run "${GPU_TESTS:-TestLibrary|TestSmoke|TestConformance|TestGraphReplay|TestModelsGPU|TestMoEPrefill}" 2>&1 | tee "$OUT/test.log"
+timeout ${TEST_TIMEOUT:-240} .gpu/cuda.test -test.v -test.count=1 -test.run "${GPU_TESTS:-TestLibrary|TestSmoke|TestConformance|TestGraphReplay|TestModelsGPU|TestMoEPrefill|TestSample|TestEngineRowSamplingGPU}" 2>&1 | tee "$OUT/test.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 if [ -x .gpu/model.test ]; then
 	echo "== model tests"

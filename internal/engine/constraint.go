@@ -40,7 +40,8 @@ func (e *Engine) sampleJobRun(j *sampleJob) {
 		}
 		sample.ApplyMask(j.logits, j.r.mask[:words])
 	}
-	j.res = j.r.sampler.Sample(j.logits, j.r.prompt(), j.r.outputIDs())
+	u := sample.Uniform(j.r.rows.seed, uint64(len(j.r.outputIDs())))
+	j.res = j.r.sampler.SampleWith(j.logits, j.r.prompt(), j.r.outputIDs(), u)
 	if j.res.ID < 0 || int(j.res.ID) >= e.vocab {
 		j.err = fmt.Errorf("engine: sampler returned token %d outside the vocabulary", j.res.ID)
 		return

@@ -46,10 +46,12 @@ type Model interface {
 type reserver interface{ Reserve(tokens int) }
 
 // Sampler picks the next token of one sequence. *sample.Sampler satisfies
-// it; each request gets its own, so seeded requests are reproducible no
-// matter what else is in the batch.
+// it; each request gets its own. The engine draws with SampleWith and
+// u = sample.Uniform(seed, output position), the rule backends that sample
+// rows themselves follow too (rowsample.go), so a seeded request gives the
+// same tokens on either path and whatever else is in the batch.
 type Sampler interface {
-	Sample(logits []float32, prompt, generated []int32) sample.Result
+	SampleWith(logits []float32, prompt, generated []int32, u float64) sample.Result
 }
 
 // Defaults for zero Config fields.

@@ -121,6 +121,10 @@ func (e *Engine) runPlan(plan *sched.Plan, start time.Time) {
 		e.acceptGreedy(plan, ids, err, start)
 		return
 	}
+	if res, ok, err := e.trySampleRows(plan, b); ok {
+		e.acceptRows(plan, func(row int) sample.Result { return res[row] }, err, start)
+		return
+	}
 	logits, err := e.forward(b)
 	if err == nil && len(logits) != len(b.LogitRows)*e.vocab {
 		err = fmt.Errorf("model returned %d logits for %d rows of %d", len(logits), len(b.LogitRows), e.vocab)
@@ -199,6 +203,12 @@ func (e *Engine) tryGreedy(plan *sched.Plan, b *backend.Batch) (ids []int32, ok 
 // (pipeline.go) may hold sequences that ended on the step before: their
 // ids are dropped.
 func (e *Engine) acceptGreedy(plan *sched.Plan, ids []int32, err error, start time.Time) {
+	e.acceptRows(plan, func(row int) sample.Result { return sample.Result{ID: ids[row]} }, err, start)
+}
+
+// acceptRows is runPlan's tail when the model chose the tokens (argmax or
+// device sampling): res(row) is logit row's token.
+func (e *Engine) acceptRows(plan *sched.Plan, res func(row int) sample.Result, err error, start time.Time) {
 	if err != nil {
 		err = fmt.Errorf("engine: forward: %w", err)
 		for _, it := range plan.Items {
@@ -224,17 +234,17 @@ func (e *Engine) acceptGreedy(plan *sched.Plan, ids []int32, err error, start ti
 		if !it.Logits {
 			continue
 		}
-		id := ids[row]
+		got := res(row)
 		row++
-		if id == backend.NonFiniteRow {
+		if got.ID == backend.NonFiniteRow {
 			e.finish(r, FinishError, ErrNonFiniteLogits, nil)
 			continue
 		}
-		if id < 0 || int(id) >= e.vocab {
-			e.finish(r, FinishError, fmt.Errorf("engine: argmax returned token %d outside the vocabulary", id), nil)
+		if got.ID < 0 || int(got.ID) >= e.vocab {
+			e.finish(r, FinishError, fmt.Errorf("engine: the model chose token %d outside the vocabulary", got.ID), nil)
 			continue
 		}
-		e.accept(r, sample.Result{ID: id}, now)
+		e.accept(r, got, now)
 	}
 	e.publish(plan, time.Since(start))
 }

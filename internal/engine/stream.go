@@ -172,6 +172,7 @@ type request struct {
 	req     Request
 	stream  *Stream
 	sampler Sampler
+	rows    rowState // row sampling's seed and token counts (rowsample.go)
 	mask    []uint64 // the constraint's scratch (constraint.go)
 
 	generated    int
@@ -191,6 +192,7 @@ func newRequest(ctx context.Context, id kvcache.SeqID, r Request, s Sampler) *re
 		req:       r,
 		stream:    newStream(ctx),
 		sampler:   s,
+		rows:      newRowState(r.Params),
 		submitted: time.Now(),
 	}
 }

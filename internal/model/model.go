@@ -237,6 +237,41 @@ func (m *Model) ForwardArgmax(b *backend.Batch, kv backend.KVStore) ([]int32, er
 	return ids, m.be.Sync()
 }
 
+// CanSampleRows reports whether the backend samples logit rows itself
+// (backend.RowSampler), so ForwardSample can run.
+func (m *Model) CanSampleRows() bool {
+	_, ok := m.be.(backend.RowSampler)
+	return ok
+}
+
+// ForwardSample runs one step and samples each of b.LogitRows with rows
+// on the backend: only the ids and the logprobs asked for come back, as
+// ForwardArgmax's ids do (the logits of the rows stay where they are).
+func (m *Model) ForwardSample(b *backend.Batch, kv backend.KVStore, rows []backend.SampleRow) ([]backend.Sampled, error) {
+	rs, ok := m.be.(backend.RowSampler)
+	if !ok {
+		return nil, fmt.Errorf("backend %s does not sample rows", m.be.Name())
+	}
+	if len(rows) != len(b.LogitRows) {
+		return nil, fmt.Errorf("%d sampling rows for %d logit rows", len(rows), len(b.LogitRows))
+	}
+	logits, err := m.forward(b, kv)
+	if err != nil || logits == nil {
+		return nil, err
+	}
+	res, err := rs.SampleRows(logits, rows)
+	if err != nil {
+		return nil, err
+	}
+	if _, async := m.be.(backend.AsyncArgmaxer); !async {
+		m.fed = make([]int32, len(res))
+		for i, r := range res {
+			m.fed[i] = r.ID
+		}
+	}
+	return res, m.be.Sync()
+}
+
 // ForwardArgmaxAsync queues one step and its argmax without waiting for
 // the ids; Wait on the result returns them. The next step may name them
 // with backend.FeedToken before they arrive, so a greedy decode loop keeps

@@ -81,3 +81,35 @@ func BenchmarkGreedyArgmax(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSampleWith is SampleWith's cost beside Sample's: the survivors
+// are put in id order for the draw (a sort of the nucleus, large when the
+// distribution is flat).
+func BenchmarkSampleWith(b *testing.B) {
+	const vocab = 128256
+	for _, c := range []struct {
+		name string
+		p    Params
+		flat bool
+	}{
+		{"topp0.9", Params{Temperature: 1, TopP: 0.9}, false},
+		{"topp0.9_flat", Params{Temperature: 1, TopP: 0.9}, true},
+		{"topk50", Params{Temperature: 0.7, TopK: 50}, false},
+		{"T1", Params{Temperature: 1}, false},
+	} {
+		l := benchLogits(vocab, c.flat)
+		s := New(c.p, vocab)
+		b.Run(c.name+"/Sample", func(b *testing.B) {
+			for b.Loop() {
+				s.Sample(l, nil, nil)
+			}
+		})
+		b.Run(c.name+"/SampleWith", func(b *testing.B) {
+			i := uint64(0)
+			for b.Loop() {
+				i++
+				s.SampleWith(l, nil, nil, Uniform(1, i))
+			}
+		})
+	}
+}

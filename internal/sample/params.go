@@ -11,6 +11,13 @@
 //     relative to the most probable surviving token;
 //  4. one draw from the renormalised survivors.
 //
+// Ranks order tokens by value, the lower id first on ties. Sample draws
+// from the sampler's own generator; SampleWith takes the uniform and walks
+// the survivors in id order (inverse CDF), the canonical rule that the
+// engine and the device samplers use with u = Uniform(seed, position), a
+// Philox4x32-10 draw (philox.go), so that a seeded request samples the
+// same tokens whatever it is batched with and on whichever backend.
+//
 // Logprobs reported in Result are the log-softmax of the RAW logits the
 // caller passed in: before penalties, temperature and filters. That is what
 // the OpenAI API and vLLM (logprobs_mode "raw_logprobs", the default)

@@ -51,6 +51,10 @@ type Sampler struct {
 	bias   map[int32]float32
 
 	rng *rand.Rand
+	// fixed and u are SampleWith's draw: when fixed, u replaces the
+	// generator and the survivors are drawn in id order.
+	fixed bool
+	u     float64
 
 	buf    []float32 // penalised logits, then probabilities in place
 	counts []int32   // per-token output counts; all zero between calls
@@ -180,6 +184,31 @@ func Greedy(logits []float32) int32 {
 // are ignored. Sample never modifies logits: penalties are applied to a
 // private copy, and only when some penalty is on. It panics on empty logits.
 func (s *Sampler) Sample(logits []float32, prompt, generated []int32) Result {
+	s.fixed = false
+	return s.sample(logits, prompt, generated)
+}
+
+// SampleWith is Sample with the uniform draw u in [0, 1) given instead of
+// taken from the sampler's generator, and the survivors of the filters
+// walked in token-id order for the inverse-CDF draw: the canonical rule
+// that the device sampler follows too (backend.RowSampler), so that the
+// same u picks the same token on the host and on the device, whatever
+// order a selection left the candidates in. With Uniform(seed, position)
+// as u, a draw depends on nothing but the request.
+func (s *Sampler) SampleWith(logits []float32, prompt, generated []int32, u float64) Result {
+	s.fixed, s.u = true, u
+	return s.sample(logits, prompt, generated)
+}
+
+// draw is the uniform of this call.
+func (s *Sampler) draw() float64 {
+	if s.fixed {
+		return s.u
+	}
+	return s.rng.Float64()
+}
+
+func (s *Sampler) sample(logits []float32, prompt, generated []int32) Result {
 	n := len(logits)
 	if n == 0 {
 		panic("sample: empty logits")
@@ -320,7 +349,7 @@ func (s *Sampler) sampleTempered(l []float32, m float32) (id int32, z float64, f
 		}
 		s.cands = c
 		c = c[:topPPrefix(c, target)]
-		return s.pickCands(c), z, true
+		return s.pickCands(c, probs), z, true
 	}
 	// Without top-p, min-p is a fixed threshold on e = p/p_max (the top
 	// token has e = exp(0) = 1 exactly), applied while exponentiating.
@@ -351,7 +380,7 @@ func (s *Sampler) sampleTopK(l []float32, m float32, k int) int32 {
 	if s.topP < 1 {
 		c = c[:topPPrefix(c, s.topP*z)]
 	}
-	return s.pickCands(c)
+	return s.pickCands(c, nil)
 }
 
 func (s *Sampler) candBuf(n int) []cand {
@@ -364,7 +393,12 @@ func (s *Sampler) candBuf(n int) []cand {
 // pickCands applies min-p to the survivors of top-k/top-p and draws one of
 // them in proportion to its weight. The survivors are in no particular
 // order, but a deterministic one, so seeded runs repeat.
-func (s *Sampler) pickCands(c []cand) int32 {
+//
+// With SampleWith's draw the survivors are walked in id order: sorted
+// when few, else (dense, the vocabulary-long buffer the probabilities
+// were in, no longer needed) spread back over a zeroed dense row and
+// drawn by pickDense, O(vocab) instead of a sort of a flat nucleus.
+func (s *Sampler) pickCands(c []cand, dense []float32) int32 {
 	if s.minP > 0 {
 		// min-p compares to the top survivor, whose e is exactly 1 because
 		// the argmax always survives top-k and top-p.
@@ -376,11 +410,23 @@ func (s *Sampler) pickCands(c []cand) int32 {
 		}
 		c = kept
 	}
+	if s.fixed && dense != nil && len(c) > 256 {
+		clear(dense)
+		mass := 0.0
+		for _, x := range c {
+			dense[x.id] = x.v
+			mass += float64(x.v)
+		}
+		return s.pickDense(dense, mass)
+	}
+	if s.fixed {
+		slices.SortFunc(c, func(a, b cand) int { return int(a.id) - int(b.id) })
+	}
 	mass := 0.0
 	for _, x := range c {
 		mass += float64(x.v)
 	}
-	u := s.rng.Float64() * mass
+	u := s.draw() * mass
 	acc, last := 0.0, int32(-1)
 	for _, x := range c {
 		if x.v > 0 {
@@ -400,7 +446,7 @@ func (s *Sampler) pickCands(c []cand) int32 {
 // pickDense draws an index in proportion to probs (which sum to mass). The
 // strict "acc > u" never selects a zero-weight entry.
 func (s *Sampler) pickDense(probs []float32, mass float64) int32 {
-	u := s.rng.Float64() * mass
+	u := s.draw() * mass
 	acc, last := 0.0, -1
 	for i, e := range probs {
 		if e > 0 {

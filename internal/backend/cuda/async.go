@@ -87,6 +87,11 @@ func (b *Backend) freeSlot(s *pinnedSlot, event bool) {
 func (b *Backend) uploadAsync(dst uintptr, src []int32) error {
 	s := &b.inSlots[b.nextIn]
 	b.nextIn = (b.nextIn + 1) % len(b.inSlots)
+	return b.uploadVia(s, dst, src)
+}
+
+// uploadVia is uploadAsync through the pinned slot s.
+func (b *Backend) uploadVia(s *pinnedSlot, dst uintptr, src []int32) error {
 	n := 4 * len(src)
 	if err := b.ready(s, n); err != nil {
 		return err
@@ -213,4 +218,6 @@ func (b *Backend) closeAsync() {
 	for i := range b.idSlots {
 		b.freeSlot(&b.idSlots[i].pinnedSlot, true)
 	}
+	b.freeSlot(&b.sampleIn, true)
+	b.freeSlot(&b.sampleOut, true)
 }

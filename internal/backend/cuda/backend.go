@@ -92,8 +92,10 @@ type Backend struct {
 	nextIn   int
 	idSlots  [4]idSlot // ArgmaxAsync's copies to the host, in turn
 	nextID   int
-	queued   uint64 // copies and flushes queued on the stream so far
-	err      error  // first asynchronous failure, sticky
+	// SampleRows' parameter upload and result copy (sample.go).
+	sampleIn, sampleOut pinnedSlot
+	queued              uint64 // copies and flushes queued on the stream so far
+	err                 error  // first asynchronous failure, sticky
 }
 
 type devBuf struct {

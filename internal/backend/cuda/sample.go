@@ -1,0 +1,204 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/sample"
+)
+
+// Sampling on the device (backend.RowSampler, kernels/sample.cu). A step
+// that samples uploads one small buffer (per-row parameters and the
+// penalised rows' token histories), runs one block per logit row, and
+// copies back the ids and logprobs: 8 + 8*logprobs bytes a row instead of
+// the 512 KB of a 128k-vocabulary row of logits.
+
+// sampleParamWords is the words of one row's parameters (SAMPLE_PARAMS).
+const sampleParamWords = 16
+
+// sampleThreads is sample_rows' block (SAMPLE_THREADS).
+const sampleThreads = 512
+
+// Flags of a row's parameters (word 14).
+const (
+	sampleGreedy    = 1
+	samplePenalised = 2
+)
+
+// sampleWords lays rows out for sample_rows: rows*16 parameter words, then
+// 3 words per history entry of the penalised rows (id, output count, a
+// slot the kernel keeps the raw logit in). The knobs are read the way
+// sample.New reads them, so the kernel only sees canonical values. os is
+// the output's words per row (2 + 2*the most logprobs asked).
+func sampleWords(rows []backend.SampleRow, cols int) (words []int32, os int) {
+	nh, top := 0, 0
+	for i := range rows {
+		if penalised(&rows[i]) {
+			nh += len(rows[i].History)
+		}
+		top = max(top, min(max(rows[i].Logprobs, 0), sample.MaxLogprobs, cols))
+	}
+	words = make([]int32, sampleParamWords*len(rows), sampleParamWords*len(rows)+3*nh)
+	f := func(v float32) int32 { return int32(math.Float32bits(v)) }
+	for i := range rows {
+		r := &rows[i]
+		w := words[sampleParamWords*i : sampleParamWords*(i+1)]
+		flags := int32(0)
+		if !(r.Temperature >= 1e-5) {
+			flags |= sampleGreedy
+		}
+		k := max(r.TopK, 0)
+		if k >= cols {
+			k = 0
+		}
+		topP := float32(1)
+		if r.TopP > 0 && r.TopP < 1 {
+			topP = r.TopP
+		}
+		minP := float32(0)
+		if r.MinP > 0 {
+			minP = min(r.MinP, 1)
+		}
+		rep, pres, freq := penalties(r)
+		w[0], w[1], w[2], w[3] = f(r.Temperature), int32(k), f(topP), f(minP)
+		w[4], w[5], w[6] = f(rep), f(pres), f(freq)
+		w[7], w[8] = int32(uint32(r.Seed)), int32(uint32(r.Seed>>32))
+		w[9], w[10] = int32(uint32(r.Counter)), int32(uint32(r.Counter>>32))
+		w[11] = int32(min(max(r.Logprobs, 0), sample.MaxLogprobs, cols))
+		w[12] = int32((len(words) - sampleParamWords*len(rows)) / 3)
+		if penalised(r) {
+			flags |= samplePenalised
+			w[13] = int32(len(r.History))
+			for _, h := range r.History {
+				words = append(words, h.ID, h.Output, 0)
+			}
+		}
+		w[14] = flags
+	}
+	return words, 2 + 2*top
+}
+
+// penalties are r's penalties as sample.New reads them (off: 1, 0, 0).
+func penalties(r *backend.SampleRow) (rep, pres, freq float32) {
+	rep = 1
+	if r.RepetitionPenalty > 0 && !math.IsInf(float64(r.RepetitionPenalty), 0) {
+		rep = r.RepetitionPenalty
+	}
+	fin := func(v float32) float32 {
+		if v != v || math.IsInf(float64(v), 0) {
+			return 0
+		}
+		return v
+	}
+	return rep, fin(r.PresencePenalty), fin(r.FrequencyPenalty)
+}
+
+func penalised(r *backend.SampleRow) bool {
+	rep, pres, freq := penalties(r)
+	return rep != 1 || pres != 0 || freq != 0
+}
+
+// sampleResults reads sample_rows' output (os words a row).
+func sampleResults(out []int32, rows []backend.SampleRow, cols, os int) []backend.Sampled {
+	res := make([]backend.Sampled, len(rows))
+	for i := range rows {
+		o := out[os*i : os*(i+1)]
+		res[i] = backend.Sampled{ID: o[0], Logprob: math.Float32frombits(uint32(o[1]))}
+		if o[0] == backend.NonFiniteRow {
+			res[i].Logprob = 0
+			continue
+		}
+		if n := min(max(rows[i].Logprobs, 0), sample.MaxLogprobs, cols); n > 0 {
+			res[i].Top = make([]backend.TokenLogprob, n)
+			for j := range n {
+				res[i].Top[j] = backend.TokenLogprob{ID: o[2+2*j], Logprob: math.Float32frombits(uint32(o[3+2*j]))}
+			}
+		}
+	}
+	return res
+}
+
+// SampleRows samples each row of x with rows (backend.RowSampler). The
+// step's recorded launches and the sampling kernel go out together, so a
+// decode step that samples is still one graph; the parameters travel by an
+// asynchronous copy queued before it, and only the results are waited for.
+// The ids also land in the feed buffer, where FeedTokens name them.
+func (b *Backend) SampleRows(x backend.Tensor, rows []backend.SampleRow) ([]backend.Sampled, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.tt(x)
+	if len(rows) != t.rows {
+		return nil, fmt.Errorf("cuda: SampleRows got %d parameter rows for %d logit rows", len(rows), t.rows)
+	}
+	if t.rows == 0 {
+		return nil, nil
+	}
+	if t.cols == 0 {
+		return nil, fmt.Errorf("cuda: SampleRows of empty rows")
+	}
+	words, os := sampleWords(rows, t.cols)
+	defer b.bind()()
+	out, err := b.sampleLaunch(t, words, os)
+	if err == nil {
+		err = b.sampleCollect(out, t.rows*os)
+	}
+	if err == nil {
+		err, b.err = b.err, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cuda: sampling %d rows: %w", t.rows, err)
+	}
+	b.feedRows = t.rows
+	res := unsafe.Slice((*int32)(unsafe.Pointer(&b.sampleOut.buf[0])), t.rows*os)
+	return sampleResults(res, rows, t.cols, os), nil
+}
+
+// sampleLaunch uploads words and records sample_rows behind the step's
+// launches; it returns the output's device address.
+func (b *Backend) sampleLaunch(t *Tensor, words []int32, os int) (uintptr, error) {
+	if err := b.grow(&b.feed, 4*t.rows); err != nil {
+		return 0, err
+	}
+	// The output first, the parameters last: the addresses the launch
+	// names then depend on the row count and logprobs only, not on the
+	// history's length, and a repeated step shape replays its graph.
+	out, err := b.arenaAllocAny(4 * t.rows * os)
+	if err != nil {
+		return 0, err
+	}
+	prm, err := b.arenaAllocAny(4 * len(words))
+	if err != nil {
+		return 0, err
+	}
+	// Nothing queued reads prm (fresh in this step's arena): the copy may
+	// run ahead of the launches still being recorded.
+	if err := b.uploadVia(&b.sampleIn, prm, words); err != nil {
+		return 0, err
+	}
+	hist := prm + uintptr(4*sampleParamWords*t.rows)
+	b.newLaunch("sample_rows", t.rows, 1, 1, sampleThreads).p(out).p(b.feed.ptr).p(t.ptr).p(prm).p(hist).i(t.cols).i(os)
+	b.flush()
+	return out, b.err
+}
+
+// sampleCollect copies n words of results from out to the host and waits.
+func (b *Backend) sampleCollect(out uintptr, n int) error {
+	s := &b.sampleOut
+	if err := b.ready(s, 4*n); err != nil {
+		return err
+	}
+	if err := b.d.Call("cuMemcpyDtoHAsync", b.d.MemcpyDtoHAsync, uintptr(unsafe.Pointer(&s.buf[0])), out, uintptr(4*n), b.strm); err != nil {
+		return err
+	}
+	if err := b.marked(s); err != nil {
+		return err
+	}
+	s.used = false
+	err := b.d.Call("cuEventSynchronize", b.d.EventSynchronize, s.ev)
+	b.idle.drained() // nothing was queued behind the copy
+	return err
+}

@@ -1,0 +1,110 @@
+package backend
+
+import (
+	"math"
+
+	"github.com/mlxcel/mlxcel/internal/sample"
+)
+
+// SampleRow is one logit row's sampling request for a RowSampler: the
+// knobs of sample.Params (read as sample.New reads them: Temperature below
+// 1e-5 is greedy, TopK <= 0 or >= the vocabulary is off, TopP outside
+// (0, 1) is off, MinP <= 0 is off, RepetitionPenalty <= 0 or 1 is off),
+// without the logit bias, which stays on the host path.
+type SampleRow struct {
+	Temperature       float32
+	TopK              int
+	TopP              float32
+	MinP              float32
+	RepetitionPenalty float32
+	PresencePenalty   float32
+	FrequencyPenalty  float32
+	// Seed and Counter pick the draw: sample.Uniform(Seed, Counter). The
+	// engine counts a request's output tokens, so a request samples the
+	// same tokens alone or in any batch.
+	Seed, Counter uint64
+	// Logprobs is how many top alternatives to return (0..20); the chosen
+	// token's logprob always comes back.
+	Logprobs int
+	// History is the request's tokens so far as distinct ids, each with
+	// its count in the output (0: seen in the prompt only). Only read when
+	// a penalty is on.
+	History []TokenCount
+}
+
+// TokenCount is one distinct token of a request's prompt and output.
+type TokenCount struct {
+	ID     int32
+	Output int32 // times it occurs in the output
+}
+
+// TokenLogprob is a token and its raw log-probability.
+type TokenLogprob struct {
+	ID      int32
+	Logprob float32
+}
+
+// Sampled is one row's token. Logprobs are raw (log-softmax of the logits
+// before penalties and temperature), as sample.Result's. ID is
+// NonFiniteRow for a row holding NaN or +Inf.
+type Sampled struct {
+	ID      int32
+	Logprob float32
+	Top     []TokenLogprob
+}
+
+// RowSampler is a backend that samples a step's logit rows where they
+// are, with per-row parameters, and hands back only the chosen ids and
+// the logprobs asked for: a 128k-vocabulary row is 512 KB of float32,
+// a token 4 bytes. Its draws follow the canonical rule of
+// sample.Sampler.SampleWith (id-order inverse CDF, u = sample.Uniform),
+// so it picks what HostSample picks: the same token always for greedy and
+// top-k 1, and the same token for the same u otherwise except where
+// float rounding moves a boundary.
+type RowSampler interface {
+	// SampleRows samples row i of logits with rows[i].
+	SampleRows(logits Tensor, rows []SampleRow) ([]Sampled, error)
+}
+
+// HostSample is SampleRow on the host, through internal/sample: the
+// reference every RowSampler agrees with (the CPU backend's SampleRows).
+func HostSample(logits []float32, r SampleRow) Sampled {
+	for _, v := range logits {
+		if !(v <= math.MaxFloat32) { // NaN or +Inf (-Inf is a mask)
+			return Sampled{ID: NonFiniteRow}
+		}
+	}
+	p := sample.Params{
+		Temperature:       r.Temperature,
+		TopK:              r.TopK,
+		TopP:              r.TopP,
+		MinP:              r.MinP,
+		RepetitionPenalty: r.RepetitionPenalty,
+		PresencePenalty:   r.PresencePenalty,
+		FrequencyPenalty:  r.FrequencyPenalty,
+		Seed:              &r.Seed,
+		Logprobs:          r.Logprobs,
+	}
+	// The sampler's penalties read a set (prompt ∪ output) and the output
+	// counts: every distinct id once as "prompt", and Output times as
+	// generated, give exactly those.
+	var prompt, gen []int32
+	if len(r.History) > 0 {
+		prompt = make([]int32, len(r.History))
+		for i, h := range r.History {
+			prompt[i] = h.ID
+			for range max(h.Output, 0) {
+				gen = append(gen, h.ID)
+			}
+		}
+	}
+	res := sample.New(p, len(logits)).SampleWith(logits, prompt, gen, sample.Uniform(r.Seed, r.Counter))
+	out := Sampled{ID: res.ID, Logprob: res.Logprob}
+	if len(res.Top) > 0 {
+		out.Top = make([]TokenLogprob, len(res.Top))
+		for i, t := range res.Top {
+			out.Top[i] = TokenLogprob{ID: t.ID, Logprob: t.Logprob}
+		}
+	}
+	return out
+}
