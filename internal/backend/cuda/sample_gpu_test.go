@@ -12,10 +12,15 @@ import (
 	"github.com/mlxcel/mlxcel/internal/backend"
 )
 
-// devRows puts rows x cols of data on the device.
+// devRows puts rows x cols of data on the device. NewTensor's zero fill is
+// queued on the stream and htod is not: the fill must finish first, or it
+// overwrites the copy.
 func devRows(t *testing.T, b *Backend, rows, cols int, data []float32) backend.Tensor {
 	t.Helper()
 	x := b.NewTensor(rows, cols)
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
 	unbind := b.bind()
 	err := b.htod(b.tt(x).ptr, unsafe.Pointer(&data[0]), 4*len(data))
 	unbind()
