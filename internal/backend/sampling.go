@@ -2,6 +2,7 @@ package backend
 
 import (
 	"math"
+	"slices"
 
 	"github.com/mlxcel/mlxcel/internal/sample"
 )
@@ -30,6 +31,12 @@ type SampleRow struct {
 	// its count in the output (0: seen in the prompt only). Only read when
 	// a penalty is on.
 	History []TokenCount
+	// Allowed, when set, is a constraint's mask (grammar-constrained
+	// decoding): bit id%64 of Allowed[id/64] allows token id, ids past it
+	// are not allowed. The row's other logits become -Inf before anything
+	// else reads them, so logprobs are the constrained distribution's, as
+	// on the engine's host path; the sampler leaves them -Inf in the row.
+	Allowed []uint64
 }
 
 // TokenCount is one distinct token of a request's prompt and output.
@@ -73,6 +80,10 @@ func HostSample(logits []float32, r SampleRow) Sampled {
 		if !(v <= math.MaxFloat32) { // NaN or +Inf (-Inf is a mask)
 			return Sampled{ID: NonFiniteRow}
 		}
+	}
+	if r.Allowed != nil {
+		logits = slices.Clone(logits)
+		sample.ApplyMask(logits, r.Allowed)
 	}
 	p := sample.Params{
 		Temperature:       r.Temperature,

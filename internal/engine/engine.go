@@ -162,7 +162,8 @@ type Request struct {
 	IgnoreEOS bool
 	// Constraint, when set, restricts each sampled token (grammar-
 	// constrained decoding, constraint.go); it keeps the request off the
-	// argmax-only paths, since the mask needs the logits.
+	// argmax-only paths. Its mask goes with the row to a backend that
+	// samples (rowsample.go) or is applied to the logits on the host.
 	Constraint Constraint
 }
 

@@ -29,10 +29,12 @@ type rowSampling interface {
 }
 
 // rowSampleable reports whether r's next token can be sampled by the
-// backend: a constraint needs the logits on the host to mask, and the
-// logit bias stays on the host path.
+// backend: the logit bias stays on the host path. A constraint's mask
+// travels with the row (SampleRow.Allowed): it depends only on the tokens
+// so far, so it is computed before the step and the logits never come
+// back.
 func rowSampleable(r *Request) bool {
-	return r.Constraint == nil && len(r.Params.LogitBias) == 0
+	return len(r.Params.LogitBias) == 0
 }
 
 // trySampleRows runs the step through the model's row sampling when the
@@ -44,6 +46,7 @@ func (e *Engine) trySampleRows(plan *sched.Plan, b *backend.Batch) (res []sample
 		return nil, false, nil
 	}
 	rows := make([]backend.SampleRow, 0, len(b.LogitRows))
+	var masked []maskJob
 	for _, it := range plan.Items {
 		if !it.Logits {
 			continue
@@ -52,7 +55,13 @@ func (e *Engine) trySampleRows(plan *sched.Plan, b *backend.Batch) (res []sample
 		if !rowSampleable(&r.req) {
 			return nil, false, nil
 		}
+		if r.req.Constraint != nil {
+			masked = append(masked, maskJob{r: r, row: len(rows)})
+		}
 		rows = append(rows, r.sampleRow())
+	}
+	if !e.maskRows(masked, rows) {
+		return nil, false, nil // the host path reports the constraint's error
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -77,6 +86,38 @@ func (e *Engine) trySampleRows(plan *sched.Plan, b *backend.Batch) (res []sample
 		}
 	}
 	return res, true, nil
+}
+
+// maskJob is a constrained request's row in a row-sampled step.
+type maskJob struct {
+	r   *request
+	row int
+	err error
+}
+
+// maskRows writes each constrained row's mask (its request's own buffer)
+// into rows[j.row].Allowed, in parallel as sampleAll samples: a grammar's
+// mask is a cached copy, but 64 rows of a 128k vocabulary are 1 MB. It
+// reports false when a constraint failed: its request then takes the host
+// path, which asks again and ends it with the error.
+func (e *Engine) maskRows(jobs []maskJob, rows []backend.SampleRow) bool {
+	words := (e.vocab + 63) / 64
+	run := func(j *maskJob) {
+		if len(j.r.mask) < words {
+			j.r.mask = make([]uint64, words)
+		}
+		m := j.r.mask[:words]
+		if j.err = j.r.req.Constraint.Mask(m); j.err == nil {
+			rows[j.row].Allowed = m
+		}
+	}
+	parallelEach(min(e.workers, len(jobs)), len(jobs), func(i int) { run(&jobs[i]) })
+	for i := range jobs {
+		if jobs[i].err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // rowState is what row sampling keeps per request: the seed of its draws

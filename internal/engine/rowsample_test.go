@@ -1,11 +1,14 @@
 package engine_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
+	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/engine/enginetest"
+	"github.com/mlxcel/mlxcel/internal/model"
 	"github.com/mlxcel/mlxcel/internal/sample"
 )
 
@@ -95,4 +98,94 @@ func TestRowSamplingBatchInvariance(t *testing.T) {
 		}
 	}
 	t.Logf("preemptions %d", batched.Stats().Preemptions)
+}
+
+// hashConstraint allows a pseudo-random seventh-or-so of the vocabulary,
+// a different set each step, and records what it accepted.
+type hashConstraint struct {
+	vocab, step int
+	accepted    []int32
+}
+
+func (c *hashConstraint) allows(id int32) bool {
+	return (uint32(id)*2654435761+uint32(c.step)*40503)>>29 < 1 || id == int32(c.step*13%c.vocab)
+}
+
+func (c *hashConstraint) Mask(allowed []uint64) error {
+	clear(allowed)
+	for id := range int32(c.vocab) {
+		if c.allows(id) {
+			allowed[id/64] |= 1 << (id % 64)
+		}
+	}
+	return nil
+}
+
+func (c *hashConstraint) Accept(id int32) error {
+	if !c.allows(id) {
+		return fmt.Errorf("token %d not allowed at step %d", id, c.step)
+	}
+	c.accepted = append(c.accepted, id)
+	c.step++
+	return nil
+}
+
+// rowCounter counts the steps that sampled on the backend with a mask.
+type rowCounter struct {
+	*model.Model
+	masked *int
+}
+
+func (m rowCounter) ForwardSample(b *backend.Batch, kv backend.KVStore, rows []backend.SampleRow) ([]backend.Sampled, error) {
+	for _, r := range rows {
+		if r.Allowed != nil {
+			*m.masked++
+			break
+		}
+	}
+	return m.Model.ForwardSample(b, kv, rows)
+}
+
+// TestRowSamplingConstrained: constrained requests sample on the backend
+// with their masks (SampleRow.Allowed), and give the tokens and logprobs
+// the host path gives (logits back, the mask applied on the host), greedy
+// and sampled, beside an unconstrained request.
+func TestRowSamplingConstrained(t *testing.T) {
+	m := loadStories(t)
+	base := sampledRequests()
+	run := func(mm engine.Model) ([]enginetest.Output, []*hashConstraint) {
+		reqs := slices.Clone(base)
+		var cs []*hashConstraint
+		for i := range reqs {
+			if i == 2 {
+				continue // one stays unconstrained
+			}
+			c := &hashConstraint{vocab: m.Vocab()}
+			reqs[i].Constraint = c
+			cs = append(cs, c)
+		}
+		e, err := engine.New(mm, engine.Config{Parallel: 4, MaxQueue: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Stop()
+		return generate(t, e, reqs), cs
+	}
+	masked := 0
+	rows, rc := run(rowCounter{m, &masked})
+	host, hc := run(logitsOnly{m})
+	if masked == 0 {
+		t.Fatal("no step sampled a masked row on the backend")
+	}
+	for i := range base {
+		if !slices.Equal(rows[i].Tokens, host[i].Tokens) || !slices.Equal(rows[i].Logprobs, host[i].Logprobs) {
+			t.Errorf("request %d: row sampling %v %v\nhost path    %v %v", i, rows[i].Tokens, rows[i].Logprobs, host[i].Tokens, host[i].Logprobs)
+		}
+	}
+	for i := range rc {
+		if len(rc[i].accepted) != base[0].MaxTokens || !slices.Equal(rc[i].accepted, hc[i].accepted) {
+			t.Errorf("constraint %d accepted %v (row path) and %v (host path)", i, rc[i].accepted, hc[i].accepted)
+		}
+	}
+	t.Logf("%d steps sampled masked rows on the backend", masked)
 }

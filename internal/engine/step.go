@@ -244,6 +244,12 @@ func (e *Engine) acceptRows(plan *sched.Plan, res func(row int) sample.Result, e
 			e.finish(r, FinishError, fmt.Errorf("engine: the model chose token %d outside the vocabulary", got.ID), nil)
 			continue
 		}
+		if c := r.req.Constraint; c != nil { // masked on the device (rowsample.go)
+			if err := c.Accept(got.ID); err != nil {
+				e.finish(r, FinishError, fmt.Errorf("engine: constraint: %w", err), nil)
+				continue
+			}
+		}
 		e.accept(r, got, now)
 	}
 	e.publish(plan, time.Since(start))
@@ -324,10 +330,14 @@ func (e *Engine) sampleAll(jobs []sampleJob) {
 		}
 		e.sampleJobRun(j) // constraint.go
 	}
-	workers := min(e.workers, len(jobs))
+	parallelEach(min(e.workers, len(jobs)), len(jobs), func(i int) { run(&jobs[i]) })
+}
+
+// parallelEach runs f(0..n-1) on up to workers goroutines.
+func parallelEach(workers, n int, f func(i int)) {
 	if workers <= 1 {
-		for i := range jobs {
-			run(&jobs[i])
+		for i := range n {
+			f(i)
 		}
 		return
 	}
@@ -337,10 +347,10 @@ func (e *Engine) sampleAll(jobs []sampleJob) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= len(jobs) {
+				if i >= n {
 					return
 				}
-				run(&jobs[i])
+				f(i)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/sample"
 )
 
 // SampleRows samples each row with backend.HostSample
@@ -20,6 +21,9 @@ func (b *Backend) SampleRows(t backend.Tensor, rows []backend.SampleRow) ([]back
 	b.parallel(len(rows), 1, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			out[r] = backend.HostSample(x.Row(r), rows[r])
+			if rows[r].Allowed != nil && out[r].ID != backend.NonFiniteRow {
+				sample.ApplyMask(x.Row(r), rows[r].Allowed) // as the contract says: the row keeps its mask
+			}
 		}
 	})
 	return out, nil

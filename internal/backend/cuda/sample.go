@@ -27,11 +27,13 @@ const sampleThreads = 512
 const (
 	sampleGreedy    = 1
 	samplePenalised = 2
+	sampleMasked    = 4 // word 15: where the row's mask starts in the words
 )
 
 // sampleWords lays rows out for sample_rows: rows*16 parameter words, then
 // 3 words per history entry of the penalised rows (id, output count, a
-// slot the kernel keeps the raw logit in). The knobs are read the way
+// slot the kernel keeps the raw logit in), then each masked row's mask as
+// 32-bit words (the little-endian halves of Allowed, zero past its end). The knobs are read the way
 // sample.New reads them, so the kernel only sees canonical values. os is
 // the output's words per row (2 + 2*the most logprobs asked).
 func sampleWords(rows []backend.SampleRow, cols int) (words []int32, os int) {
@@ -78,6 +80,23 @@ func sampleWords(rows []backend.SampleRow, cols int) (words []int32, os int) {
 			}
 		}
 		w[14] = flags
+	}
+	mw := 2 * ((cols + 63) / 64)
+	for i := range rows {
+		a := rows[i].Allowed
+		if a == nil {
+			continue
+		}
+		w := words[sampleParamWords*i : sampleParamWords*(i+1)]
+		w[14] |= sampleMasked
+		w[15] = int32(len(words))
+		for j := range mw / 2 {
+			var v uint64
+			if j < len(a) {
+				v = a[j]
+			}
+			words = append(words, int32(uint32(v)), int32(uint32(v>>32)))
+		}
 	}
 	return words, 2 + 2*top
 }

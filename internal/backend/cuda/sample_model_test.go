@@ -284,6 +284,14 @@ func modelSample(raw []float32, r backend.SampleRow) int32 {
 		}
 	}
 	x := append([]float32(nil), raw...)
+	if P[14]&sampleMasked != 0 {
+		M := words[P[15]:]
+		for c := range x {
+			if (uint32(M[c>>5])>>(c&31))&1 == 0 {
+				x[c] = float32(math.Inf(-1))
+			}
+		}
+	}
 	rep, pres, freq := math.Float32frombits(uint32(P[4])), math.Float32frombits(uint32(P[5])), math.Float32frombits(uint32(P[6]))
 	if P[14]&samplePenalised != 0 {
 		for i := 0; i < int(P[13]); i++ {
@@ -291,7 +299,7 @@ func modelSample(raw []float32, r backend.SampleRow) int32 {
 			if uint32(id) >= uint32(len(x)) {
 				continue
 			}
-			v := raw[id]
+			v := x[id]
 			if rep != 1 {
 				if v > 0 {
 					v /= rep
@@ -363,6 +371,19 @@ func TestSampleModelMatchesHost(t *testing.T) {
 					c.History = append(c.History, backend.TokenCount{ID: int32(r.IntN(vocab)), Output: int32(r.IntN(3))})
 				}
 				c.History = dedup(c.History)
+				c.Allowed = nil
+				if d%7 == 3 { // a constraint's mask: a random third, or one token
+					c.Allowed = make([]uint64, (vocab+63)/64)
+					for i := range vocab {
+						if r.IntN(3) == 0 || (d%14 == 3 && i == vocab/2) {
+							c.Allowed[i/64] |= 1 << (i % 64)
+						}
+					}
+					if d%14 == 3 {
+						clear(c.Allowed)
+						c.Allowed[vocab/2/64] = 1 << (vocab / 2 % 64)
+					}
+				}
 				want := backend.HostSample(x, c).ID
 				got := modelSample(x, c)
 				if !(c.Temperature >= 1e-5) || c.TopK == 1 {

@@ -399,7 +399,10 @@ DEV int sample_draw(const float* x, int cols, const int* P, float m, double u, s
 // top_k (0 off), top_p (1 off), min_p (0 off), repetition (1 off), presence,
 // frequency, seed lo/hi, counter lo/hi, logprobs, history offset and
 // length (entries of hist, 3 words each: id, output count, raw value
-// slot), flags (1 greedy, 2 penalised). out row stride os words: id,
+// slot), flags (1 greedy, 2 penalised, 4 masked), the mask's offset in prm
+// (32-bit words, bit c of word c/32 allows token c). A masked row's other
+// logits are set to -Inf after the finite check, before the statistics (the
+// constrained distribution's logprobs, as on the host). out row stride os words: id,
 // logprob, then (id, logprob) per top entry; feed[row] gets the id too.
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(int* out, int* feed, float* logits,
                                                                          const int* prm, int* hist, int cols, int os) {
@@ -416,6 +419,12 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(int* ou
     if (sample_sum(bad ? 1.0 : 0.0, s) > 0) {
         if (threadIdx.x == 0) { o[0] = (int)0x80000000; o[1] = 0; feed[row] = (int)0x80000000; }
         return;
+    }
+    if (flags & 4) {
+        const unsigned* M = (const unsigned*)prm + P[15];
+        for (int c = threadIdx.x; c < cols; c += blockDim.x)
+            if (!((M[c >> 5] >> (c & 31)) & 1u)) x[c] = NEG_INF;
+        __syncthreads();
     }
     float rawMax;
     sample_argmax(x, cols, rawMax, s);
