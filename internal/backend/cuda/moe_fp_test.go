@@ -215,3 +215,97 @@ func timeMoE(t *testing.T, b *Backend, batch *backend.Batch, xt backend.Weight, 
 	b.ReadRows(y, *out)
 	return us
 }
+
+// TestMxFoldModel checks, on the host, the arithmetic moe_qmma4_fp/_fp2
+// do for one 64-wide slab of one weight row (mma.cu: fp4x2_h16, mx_fold,
+// qmma_math_fp, with qmma_packx's power-of-two x scale), modelled in Go
+// with f16 rounding where the kernel rounds (the folded A operand, x),
+// against the exact dot product of the dequantized weights: scale words
+// from fpScales (mxfp4 E8M0 bytes spread over 2^-24..2^8, some slabs with
+// one group 2^-16 of the other; nvfp4 E4M3 pairs), random codes.
+func TestMxFoldModel(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	h16 := func(f float64) float64 { return float64(tensor.F16ToF32(tensor.F32ToF16(float32(f)))) }
+	worst := 0.0
+	for trial := range 4000 {
+		pair := trial%2 == 1
+		mode, ng := quant.MXFP4, 2
+		if pair {
+			mode, ng = quant.NVFP4, 4
+		}
+		sb := make([]byte, ng)
+		for i := range sb {
+			if pair {
+				sb[i] = byte(0x08 + rng.Intn(0x70)) // E4M3 2^-6..448
+			} else {
+				sb[i] = byte(103 + rng.Intn(32)) // E8M0 2^-24..2^7
+			}
+		}
+		if !pair && trial%10 == 0 {
+			sb[1] = sb[0] - 16
+		}
+		words, err := fpScales(mode, 4, sb, pair)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := [2]uint32{}
+		for i := range sc {
+			sc[i] = uint32(words[4*i]) | uint32(words[4*i+1])<<8 | uint32(words[4*i+2])<<16 | uint32(words[4*i+3])<<24
+		}
+		var codes [64]uint8
+		var x [64]float64
+		mx := 0.0
+		for k := range 64 {
+			codes[k], x[k] = uint8(rng.Intn(16)), rng.NormFloat64()
+			mx = math.Max(mx, math.Abs(x[k]))
+		}
+		sc2 := math.Ldexp(1, 13-int(math.Floor(math.Log2(mx)))) // qmma_packx: max in [2^13, 2^14)
+		var c, exact, norm, P float64
+		for th := range 4 { // the four threads t of a row's mma k
+			var h float64
+			P, h = mxFoldModel(sc, th, pair)
+			for k := 16 * th; k < 16*th+16; k++ {
+				a := h16(fp4Code16(codes[k]) * h) // mul.rn.f16x2
+				c += a * h16(x[k]*sc2)
+				g := k / 32
+				if pair {
+					g = k / 16
+				}
+				v := float64(quant.E2M1(codes[k])) * float64(quant.FPScale(mode, sb[g])) * x[k]
+				exact, norm = exact+v, norm+v*v
+			}
+		}
+		got := P / sc2 * c
+		if e := math.Abs(got-exact) / (math.Sqrt(norm) + 1e-300); e > worst {
+			worst = e
+		}
+	}
+	t.Logf("worst error against the slab's term norm: %.3g", worst)
+	if worst > 2e-3 {
+		t.Errorf("folded scales: error %.3g of the term norm, want f16 x rounding (< 2e-3)", worst)
+	}
+}
+
+// fp4Code16 is fp4x2_h16's value of one code (E2M1 times 2^-14), from the
+// kernel's bit move on a word holding the code at bits 0-3.
+func fp4Code16(c uint8) float64 {
+	v := uint32(c)
+	h := ((v << 12) & 0x80008000) | ((v << 9) & 0x0E000E00)
+	return float64(tensor.F16ToF32(uint16(h)))
+}
+
+// mxFoldModel is mx_fold (mma.cu): the slab's P times 2^-14 and thread
+// t's factor, rounded to f16 as f16x2 does.
+func mxFoldModel(sc [2]uint32, t int, pair bool) (float64, float64) {
+	lo := func(v uint32) float32 { return math.Float32frombits(v << 16) }
+	hi := func(v uint32) float32 { return math.Float32frombits(v & 0xffff0000) }
+	abs := func(f float32) float32 { return float32(math.Abs(float64(f))) }
+	m := max(abs(lo(sc[0])), abs(hi(sc[0])), abs(lo(sc[1])), abs(hi(sc[1])))
+	pb := math.Float32bits(m) & 0x7f800000
+	own := sc[t>>1]
+	if pair && t&1 == 1 {
+		own >>= 16
+	}
+	hf := lo(own) * math.Float32frombits(0x86000000-pb)
+	return float64(math.Float32frombits(pb) * (1.0 / 16384)), float64(tensor.F16ToF32(tensor.F32ToF16(hf)))
+}
