@@ -121,7 +121,7 @@ func runEmbedFP(e *env) {
 }
 
 // runMoEGptOss: gpt-oss's block (biased router, biased experts in mxfp4,
-// clamped SwiGLU). Gate and up weights are large enough that the clamp at
+// clamped SwiGLU), decode and prefill-sized steps. Gate and up weights are large enough that the clamp at
 // the limit is reached.
 func runMoEGptOss(e *env) {
 	q8 := wkind{tensor.BF16, 8, 64}
@@ -129,7 +129,10 @@ func runMoEGptOss(e *env) {
 		E, hidden, inter, topk, T int
 		mode                      string
 	}{{8, 128, 96, 2, 1, quant.MXFP4}, {8, 128, 96, 4, 5, quant.MXFP4}, {32, 256, 128, 4, 33, quant.MXFP4},
-		{8, 128, 96, 2, 3, quant.MXFP8}} {
+		{8, 128, 96, 2, 3, quant.MXFP8},
+		// Prefill-sized steps at widths of 64s but not 128s (gpt-oss's
+		// 2880 = 45 x 64), in mxfp4 and nvfp4.
+		{32, 576, 320, 4, 64, quant.MXFP4}, {16, 192, 320, 4, 40, quant.NVFP4}} {
 		router := e.weight(q8.host("router", []int{c.E, c.hidden}, e.randn(c.E*c.hidden, 0.2)))
 		ex := func(name string, out, in int, scale float64) wpair {
 			return e.fpWeight(name, []int{c.E, out, in}, e.randn(c.E*out*in, scale), c.mode)

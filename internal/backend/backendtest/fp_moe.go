@@ -34,6 +34,10 @@ func runMoEFP(e *env) {
 			{16, 256, 160, 8, 3, q8, false, true, ""},
 			{32, 320, 192, 4, 33, bf, false, true, ""},
 			{4, 128, 64, 2, 40, bf, true, false, ""},
+			// 32+ tokens at widths that are multiples of 64 but not of 128
+			// (gpt-oss's 2880 = 45 x 64): a backend's grouped prefill path.
+			{16, 192, 320, 4, 48, bf, false, true, ""},
+			{8, 384, 192, 2, 100, q8, true, true, ""},
 			{2, 2048, 256, 2, 1, bf, false, false, ""}, // gate/up rows of 64 chunks at 4 bits (128 at 8), down 8 (16)
 			// nvfp4 rows of an odd count of groups (down: 80 = 5 x 16).
 			{4, 128, 80, 2, 3, bf, false, false, quant.NVFP4},

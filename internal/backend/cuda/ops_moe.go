@@ -11,7 +11,8 @@ import (
 // token; a prefill chunk of hundreds of tokens then re-reads every expert
 // tens of times per layer. Here the (token, slot) pairs are sorted by
 // expert on the device and each expert's weights are read once per tile
-// of moeTile rows, on the tensor cores (qmma4_impl, 4-bit weights).
+// of moeTile rows, on the tensor cores (qmma4_impl, 4-bit weights:
+// affine, mxfp4 and nvfp4).
 
 // moeGEMMRows is the token count from which MoE takes the grouped path.
 // Below it a step's pairs spread too thinly over the experts for tiles to
@@ -28,23 +29,38 @@ const (
 )
 
 // moeGEMMApplies reports whether the grouped path can run this MoE call:
-// enough tokens, 4-bit affine experts with groups of 64 or more (the
-// qmma4 layout; the floating-point modes take moeGrouped's GEMVs), gate and up quantized alike (one launch runs both), widths that
-// are multiples of 64, and sizes within the kernels' grids.
+// enough tokens, 4-bit experts the tiles read (moeTiled), gate and up
+// quantized alike (one launch runs both), widths that are multiples of
+// 64, and sizes within the kernels' grids.
 func (b *Backend) moeGEMMApplies(s *Tensor, gw, uw, dw *weight, E, topk int) bool {
 	T, hidden, inter := s.rows, s.cols, gw.out
 	if T < moeGEMMRows || E > moeMaxE || hidden%64 != 0 || inter%64 != 0 || s.ptr%16 != 0 {
 		return false
 	}
 	for _, w := range []*weight{gw, uw, dw} {
-		if !w.quant || w.fp || w.bits != 4 || w.gshft < 6 || w.experts != E {
+		if !moeTiled(w) || w.experts != E {
 			return false
 		}
 	}
-	if uw.out != inter || uw.in != hidden || uw.group != gw.group || uw.sbF32 != gw.sbF32 {
+	if uw.out != inter || uw.in != hidden || uw.group != gw.group || uw.sbName() != gw.sbName() {
 		return false
 	}
 	return moeMaxTiles(T*topk, E) <= 65535 // grid.y
+}
+
+// moeTiled reports whether moe_qmma4 reads w's layout: 4-bit affine
+// experts with groups of 64 or more (qmma4's layout), or E2M1 codes with
+// a scale word a group of 32 (mxfp4) or a pair of groups of 16 (nvfp4;
+// both gshft 5), whose two words a 64-wide slab the SBmx kernels load
+// together. mxfp8's byte codes and affine groups of 32 take moeGrouped.
+func moeTiled(w *weight) bool {
+	if !w.quant || w.bits != 4 {
+		return false
+	}
+	if w.fp {
+		return w.gshft == 5
+	}
+	return w.gshft >= 6
 }
 
 // moeMaxTiles bounds the tiles of P pairs over E experts: each expert's
@@ -109,7 +125,9 @@ func (b *Backend) moeGEMM(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.Mo
 }
 
 // moeQMMA records y0 = x @ w0^T (and y1 = x @ w1^T when w1 is set, same
-// shape and quantization) per tile, with the tile's expert.
+// shape and quantization) per tile, with the tile's expert. The scale
+// stride counts u32 words: K>>gshft a row (a word a group, mxfp4; a word
+// a pair of groups, nvfp4's gshft 5), twice that for f32 scale pairs.
 func (b *Backend) moeQMMA(y0, y1, x uintptr, w0, w1 *weight, tileE, ntiles uintptr, tiles int) {
 	N, K := w0.out, w0.in
 	wstride := N * w0.wordsPerRow()
@@ -122,6 +140,10 @@ func (b *Backend) moeQMMA(y0, y1, x uintptr, w0, w1 *weight, tileE, ntiles uintp
 	if w1 != nil {
 		gz, w1w, w1sb = 2, w1.w, w1.sb
 	}
+	gshift := w0.gshft
+	if w0.fp {
+		gshift = 6 // SBmx: a slab's two scale words are one raw value
+	}
 	b.newLaunch("moe_qmma4_"+w0.sbName(), (N+31)/32, tiles, gz, 256).p(y0).p(y1).p(x).p(w0.w).p(w0.sb).p(w1w).p(w1sb).
-		p(tileE).p(ntiles).i(N).i(K).i(w0.gshft).i64(wstride).i64(sbstride)
+		p(tileE).p(ntiles).i(N).i(K).i(gshift).i64(wstride).i64(sbstride)
 }

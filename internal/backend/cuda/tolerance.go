@@ -26,8 +26,9 @@ import "strings"
 //     error by ~1e-3, hence a bound above the f16 cache's;
 //   - attention over steps with a sequence of 16 or more tokens runs the
 //     flash kernel on f16 Q, K, V and P (head dims 64, 128, 256 and 512);
-//   - MoE of 4-bit experts over moeGEMMRows rows or more runs the grouped
-//     expert GEMM on the tensor cores (f16 activations);
+//   - MoE of 4-bit experts (affine, mxfp4, nvfp4) over moeGEMMRows rows or
+//     more runs the grouped expert GEMM on the tensor cores (f16
+//     activations);
 //   - a whole layer (DecodeLayer) carries those through the projections
 //     (bf16 activations from QMMMinRows rows on 4-bit weights, which a
 //     30-row prefill step leaves in the cache).
@@ -38,9 +39,9 @@ func (b *Backend) Tolerance(op string, rows int) float64 {
 		return 1e-2
 	case linear && rows >= 2 && (strings.Contains(op, "/q4g64") || strings.Contains(op, "/q4g128")):
 		return 1e-3
-	case strings.HasPrefix(op, "MoE") && rows >= moeGEMMRows && strings.Contains(op, "/q4"):
-		// Plain MoE of 4-bit experts over many rows takes the grouped
-		// expert GEMM (ops_moe.go), on f16 activations.
+	case strings.HasPrefix(op, "MoE") && rows >= moeGEMMRows && (strings.Contains(op, "/q4") || strings.Contains(op, "/mxfp4") || strings.Contains(op, "/nvfp4")):
+		// MoE of 4-bit experts (affine, mxfp4, nvfp4) over many rows takes
+		// the grouped expert GEMM (ops_moe.go), on f16 activations.
 		return 1e-2
 	case strings.HasPrefix(op, "DecodeLayer") && strings.Contains(op, "moe=true") && (strings.HasSuffix(op, "/down") || strings.HasSuffix(op, "/residual")):
 		// The routing weights' softmax amplifies the rounding in its input:

@@ -53,12 +53,19 @@ template <> DEV void unpack<8>(u32 v, float* q) {
 // more shift, as f16x2; then two f16 -> f32 conversions. 4 bits: step k
 // takes codes k and k+4; 8 bits: bytes 1 and 3, then 0 and 2.
 DEV void h2f(u32 h, float& lo, float& hi) { lo = f16f((u16)(h & 0xffffu)); hi = f16f((u16)(h >> 16)); }
+// fp4x2_h16 is fp_h16 of codes k and k+4 of word v (bits 4k..4k+3 and
+// 16+4k..), as f16x2: each code's sign moved onto its half's sign bit and
+// its exponent and mantissa bits under it (k a constant after unrolling;
+// the tensor-core kernels, mma.cu, take the pair as an A operand).
+DEV u32 fp4x2_h16(u32 v, int k) {
+    return ((k == 3 ? v : v << (12 - 4 * k)) & 0x80008000u) | ((k == 3 ? v >> 3 : v << (9 - 4 * k)) & 0x0E000E00u);
+}
 template <int BITS> DEV void unpack_fp(u32 v, float* q);
 template <> DEV void unpack_fp<4>(u32 v, float* q) {
-    h2f((v & 0x80008000u) | ((v >> 3) & 0x0E000E00u), q[3], q[7]);
-    h2f(((v << 4) & 0x80008000u) | ((v << 1) & 0x0E000E00u), q[2], q[6]);
-    h2f(((v << 8) & 0x80008000u) | ((v << 5) & 0x0E000E00u), q[1], q[5]);
-    h2f(((v << 12) & 0x80008000u) | ((v << 9) & 0x0E000E00u), q[0], q[4]);
+    h2f(fp4x2_h16(v, 3), q[3], q[7]);
+    h2f(fp4x2_h16(v, 2), q[2], q[6]);
+    h2f(fp4x2_h16(v, 1), q[1], q[5]);
+    h2f(fp4x2_h16(v, 0), q[0], q[4]);
 }
 template <> DEV void unpack_fp<8>(u32 v, float* q) {
     h2f((v & 0x80008000u) | ((v >> 1) & 0x3F803F80u), q[1], q[3]);

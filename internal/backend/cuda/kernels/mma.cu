@@ -114,6 +114,80 @@ DEV void qmma_convx(const float (&f)[16], u32 (&xb)[8], float (&cs)[2], float (&
     cx[1] = __shfl_sync(0xffffffffu, sx, 8 * t + 4);
 }
 
+// SBmx: MLX's 4-bit floating-point modes on the tensor cores: E2M1 codes
+// in the affine 4-bit words, scale words as SBfp (mxfp4: a word a group of
+// 32) or SBfp2 (PAIR, nvfp4: a word a pair of groups of 16). A 64-wide
+// slab then holds two scale words, which qmma4_impl loads as one raw
+// value (a uint2; the kernels get gshift 6, so a "group" is the slab).
+// Thread t's 16 weights of a slab (k 16t..16t+15) lie in one group of 32
+// and in group t of 16 (nvfp4), but the mma sums all four threads'
+// products, so the scales cannot be applied after it as the affine
+// group's are: qmma_math_fp folds each thread's scale into its A operand.
+template <bool PAIR> struct SBmx {
+    typedef uint2 raw;
+    static constexpr bool fp = true, pair = PAIR;
+    static DEV raw load(const u32* p, long long g) { return reinterpret_cast<const uint2*>(p)[g]; }
+};
+template <class SB> struct MmaFP { static constexpr bool v = false; };
+template <bool P> struct MmaFP<SBmx<P>> { static constexpr bool v = true; };
+
+DEV u32 hmul2(u32 a, u32 b) {
+    u32 r;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+// mx_fold splits one row's slab scales into P, the largest power of two
+// not above the slab's largest scale |S|, and thread t's factor h (f16x2)
+// = 2^14 * S_t / P: fp4x2_h16's codes (value * 2^-14) times h are value *
+// S_t / P, below 12 and exact in f16 (mxfp4: S_t / P a power of two;
+// nvfp4: 2 by 4 significant bits) unless S_t / P is under 2^-13, whose
+// products fall on f16's subnormals and round at 2^-24, against slab
+// terms up to 12. The row's result is P * 2^-14 * (1/x's scale) * mma.
+// SBfp words have a zero high half, so one max of four halves serves both.
+template <bool PAIR>
+DEV void mx_fold(uint2 sc, int t, float& P, u32& h) {
+    const float m = fmaxf(fmaxf(fabsf(bf16lo(sc.x)), fabsf(bf16hi(sc.x))), fmaxf(fabsf(bf16lo(sc.y)), fabsf(bf16hi(sc.y))));
+    const u32 pb = __float_as_uint(m) & 0x7f800000u;
+    u32 own = (t >> 1) ? sc.y : sc.x;
+    if (PAIR && (t & 1)) own >>= 16;
+    // 2^(14-e) for P = 2^e: exponent field 141-e, (268 << 23) - bits(P).
+    const float hf = bf16lo(own) * __uint_as_float(0x86000000u - pb);
+    P = __uint_as_float(pb) * (1.f / 16384.f);
+    h = f16x2(hf, hf);
+}
+
+// qmma_math_fp is qmma_math for SBmx: the same four mma per 16-row weight
+// tile and column tile on fp4x2_h16's codes times mx_fold's factors, no
+// bias term.
+template <class SB, int NT, int RT>
+DEV void qmma_math_fp(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const uint2 (&sc)[RT][2], const u32 (&xb)[NT][8],
+                      const float (&cs)[NT][2], int t) {
+#pragma unroll
+    for (int rt = 0; rt < RT; rt++) {
+        float p0, p1;
+        u32 h0, h1;
+        mx_fold<SB::pair>(sc[rt][0], t, p0, h0);
+        mx_fold<SB::pair>(sc[rt][1], t, p1, h1);
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const u32 lo = (j >> 1) ? wc[rt][0].y : wc[rt][0].x;
+                const u32 hi = (j >> 1) ? wc[rt][1].y : wc[rt][1].x;
+                const int k = (j & 1) * 2; // qmma_math's nibble pairs: k, then k+1
+                mma_f16(c, hmul2(fp4x2_h16(lo, k), h0), hmul2(fp4x2_h16(hi, k), h1), hmul2(fp4x2_h16(lo, k + 1), h0),
+                        hmul2(fp4x2_h16(hi, k + 1), h1),
+                        xb[nt][(j >> 1) * 4 + (j & 1) * 2], xb[nt][(j >> 1) * 4 + (j & 1) * 2 + 1]);
+            }
+            acc[rt][nt][0] = fmaf(p0 * cs[nt][0], c[0], acc[rt][nt][0]);
+            acc[rt][nt][1] = fmaf(p0 * cs[nt][1], c[1], acc[rt][nt][1]);
+            acc[rt][nt][2] = fmaf(p1 * cs[nt][0], c[2], acc[rt][nt][2]);
+            acc[rt][nt][3] = fmaf(p1 * cs[nt][1], c[3], acc[rt][nt][3]);
+        }
+    }
+}
+
 // qmma_math runs four mma per 16-row weight tile and column tile and
 // applies the group's scale and bias.
 template <class SB, int NT, int RT>
@@ -143,6 +217,14 @@ DEV void qmma_math(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const type
         }
     }
 }
+// qmma_mma is the slab's math for scale type SB: qmma_math, or
+// qmma_math_fp for SBmx (thread t picks its scale).
+template <class SB, int NT, int RT>
+DEV void qmma_mma(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const typename SB::raw (&sc)[RT][2],
+                  const u32 (&xb)[NT][8], const float (&cs)[NT][2], const float (&cx)[NT][2], int t) {
+    if constexpr (MmaFP<SB>::v) qmma_math_fp<SB, NT, RT>(acc, wc, sc, xb, cs, t);
+    else qmma_math<SB, NT, RT>(acc, wc, sc, xb, cs, cx);
+}
 
 // qmma_slab adds one 64-wide slab of K to the block's accumulators: each
 // column tile's x is loaded and converted in turn (fewest live registers),
@@ -160,7 +242,7 @@ DEV void qmma_slab(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const type
         qmma_loadx(f, x, M, ldx, s, nt, g, t);
         qmma_convx(f, xb[nt], cs[nt], cx[nt], t);
     }
-    qmma_math<SB, NT, RT>(acc, wc, sc, xb, cs, cx);
+    qmma_mma<SB, NT, RT>(acc, wc, sc, xb, cs, cx, t);
 }
 
 // qmma_slab_x is qmma_slab on activations loaded earlier (the _xp kernels).
@@ -175,7 +257,7 @@ DEV void qmma_slab_x(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const ty
         qmma_convx(f[nt], xb[nt], cs[nt], cx[nt], t);
         cs[nt][0] *= keep, cs[nt][1] *= keep, cx[nt][0] *= keep, cx[nt][1] *= keep;
     }
-    qmma_math<SB, NT, RT>(acc, wc, sc, xb, cs, cx);
+    qmma_mma<SB, NT, RT>(acc, wc, sc, xb, cs, cx, t);
 }
 
 // qmma4_impl: y[M, N] = x[M, K] @ W^T for W 4-bit, group >= 64, K % 64 == 0,

@@ -12,7 +12,8 @@
 //   moe_align      counts, padded offsets, sorted pairs, tile -> expert
 //   moe_gather     x rows into expert order (padding rows left as they are)
 //   moe_qmma4_*    gate and up (grid.z) on the tensor cores, 4-bit weights
-//                  dequantized on the fly by qmma4_impl (mma.cu)
+//                  (affine, mxfp4, nvfp4) dequantized on the fly by
+//                  qmma4_impl (mma.cu)
 //   moe_act        act(gate) * up over the real tiles only
 //   moe_qmma4_*    down
 //   moe_unsort_sum dst[t] = sum_k wts[t,k] * y[row of (t,k)], fixed k order
@@ -96,7 +97,8 @@ extern "C" __global__ void moe_gather(float* xs, const float* x, const int* sort
 // moe_qmma4: y[tile's real rows, N] = xs[those rows, K] @ W_e^T for the tile's
 // expert e (blockIdx.y = tile, blockIdx.x = 32 output rows). blockIdx.z
 // picks the matrix: 0 (w0, y0), 1 (w1, y1), so gate and up share a launch.
-// Requirements as qmma4_impl: 4 bits, group >= 64, K % 64 == 0. The
+// Requirements as qmma4_impl: 4 bits, group >= 64 (SBmx: a slab's scale
+// words as one group), K % 64 == 0. The
 // kernels call grid_dep_start first: ntiles and tileE come from moe_align.
 template <class SB>
 DEV void moe_qmma4(float* y0, float* y1, const float* xs, const u32* w0, const u32* sb0, const u32* w1, const u32* sb1,
@@ -126,6 +128,18 @@ extern "C" __global__ void __launch_bounds__(256) moe_qmma4_bf(MOE_QMMA_PARAMS) 
 extern "C" __global__ void __launch_bounds__(256) moe_qmma4_f32(MOE_QMMA_PARAMS) {
     grid_dep_start();
     moe_qmma4<SBf32>(MOE_QMMA_ARGS);
+}
+// The 4-bit floating-point modes (SBmx, mma.cu): mxfp4 (fp: a scale word a
+// group of 32) and nvfp4 (fp2: a word a pair of groups of 16), gshift 6
+// (a uint2 of scale words a slab). mxfp8's byte codes are not in
+// qmma4_impl's word layout: it keeps the per-token path.
+extern "C" __global__ void __launch_bounds__(256) moe_qmma4_fp(MOE_QMMA_PARAMS) {
+    grid_dep_start();
+    moe_qmma4<SBmx<false>>(MOE_QMMA_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256) moe_qmma4_fp2(MOE_QMMA_PARAMS) {
+    grid_dep_start();
+    moe_qmma4<SBmx<true>>(MOE_QMMA_ARGS);
 }
 
 // moe_act: g = act(g + gb) * (u + ub) over the real rows of each tile
