@@ -231,7 +231,7 @@ DEV void moe_router_impl(MR_PARAMS, const float* rb = nullptr) {
 #define GU_ARGS x, wg, sbg, wu, sbu, N, K, gshift, wstride, sbstride, idx, topk, act, a
 
 template <int BITS, class SB, int L, bool X = false>
-DEV void moe_gateup_impl(GU_PARAMS, MDX x = {}) {
+DEV void moe_gateup_impl(GU_PARAMS, MDX mx = {}) {
     grid_dep_wait();
     grid_dep_launch();
     constexpr int H = MD_NR / 2;
@@ -255,13 +255,13 @@ DEV void moe_gateup_impl(GU_PARAMS, MDX x = {}) {
     md_warps<MD_NR>(acc, red);
     if (li < H && row0 + li < N) {
         float g = md_group<MD_NR, L>(red, li), u = md_group<MD_NR, L>(red, li + H);
-        float* o = a + ((long long)slot * gridDim.y + t) * N + row0 + li;
         if constexpr (X) {
-            if (x.gb) g += dense_at(x.gb, e * N + row0 + li, x.gdt);
-            if (x.ub) u += dense_at(x.ub, e * N + row0 + li, x.udt);
-            *o = act == MOE_CLAMPED ? swiglu_clamped(g, u, x.alpha, x.limit) : gate_act(act, g) * u;
+            if (mx.gb) g += dense_at(mx.gb, e * N + row0 + li, mx.gdt);
+            if (mx.ub) u += dense_at(mx.ub, e * N + row0 + li, mx.udt);
+            a[((long long)slot * gridDim.y + t) * N + row0 + li] =
+                act == MOE_CLAMPED ? swiglu_clamped(g, u, mx.alpha, mx.limit) : gate_act(act, g) * u;
         } else {
-            *o = gate_act(act, g) * u;
+            a[((long long)slot * gridDim.y + t) * N + row0 + li] = gate_act(act, g) * u;
         }
     }
 }
@@ -297,7 +297,7 @@ DEV void md_expert_rows(const uint4* (&wr)[MD_NR], const u32* (&sr)[MD_NR], cons
         long long wstride, long long sbstride, const int *idx, const float *wts, int topk, int *cnt
 #define DS_ARGS dst, res, y, a, w, sb, N, K, gshift, wstride, sbstride, idx, wts, topk, cnt
 template <int BITS, class SB, int L, bool X = false>
-DEV void moe_down_sum_impl(DS_PARAMS, MDX x = {}) {
+DEV void moe_down_sum_impl(DS_PARAMS, MDX mx = {}) {
     const int t = blockIdx.y, slot = blockIdx.z, T = gridDim.y, li = threadIdx.x % L, row0 = md_row0<L, MD_NR>();
     const int nw = K * BITS / 32, ng = K >> gshift, nc = K * BITS / 128;
     grid_dep_launch();
@@ -324,7 +324,7 @@ DEV void moe_down_sum_impl(DS_PARAMS, MDX x = {}) {
     md_warps<MD_NR>(acc, red);
     if (li < MD_NR && row0 + li < N) {
         float v = md_group<MD_NR, L>(red, li);
-        if constexpr (X) v += dense_at(x.db, e * N + row0 + li, x.ddt); // (the slot's, before the weighted sum)
+        if constexpr (X) v += dense_at(mx.db, e * N + row0 + li, mx.ddt); // (the slot's, before the weighted sum)
         y[((long long)slot * T + t) * N + row0 + li] = v;
     }
     if (!last_block(cnt + (long long)t * gridDim.x + blockIdx.x, topk)) return;
@@ -358,7 +358,7 @@ DEV void moe_down_sum_impl(DS_PARAMS, MDX x = {}) {
 // >= 8; the Go side picks it. Each warp's first slot is read from idx and
 // its first chunk loaded before the wait, the next slot's rows asked of L2.
 template <int BITS, class SB, int NW, bool X = false>
-DEV void moe_down_acc_impl(DS_PARAMS, MDX x = {}) {
+DEV void moe_down_acc_impl(DS_PARAMS, MDX mx = {}) {
     const int t = blockIdx.y, T = gridDim.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, row0 = blockIdx.x * MD_NR;
     const int nw = K * BITS / 32, ng = K >> gshift, nc = K * BITS / 128;
     constexpr int EPC = 128 / BITS;
@@ -397,7 +397,7 @@ DEV void moe_down_acc_impl(DS_PARAMS, MDX x = {}) {
         for (int r = 0; r < MD_NR; r++) {
             float v = warp_sum(acc[r]);
             if constexpr (X) // the slot's down bias (rows past N clamped: not written)
-                if (lane == 0) v += dense_at(x.db, e * N + min(row0 + r, N - 1), x.ddt);
+                if (lane == 0) v += dense_at(mx.db, e * N + min(row0 + r, N - 1), mx.ddt);
             if (lane == 0) red[k][r] = 0.f + v; // (as md_group's sum over one warp)
         }
     }
