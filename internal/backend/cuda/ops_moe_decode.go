@@ -24,6 +24,11 @@ import (
 //	              (hidden blocks of 8 rows, T), each block every slot of its
 //	              rows, its 8 warps a slot each at a time, summed in shared memory
 //
+// Each has an _x form with gpt-oss's extras (router bias; gate/up biases
+// and the clamped SwiGLU; down bias), taken per stage when the call has
+// that stage's extras (moeDecXTakes), so the other families' kernels are
+// the same code as before.
+//
 // A batch-1 decode step of Qwen3-30B-A3B runs 48 MoE layers of a few
 // microseconds of weight reads each, so every launch removed (a ramp and a
 // tail) is a visible share of the layer. Which of these won, and by how

@@ -9,6 +9,9 @@
 //                  rows into scratch; the last slot block of each (token,
 //                  row block) sums the slots in slot order into dst
 //
+// Each kernel has an _x form for gpt-oss's extras (MDX below: biases, the
+// clamped SwiGLU), a compile-time variant of the same impl.
+//
 // A batch-1 step reads 8 experts' 21 MB per layer, a few microseconds at
 // HBM rate, so each launch's ramp and tail is a large share of the layer:
 // this saves four per layer.
