@@ -153,6 +153,7 @@ func runMoEGptOss(e *env) {
 			GateBias: gb.b, UpBias: ub.b, DownBias: db.b, RouterBias: rb.b}, p)
 		e.check(fmt.Sprintf("MoE/gptoss/%s/E%d/%dx%d/top%d/T%d", c.mode, c.E, c.hidden, c.inter, c.topk, c.T), out, c.T)
 	}
+	runMoEGptOssDecode(e, quant.MXFP4, quant.MXFP8)
 }
 
 // runAttentionSinks: per-head sink logits (gpt-oss), with and without a

@@ -64,6 +64,7 @@ func runMoEBiases(e *env) {
 		e.ref.MoE(out.b, x.b, router.b, eb, p)
 		e.check(fmt.Sprintf("MoE/biases=%s/act%d/%s/E%d/%dx%d/top%d/T%d", c.biases, p.Act, c.k, c.E, c.hidden, c.inter, c.topk, c.T), out, c.T)
 	}
+	runMoEBiasesDecode(e)
 }
 
 func shapeLen(shape []int) int {

@@ -215,8 +215,8 @@ func TestLaunchSignaturesFeatures(t *testing.T) {
 			}
 
 			// gpt-oss's block with 4-bit experts: biases and the clamp in
-			// the grouped GEMM's moe_act and unsort-sum (prefill), on the
-			// seven-launch path otherwise.
+			// the grouped GEMM's moe_act and unsort-sum (prefill), in the
+			// three-launch path's _x kernels otherwise (decode).
 			b.MoE(y, x, router, backend.Experts{Gate: quant(E, I, H), Up: quant(E, I, H), Down: quant(E, H, I),
 				GateBias: e.GateBias, UpBias: e.UpBias, DownBias: e.DownBias, RouterBias: e.RouterBias},
 				backend.MoEParams{TopK: 4, Renorm: true, Act: backend.SwiGLUClamped, Alpha: 1.702, Limit: 7})
@@ -232,11 +232,15 @@ func TestLaunchSignaturesFeatures(t *testing.T) {
 			// Attention: the sinks call on attn_decode (decode) or flash2;
 			// the shared call stores nothing and, in decode, takes the
 			// generic kernel; the head-dim-12 call stores and takes it.
+			// MoE: the bf16 experts' gpt-oss call on the grouped path
+			// (three moe_slot_bias, moe_swiglu), the 4-bit one on the
+			// three-launch path's _x kernels (decode) or the GEMM.
 			want := map[string]int{"attn_decode": 1, "attention": 2, "flash2_attn_64": 0, "kv_store": 1,
-				"moe_slot_bias": 6, "moe_swiglu": 2, "moe_scale_w": 2, "moe_act": 0}
+				"moe_slot_bias": 3, "moe_swiglu": 1, "moe_scale_w": 2, "moe_act": 0,
+				"moe_router_bf16_g32_x": 1, "moe_gateup4_bf_g32_x": 1, "moe_down_sum4_bf_g32_x": 1}
 			if !decode {
 				want["attn_decode"], want["attention"], want["flash2_attn_64"], want["kv_store"] = 0, 1, 2, 2
-				want["moe_slot_bias"], want["moe_swiglu"], want["moe_act"] = 3, 1, 2
+				want["moe_act"], want["moe_router_bf16_g32_x"], want["moe_gateup4_bf_g32_x"], want["moe_down_sum4_bf_g32_x"] = 2, 0, 0, 0
 			}
 			for n, c := range want {
 				if seen[n] != c {

@@ -18,9 +18,11 @@ import (
 // The router input and the scales only touch the routing, which every
 // path takes (moe_scale_w after the routing). Biases and the clamped
 // SwiGLU act inside the experts' MLP: the grouped GEMM (moe.cu) takes them
-// in moe_act and moe_unsort_sum; the three-launch decode path does not
-// (its gate/up and down kernels are held to their registers), so few-row
-// calls with them take moeGrouped.
+// in moe_act and moe_unsort_sum; the three-launch decode path in its _x
+// kernels (moe_decode.cu, MDX: compile-time variants, so the kernels of
+// calls without them are unchanged); moeGrouped in its own launches
+// (moe_slot_bias, moe_swiglu) for the few-row calls the others do not
+// take (dense experts, nvfp4).
 
 // slotBias is a stacked [experts][n] expert bias: its device address and
 // dtype code (denseCode); ptr 0 means none.
@@ -40,7 +42,7 @@ type moeExtras struct {
 const moeClamped = 4
 
 // expertSide reports extras that act inside the routing or the experts'
-// MLP beyond what every MoE path runs: biases, the clamped SwiGLU.
+// MLP beyond what every MoE path once ran: biases, the clamped SwiGLU.
 func (x moeExtras) expertSide() bool {
 	return x.routerBias != 0 || x.gateBias.ptr != 0 || x.upBias.ptr != 0 || x.downBias.ptr != 0 || x.clamped
 }

@@ -419,14 +419,13 @@ func (b *Backend) moe(dst, x, routerX backend.Tensor, router backend.Weight, e b
 	if T == 0 {
 		return
 	}
-	// Gemma 4's extras (another router input, expert scales) run on every
-	// path, gpt-oss's (biases, clamped SwiGLU) on all but the three-launch
-	// one (moe_ext.go).
+	// Gemma 4's extras (another router input, expert scales) and gpt-oss's
+	// (biases, clamped SwiGLU) run on every path (moe_ext.go).
 	if b.moeGEMMApplies(s, gw, uw, dw, E, p.TopK) && rs.ptr%16 == 0 && ex.gemmTakes() { // many tokens: grouped expert GEMM (ops_moe.go)
 		b.moeGEMM(d, s, rs, rw, gw, uw, dw, p, ex)
 		return
 	}
-	if !ex.expertSide() && b.moeDecode(d, s, rs, rw, gw, uw, dw, p, ex.scale, 0) { // few tokens: three launches (ops_moe_decode.go)
+	if b.moeDecode(d, s, rs, rw, gw, uw, dw, p, ex, 0) { // few tokens: three launches (ops_moe_decode.go)
 		return
 	}
 	b.moeGrouped(d, s, rs, rw, gw, uw, dw, p, ex)

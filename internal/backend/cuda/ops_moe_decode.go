@@ -24,6 +24,11 @@ import (
 //	              (hidden blocks of 8 rows, T), each block every slot of its
 //	              rows, its 8 warps a slot each at a time, summed in shared memory
 //
+// Each has an _x form with gpt-oss's extras (router bias; gate/up biases
+// and the clamped SwiGLU; down bias), taken per stage when the call has
+// that stage's extras (moeDecXTakes), so the other families' kernels are
+// the same code as before.
+//
 // A batch-1 decode step of Qwen3-30B-A3B runs 48 MoE layers of a few
 // microseconds of weight reads each, so every launch removed (a ramp and a
 // tail) is a visible share of the layer. Which of these won, and by how
@@ -56,12 +61,13 @@ func moeDecName(stage string, w *weight) (string, int) {
 	return name + plan.RowGroupSuffix(w.in, bits), plan.RowGroupLanes(w.in, bits)
 }
 
-// moeDecKernel is moeDecName memoized by stage and weight (its device
-// address: weights live as long as the backend): it runs three times a
+// moeDecKernel is moeDecName memoized by stage, weight (its device
+// address: weights live as long as the backend) and x, the _x form with
+// gpt-oss's extras (kernels/moe_decode.cu, MDX): it runs three times a
 // layer in every decode step's recording, where formatting the names cost
 // ~1 us a layer.
-func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
-	key := moeDecKey{stage, w.w}
+func (b *Backend) moeDecKernel(stage string, w *weight, x bool) moeDecVal {
+	key := moeDecKey{stage, w.w, x}
 	if k, ok := b.moeDecNames[key]; ok {
 		return k
 	}
@@ -69,7 +75,10 @@ func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
 	if stage == "down_acc" { // one form: a warp a slot
 		name, lanes = fmt.Sprintf("moe_down_acc%d_%s", w.bits, w.sbName()), 32
 	}
-	if name == "moe_gateup4_bf" || name == "moe_gateup4_bf_g64" {
+	switch {
+	case x:
+		name += "_x"
+	case name == "moe_gateup4_bf" || name == "moe_gateup4_bf_g64":
 		name += "_o6" // six blocks an SM (kernels/moe_decode.cu)
 	}
 	if b.moeDecNames == nil {
@@ -83,6 +92,7 @@ func (b *Backend) moeDecKernel(stage string, w *weight) moeDecVal {
 type moeDecKey struct {
 	stage string
 	w     uintptr
+	x     bool
 }
 
 type moeDecVal struct {
@@ -94,13 +104,15 @@ type moeDecVal struct {
 // moeDecode records the MoE op on the three-launch path and reports
 // whether it did; when it does not apply nothing is recorded and the
 // caller takes the grouped path. The router reads rs (s for plain MoE);
-// scale, when set, is the experts' [E] f32 scales, applied to the routing
-// weights by moe_scale_w between the router and gate/up (which then waits
-// for it: the down kernel reads the ids before its wait and the weights
-// after, so both are final when it reads them). res, when set, is a
+// ex.scale, when set, is the experts' [E] f32 scales, applied to the
+// routing weights by moe_scale_w between the router and gate/up (which
+// then waits for it: the down kernel reads the ids before its wait and the
+// weights after, so both are final when it reads them). gpt-oss's extras
+// (biases, the clamped SwiGLU) take each stage's _x kernel (moeDecXTakes).
+// res, when set, is a
 // [T][hidden] tensor that moe_down_sum adds the result to (for folding
 // the model's residual Add; callers pass 0 for now).
-func (b *Backend) moeDecode(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams, scale, res uintptr) bool {
+func (b *Backend) moeDecode(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams, ex moeExtras, res uintptr) bool {
 	T, hidden, E, inter, topk := s.rows, s.cols, rw.out, gw.out, p.TopK
 	if T >= moeGEMMRows || E > moeDecodeMaxE || s.ptr%16 != 0 || rs.ptr%16 != 0 || d.ptr == res {
 		return false
@@ -113,6 +125,10 @@ func (b *Backend) moeDecode(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.
 	// Experts: quantized alike for gate and up (one kernel runs both).
 	if !moeDecQuant(gw) || !moeDecQuant(dw) || uw.experts != E || dw.experts != E || uw.out != inter || uw.in != hidden ||
 		uw.bits != gw.bits || uw.group != gw.group || uw.sbF32 != gw.sbF32 || uw.fp != gw.fp || !uw.quant {
+		return false
+	}
+	rx, gx, dx := ex.routerBias != 0, ex.gateBias.ptr != 0 || ex.upBias.ptr != 0 || ex.clamped, ex.downBias.ptr != 0
+	if !moeDecXTakes(rw, rx) || !moeDecXTakes(gw, gx) || !moeDecXTakes(uw, gx) || !moeDecXTakes(dw, dx) {
 		return false
 	}
 	alloc := func(n int) uintptr {
@@ -130,7 +146,7 @@ func (b *Backend) moeDecode(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.
 	if !downAcc {
 		down, y = "down_sum", alloc(topk*T*hidden*4)
 	}
-	rk, gk, dk := b.moeDecKernel("router", rw), b.moeDecKernel("gateup", gw), b.moeDecKernel(down, dw)
+	rk, gk, dk := b.moeDecKernel("router", rw, rx), b.moeDecKernel("gateup", gw, gx), b.moeDecKernel(down, dw, dx)
 	rl, gl, dl := rk.lanes, gk.lanes, dk.lanes
 	rgx := (E + mdRows*128/rl - 1) / (mdRows * 128 / rl)
 	ggx := (inter + mdRows/2*128/gl - 1) / (mdRows / 2 * 128 / gl)
@@ -149,26 +165,52 @@ func (b *Backend) moeDecode(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.
 	if p.Renorm {
 		renorm = 1
 	}
-	b.newLaunchFn(rk.fn, rk.name, rgx, T, 1, 128).p(rs.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
+	l := b.newLaunchFn(rk.fn, rk.name, rgx, T, 1, 128).p(rs.ptr).p(rw.w).p(rw.sb).i(E).i(hidden).i(rw.gshft).p(logits).p(cnt).
 		i(topk).i(renorm).p(idx).p(wts)
-	b.moeScaleWeights(wts, idx, scale, T*topk)
+	if rx {
+		l.p(ex.routerBias)
+	}
+	b.moeScaleWeights(wts, idx, ex.scale, T*topk)
 
-	act := actCode(p.Act)
+	act := moeClamped
+	if !ex.clamped {
+		act = actCode(p.Act)
+	}
 	wstride, sbstride := expertStrides(gw)
 	// Gate/up lets the down kernel launch only after the router is done,
 	// and the down kernel loads its expert's first weight chunk before
 	// its wait.
-	b.newLaunchFn(gk.fn, gk.name, ggx, T, topk, 128).p(s.ptr).p(gw.w).p(gw.sb).p(uw.w).p(uw.sb).i(inter).i(hidden).i(gw.gshft).
+	l = b.newLaunchFn(gk.fn, gk.name, ggx, T, topk, 128).p(s.ptr).p(gw.w).p(gw.sb).p(uw.w).p(uw.sb).i(inter).i(hidden).i(gw.gshft).
 		i64(wstride).i64(sbstride).p(idx).i(topk).i(act).p(a)
+	if gx {
+		l.p(ex.gateBias.ptr).p(ex.upBias.ptr).i(ex.gateBias.dt).i(ex.upBias.dt).f(p.Alpha).f(p.Limit)
+	}
 
 	dthreads := 128
 	if downAcc {
 		dthreads = 256 // 8 warps, a slot each
 	}
 	dws, dsbs := expertStrides(dw)
-	b.newLaunchFn(dk.fn, dk.name, dgx, T, dgz, dthreads).p(d.ptr).p(res).p(y).p(a).p(dw.w).p(dw.sb).i(hidden).i(inter).i(dw.gshft).
+	l = b.newLaunchFn(dk.fn, dk.name, dgx, T, dgz, dthreads).p(d.ptr).p(res).p(y).p(a).p(dw.w).p(dw.sb).i(hidden).i(inter).i(dw.gshft).
 		i64(dws).i64(dsbs).p(idx).p(wts).i(topk).p(cnt)
+	if dx {
+		l.p(ex.downBias.ptr).i(ex.downBias.dt)
+	}
 	return true
+}
+
+// moeDecXTakes reports whether a stage with weight w has its kernel: the
+// _x forms (x: the call has that stage's extras) exist for affine and mx
+// weights and the dense bf16 router, not for nvfp4 (fpPair) or an mx
+// router (kernels/moe_decode.cu).
+func moeDecXTakes(w *weight, x bool) bool {
+	switch {
+	case !x:
+		return true
+	case w.experts == 1: // the router
+		return !w.fp
+	}
+	return !w.fpPair
 }
 
 // expertStrides is the distance between experts of a stacked quantized

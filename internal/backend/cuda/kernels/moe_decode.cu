@@ -9,6 +9,9 @@
 //                  rows into scratch; the last slot block of each (token,
 //                  row block) sums the slots in slot order into dst
 //
+// Each kernel has an _x form for gpt-oss's extras (MDX below: biases, the
+// clamped SwiGLU), a compile-time variant of the same impl.
+//
 // A batch-1 step reads 8 experts' 21 MB per layer, a few microseconds at
 // HBM rate, so each launch's ramp and tail is a large share of the layer:
 // this saves four per layer.
@@ -26,6 +29,24 @@
 #define MD_THREADS (32 * QW) // 128: four warps
 #define MD_NR 8              // rows per row group (gate and up: 4 of each)
 #define MD_MAXE 1024         // experts the routing handles (as moe_route_w)
+#ifndef MOE_CLAMPED
+#define MOE_CLAMPED 4 // moeClamped on the Go side (as moe.cu)
+#endif
+
+// MDX are gpt-oss's extras for the _x kernels (the X template argument;
+// the other kernels are instantiated with X false, so none of this is in
+// their code): the router bias rb (f32 [E]), the gate, up and down
+// biases ([E][N] dense, dtype codes as dense_at; null: none), and the
+// clamped SwiGLU's constants (act MOE_CLAMPED). The biases enter where
+// the grouped path adds them (moe_slot_bias): on the logits, on gate and
+// up before the activation, on each slot's down output before the
+// weighted sum, so the down bias is weighted by the routing weight.
+struct MDX {
+    const float* rb;
+    const void *gb, *ub, *db;
+    int gdt, udt, ddt;
+    float alpha, limit;
+};
 
 // md_row0 is the first row of this thread's row group when each group
 // takes NR rows.
@@ -166,8 +187,8 @@ DEV void md_route_block(const float* lg, int E, int topk, int renorm, int* idx, 
     const float *x, const u32 *w, const u32 *sb, int E, int K, int gshift, float *logits, int *cnt, int topk, int renorm, \
         int *idx, float *wts
 #define MR_ARGS x, w, sb, E, K, gshift, logits, cnt, topk, renorm, idx, wts
-template <int BITS, class SB, int L>
-DEV void moe_router_impl(MR_PARAMS) {
+template <int BITS, class SB, int L, bool X = false>
+DEV void moe_router_impl(MR_PARAMS, const float* rb = nullptr) {
     const int t = blockIdx.y, li = threadIdx.x % L, row0 = md_row0<L, MD_NR>();
     const int nw = K * BITS / 32, ng = K >> gshift;
     const uint4* wr[MD_NR];
@@ -188,7 +209,11 @@ DEV void moe_router_impl(MR_PARAMS) {
         qdots<BITS, SB, MD_NR, L>(acc, xin, wr, sr, K * BITS / 128, gshift, li);
     __shared__ float red[QW][MD_NR];
     md_warps<MD_NR>(acc, red);
-    if (li < MD_NR && row0 + li < E) logits[(long long)t * E + row0 + li] = md_group<MD_NR, L>(red, li);
+    if (li < MD_NR && row0 + li < E) {
+        float v = md_group<MD_NR, L>(red, li);
+        if constexpr (X) v += rb[row0 + li]; // (the grouped path's GEMV bias)
+        logits[(long long)t * E + row0 + li] = v;
+    }
     // last_block fences each thread's logits before the ticket.
     if (!last_block(cnt + t, gridDim.x)) return;
     md_route_block(logits + (long long)t * E, E, topk, renorm, idx + t * topk, wts + t * topk);
@@ -208,8 +233,8 @@ DEV void moe_router_impl(MR_PARAMS) {
         long long wstride, long long sbstride, const int *idx, int topk, int act, float *a
 #define GU_ARGS x, wg, sbg, wu, sbu, N, K, gshift, wstride, sbstride, idx, topk, act, a
 
-template <int BITS, class SB, int L>
-DEV void moe_gateup_impl(GU_PARAMS) {
+template <int BITS, class SB, int L, bool X = false>
+DEV void moe_gateup_impl(GU_PARAMS, MDX mx = {}) {
     grid_dep_wait();
     grid_dep_launch();
     constexpr int H = MD_NR / 2;
@@ -232,8 +257,15 @@ DEV void moe_gateup_impl(GU_PARAMS) {
     __shared__ float red[QW][MD_NR];
     md_warps<MD_NR>(acc, red);
     if (li < H && row0 + li < N) {
-        const float g = md_group<MD_NR, L>(red, li), u = md_group<MD_NR, L>(red, li + H);
-        a[((long long)slot * gridDim.y + t) * N + row0 + li] = gate_act(act, g) * u;
+        float g = md_group<MD_NR, L>(red, li), u = md_group<MD_NR, L>(red, li + H);
+        if constexpr (X) {
+            if (mx.gb) g += dense_at(mx.gb, e * N + row0 + li, mx.gdt);
+            if (mx.ub) u += dense_at(mx.ub, e * N + row0 + li, mx.udt);
+            a[((long long)slot * gridDim.y + t) * N + row0 + li] =
+                act == MOE_CLAMPED ? swiglu_clamped(g, u, mx.alpha, mx.limit) : gate_act(act, g) * u;
+        } else {
+            a[((long long)slot * gridDim.y + t) * N + row0 + li] = gate_act(act, g) * u;
+        }
     }
 }
 
@@ -267,8 +299,8 @@ DEV void md_expert_rows(const uint4* (&wr)[MD_NR], const u32* (&sr)[MD_NR], cons
     float *dst, float *res, float *y, const float *a, const u32 *w, const u32 *sb, int N, int K, int gshift,      \
         long long wstride, long long sbstride, const int *idx, const float *wts, int topk, int *cnt
 #define DS_ARGS dst, res, y, a, w, sb, N, K, gshift, wstride, sbstride, idx, wts, topk, cnt
-template <int BITS, class SB, int L>
-DEV void moe_down_sum_impl(DS_PARAMS) {
+template <int BITS, class SB, int L, bool X = false>
+DEV void moe_down_sum_impl(DS_PARAMS, MDX mx = {}) {
     const int t = blockIdx.y, slot = blockIdx.z, T = gridDim.y, li = threadIdx.x % L, row0 = md_row0<L, MD_NR>();
     const int nw = K * BITS / 32, ng = K >> gshift, nc = K * BITS / 128;
     grid_dep_launch();
@@ -293,7 +325,11 @@ DEV void moe_down_sum_impl(DS_PARAMS) {
     }
     __shared__ float red[QW][MD_NR];
     md_warps<MD_NR>(acc, red);
-    if (li < MD_NR && row0 + li < N) y[((long long)slot * T + t) * N + row0 + li] = md_group<MD_NR, L>(red, li);
+    if (li < MD_NR && row0 + li < N) {
+        float v = md_group<MD_NR, L>(red, li);
+        if constexpr (X) v += dense_at(mx.db, e * N + row0 + li, mx.ddt); // (the slot's, before the weighted sum)
+        y[((long long)slot * T + t) * N + row0 + li] = v;
+    }
     if (!last_block(cnt + (long long)t * gridDim.x + blockIdx.x, topk)) return;
     // The block's rows: MD_THREADS/L groups of MD_NR. Every slot's partial
     // is loaded (ld.cg: other blocks wrote them) before any is summed.
@@ -324,8 +360,8 @@ DEV void moe_down_sum_impl(DS_PARAMS) {
 // 439.6 tok/s (s9r4); the kernels now take 8 warps, a slot each. For topk
 // >= 8; the Go side picks it. Each warp's first slot is read from idx and
 // its first chunk loaded before the wait, the next slot's rows asked of L2.
-template <int BITS, class SB, int NW>
-DEV void moe_down_acc_impl(DS_PARAMS) {
+template <int BITS, class SB, int NW, bool X = false>
+DEV void moe_down_acc_impl(DS_PARAMS, MDX mx = {}) {
     const int t = blockIdx.y, T = gridDim.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, row0 = blockIdx.x * MD_NR;
     const int nw = K * BITS / 32, ng = K >> gshift, nc = K * BITS / 128;
     constexpr int EPC = 128 / BITS;
@@ -362,7 +398,9 @@ DEV void moe_down_acc_impl(DS_PARAMS) {
         }
 #pragma unroll
         for (int r = 0; r < MD_NR; r++) {
-            const float v = warp_sum(acc[r]);
+            float v = warp_sum(acc[r]);
+            if constexpr (X) // the slot's down bias (rows past N clamped: not written)
+                if (lane == 0) v += dense_at(mx.db, e * N + min(row0 + r, N - 1), mx.ddt);
             if (lane == 0) red[k][r] = 0.f + v; // (as md_group's sum over one warp)
         }
     }
@@ -463,3 +501,69 @@ extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_fp2(DS_PARAMS) {
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_fp2_g64(DS_PARAMS) { moe_down_sum_impl<4, SBfp2, 64>(DS_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_fp2_g32(DS_PARAMS) { moe_down_sum_impl<4, SBfp2, 32>(DS_ARGS); }
 extern "C" __global__ void __launch_bounds__(256) moe_down_acc4_fp2(DS_PARAMS) { moe_down_acc_impl<4, SBfp2, 8>(DS_ARGS); }
+
+// The _x kernels: gpt-oss's extras (MDX) on the three-launch path, each
+// stage's only when the call has them (the router's bias, gate/up's
+// biases or clamp, down's bias), for the affine and mx weight kinds.
+#define MRX_PARAMS MR_PARAMS, const float *rb
+#define GUX_PARAMS GU_PARAMS, const void *gb, const void *ub, int gdt, int udt, float alpha, float limit
+#define GUX_ARGS GU_ARGS, MDX{nullptr, gb, ub, nullptr, gdt, udt, 0, alpha, limit}
+#define DSX_PARAMS DS_PARAMS, const void *db, int ddt
+#define DSX_ARGS DS_ARGS, MDX{nullptr, nullptr, nullptr, db, 0, 0, ddt, 0.f, 0.f}
+extern "C" __global__ void __launch_bounds__(128) moe_router4_bf_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<4, 128>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 128, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_bf_g64_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<4, 64>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 64, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_bf_g32_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<4, 32>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 32, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_f32_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<4, 128>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBf32, 128, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_f32_g64_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<4, 64>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBf32, 64, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_router4_f32_g32_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<4, 32>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBf32, 32, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_bf_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<8, 128>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBbf, 128, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_bf_g64_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<8, 64>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBbf, 64, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_bf_g32_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<8, 32>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBbf, 32, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_f32_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<8, 128>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBf32, 128, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_f32_g64_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<8, 64>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBf32, 64, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_router8_f32_g32_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<8, 32>(w, E, K); grid_dep_wait(); moe_router_impl<8, SBf32, 32, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_router_bf16_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<16, 128>(w, E, K); grid_dep_wait(); moe_router_impl<16, SBbf, 128, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_router_bf16_g64_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<16, 64>(w, E, K); grid_dep_wait(); moe_router_impl<16, SBbf, 64, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_router_bf16_g32_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<16, 32>(w, E, K); grid_dep_wait(); moe_router_impl<16, SBbf, 32, true>(MR_ARGS, rb); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_x(GUX_PARAMS) { moe_gateup_impl<4, SBbf, 128, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g64_x(GUX_PARAMS) { moe_gateup_impl<4, SBbf, 64, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g32_x(GUX_PARAMS) { moe_gateup_impl<4, SBbf, 32, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32_x(GUX_PARAMS) { moe_gateup_impl<4, SBf32, 128, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32_g64_x(GUX_PARAMS) { moe_gateup_impl<4, SBf32, 64, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_f32_g32_x(GUX_PARAMS) { moe_gateup_impl<4, SBf32, 32, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_fp_x(GUX_PARAMS) { moe_gateup_impl<4, SBfp, 128, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_fp_g64_x(GUX_PARAMS) { moe_gateup_impl<4, SBfp, 64, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup4_fp_g32_x(GUX_PARAMS) { moe_gateup_impl<4, SBfp, 32, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_bf_x(GUX_PARAMS) { moe_gateup_impl<8, SBbf, 128, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_bf_g64_x(GUX_PARAMS) { moe_gateup_impl<8, SBbf, 64, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_bf_g32_x(GUX_PARAMS) { moe_gateup_impl<8, SBbf, 32, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32_x(GUX_PARAMS) { moe_gateup_impl<8, SBf32, 128, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32_g64_x(GUX_PARAMS) { moe_gateup_impl<8, SBf32, 64, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32_g32_x(GUX_PARAMS) { moe_gateup_impl<8, SBf32, 32, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_fp_x(GUX_PARAMS) { moe_gateup_impl<8, SBfp, 128, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_fp_g64_x(GUX_PARAMS) { moe_gateup_impl<8, SBfp, 64, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_gateup8_fp_g32_x(GUX_PARAMS) { moe_gateup_impl<8, SBfp, 32, true>(GUX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf_x(DSX_PARAMS) { moe_down_sum_impl<4, SBbf, 128, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf_g64_x(DSX_PARAMS) { moe_down_sum_impl<4, SBbf, 64, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf_g32_x(DSX_PARAMS) { moe_down_sum_impl<4, SBbf, 32, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_f32_x(DSX_PARAMS) { moe_down_sum_impl<4, SBf32, 128, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_f32_g64_x(DSX_PARAMS) { moe_down_sum_impl<4, SBf32, 64, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_f32_g32_x(DSX_PARAMS) { moe_down_sum_impl<4, SBf32, 32, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_fp_x(DSX_PARAMS) { moe_down_sum_impl<4, SBfp, 128, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_fp_g64_x(DSX_PARAMS) { moe_down_sum_impl<4, SBfp, 64, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_fp_g32_x(DSX_PARAMS) { moe_down_sum_impl<4, SBfp, 32, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_bf_x(DSX_PARAMS) { moe_down_sum_impl<8, SBbf, 128, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_bf_g64_x(DSX_PARAMS) { moe_down_sum_impl<8, SBbf, 64, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_bf_g32_x(DSX_PARAMS) { moe_down_sum_impl<8, SBbf, 32, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32_x(DSX_PARAMS) { moe_down_sum_impl<8, SBf32, 128, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32_g64_x(DSX_PARAMS) { moe_down_sum_impl<8, SBf32, 64, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_f32_g32_x(DSX_PARAMS) { moe_down_sum_impl<8, SBf32, 32, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_fp_x(DSX_PARAMS) { moe_down_sum_impl<8, SBfp, 128, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_fp_g64_x(DSX_PARAMS) { moe_down_sum_impl<8, SBfp, 64, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_fp_g32_x(DSX_PARAMS) { moe_down_sum_impl<8, SBfp, 32, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) moe_down_acc4_bf_x(DSX_PARAMS) { moe_down_acc_impl<4, SBbf, 8, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) moe_down_acc4_f32_x(DSX_PARAMS) { moe_down_acc_impl<4, SBf32, 8, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) moe_down_acc4_fp_x(DSX_PARAMS) { moe_down_acc_impl<4, SBfp, 8, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) moe_down_acc8_bf_x(DSX_PARAMS) { moe_down_acc_impl<8, SBbf, 8, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) moe_down_acc8_f32_x(DSX_PARAMS) { moe_down_acc_impl<8, SBf32, 8, true>(DSX_ARGS); }
+extern "C" __global__ void __launch_bounds__(256) moe_down_acc8_fp_x(DSX_PARAMS) { moe_down_acc_impl<8, SBfp, 8, true>(DSX_ARGS); }
