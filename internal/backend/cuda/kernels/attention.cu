@@ -409,7 +409,11 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
                           float softcap, float* kin, const float* vin, int ldk, int* cnt, const float* invf, int half,
                           float rscale, const float* qn, const float* kn, float neps, int gl, int wb,
                           const float* sinks) {
-    constexpr int VPL = HD / 32; // dims per lane: 2 or 4
+    constexpr int VPL = HD / 32; // dims per lane: 2, 4, 8 or 16
+    // Keys a warp iteration: at HD 512 one, its K and V rows 2 KB a warp in
+    // flight as HD 128's four (2 held 203-255 registers, 4 bytes spilled
+    // in _h2c_f8; 4 would hold 128 registers of K/V alone).
+    constexpr int DU = HD >= 512 ? 1 : AD_DU;
     __shared__ float wm[4][GM], wl[4][GM];
     __shared__ float wo[4][GM][HD];
     __shared__ float cm[CL ? GM : 1], cs[CL ? GM : 1], co[CL ? GM : 1][CL ? HD : 1]; // CL: this split's partials
@@ -432,15 +436,22 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
     // ends in a host sync), and the positions and block tables are step
     // inputs: the first round of K/V loads is issued before waiting for
     // the q/k/v projection (PDL), so it overlaps that kernel's tail.
-    float kr[AD_DU][VPL], vr[AD_DU][VPL];
-    int c = j0 + warp * AD_DU;
-    auto load_into = [&](int c0, float (&kd)[AD_DU][VPL], float (&vd)[AD_DU][VPL]) {
+    float kr[DU][VPL], vr[DU][VPL];
+    int c = j0 + warp * DU;
+    auto load_into = [&](int c0, float (&kd)[DU][VPL], float (&vd)[DU][VPL]) {
 #pragma unroll
-        for (int u = 0; u < AD_DU; u++) {
+        for (int u = 0; u < DU; u++) {
             const int j = c0 + u;
             if (j < j1 && j != p) {
                 long long off = ((bt[j / bs] * (long long)kvh + kh) * bs + j % bs) * HD + lane * VPL;
-                if (VPL == 4) {
+                if constexpr (VPL >= 8) { // HD 256/512: VPL/4 loads of 4 dims each
+#pragma unroll
+                    for (int c4 = 0; c4 < VPL / 4; c4++) {
+                        float4 a = KV::ld4(Kc + off + 4 * c4), b = KV::ld4(Vc + off + 4 * c4);
+                        kd[u][4 * c4] = a.x, kd[u][4 * c4 + 1] = a.y, kd[u][4 * c4 + 2] = a.z, kd[u][4 * c4 + 3] = a.w;
+                        vd[u][4 * c4] = b.x, vd[u][4 * c4 + 1] = b.y, vd[u][4 * c4 + 2] = b.z, vd[u][4 * c4 + 3] = b.w;
+                    }
+                } else if (VPL == 4) {
                     float4 a = KV::ld4(Kc + off), b = KV::ld4(Vc + off);
                     kd[u][0] = a.x, kd[u][1] = a.y, kd[u][2] = a.z, kd[u][3] = a.w;
                     vd[u][0] = b.x, vd[u][1] = b.y, vd[u][2] = b.z, vd[u][3] = b.w;
@@ -496,19 +507,19 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
 #pragma unroll
         for (int i = 0; i < VPL; i++) acc[g][i] = 0.f;
     }
-    for (; c < j1; c += 4 * AD_DU) {
-        if (c > j0 + warp * AD_DU) load_keys(c);
+    for (; c < j1; c += 4 * DU) {
+        if (c > j0 + warp * DU) load_keys(c);
 #pragma unroll
-        for (int u = 0; u < AD_DU; u++)
+        for (int u = 0; u < DU; u++)
             if (c + u == p)
 #pragma unroll
                 for (int i = 0; i < VPL; i++) kr[u][i] = KV::rnd(kself[i]), vr[u][i] = KV::rnd(vself[i]);
 #pragma unroll
         for (int g = 0; g < GM; g++) {
             if (g >= G) break;
-            float s[AD_DU];
+            float s[DU];
 #pragma unroll
-            for (int u = 0; u < AD_DU; u++) {
+            for (int u = 0; u < DU; u++) {
                 float d = 0.f;
 #pragma unroll
                 for (int i = 0; i < VPL; i++) d = fmaf(qv[g][i], kr[u][i], d);
@@ -520,13 +531,13 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
             }
             float mn = m[g];
 #pragma unroll
-            for (int u = 0; u < AD_DU; u++) mn = fmaxf(mn, s[u]);
+            for (int u = 0; u < DU; u++) mn = fmaxf(mn, s[u]);
             const float corr = m[g] == NEG_INF ? 0.f : expf(m[g] - mn);
             l[g] *= corr;
 #pragma unroll
             for (int i = 0; i < VPL; i++) acc[g][i] *= corr;
 #pragma unroll
-            for (int u = 0; u < AD_DU; u++) {
+            for (int u = 0; u < DU; u++) {
                 const float pu = s[u] == NEG_INF ? 0.f : expf(s[u] - mn);
                 l[g] += pu;
 #pragma unroll
@@ -637,3 +648,14 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
     AD_KERNEL(HD, _h4c, 4, true, SFX, KV, LB4)
 ATTN_DECODE(64, , KvF16, (128)) ATTN_DECODE(128, , KvF16, (128))
 ATTN_DECODE(64, _f8, KvF8, (128, 4)) ATTN_DECODE(128, _f8, KvF8, (128, 4))
+// Head dims 256 and 512 (Gemma 3/4, Qwen3.5): only the small blocks, whose
+// q rows and partial outputs fit the registers (plan.DecodeAttention caps
+// a block's heads at 4 for 256 and 2 for 512; the general kernel's 8
+// heads would hold 128-256 registers of them, and its warp partials at
+// 512 pass the 48 KB of static shared memory).
+#define ATTN_DECODE_WIDE(HD, SFX, KV)                                                                                  \
+    AD_KERNEL(HD, _h1, 1, false, SFX, KV, (128)) AD_KERNEL(HD, _h2, 2, false, SFX, KV, (128))                         \
+    AD_KERNEL(HD, _h1c, 1, true, SFX, KV, (128)) AD_KERNEL(HD, _h2c, 2, true, SFX, KV, (128))
+ATTN_DECODE_WIDE(256, , KvF16) ATTN_DECODE_WIDE(512, , KvF16) ATTN_DECODE_WIDE(256, _f8, KvF8) ATTN_DECODE_WIDE(512, _f8, KvF8)
+AD_KERNEL(256, _h4, 4, false, , KvF16, (128)) AD_KERNEL(256, _h4c, 4, true, , KvF16, (128))
+AD_KERNEL(256, _h4, 4, false, _f8, KvF8, (128)) AD_KERNEL(256, _h4c, 4, true, _f8, KvF8, (128))

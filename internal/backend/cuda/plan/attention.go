@@ -115,9 +115,44 @@ type Decode struct {
 }
 
 // DecodeApplies reports whether attn_decode takes a decode step of these
-// head dims and groups (the caller also checks the tensors' layouts).
+// head dims and groups (the caller also checks the tensors' layouts). At
+// head dims 256 and 512 any group runs, on blocks of at most wideHeads
+// of its heads.
 func DecodeApplies(heads, kvHeads, headDim int) bool {
-	return (headDim == 64 || headDim == 128) && kvHeads > 0 && heads%kvHeads == 0 && heads/kvHeads <= 8
+	if kvHeads <= 0 || heads%kvHeads != 0 {
+		return false
+	}
+	switch headDim {
+	case 64, 128:
+		return heads/kvHeads <= 8
+	case 256, 512:
+		return true
+	}
+	return false
+}
+
+// wideHeads is the most query heads an attn_decode block serves at head
+// dims 256 (_h4: 192-231 registers) and 512 (_h2: 167-239); 0: no cap
+// (64 and 128 have the general kernel of up to 8).
+func wideHeads(hd int) int {
+	switch hd {
+	case 256:
+		return 4
+	case 512:
+		return 2
+	}
+	return 0
+}
+
+// capHeads is the largest of the small kernels' 4, 2, 1 heads a block
+// that is at most mx and divides the group G.
+func capHeads(G, mx int) int {
+	for gl := mx; gl > 1; gl /= 2 {
+		if G%gl == 0 {
+			return gl
+		}
+	}
+	return 1
 }
 
 // DecodeAttention plans a decode step's attention: about DecSplitKeys keys
@@ -136,6 +171,9 @@ func DecodeAttention(s DecodeShape, t Tuning, sms int) Decode {
 		gl = t.DecHeads
 	} else if lh := LongHeads(t.DecLongHeads, ctx); s.Tokens == 1 && ctx > t.DecHeadsMaxCtx && G > 4 && lh > 0 && lh < G && G%lh == 0 {
 		gl = lh // e.g. Qwen3's groups of 8 as blocks of 2 or 4
+	}
+	if mx := wideHeads(s.HeadDim); mx > 0 && (gl > mx || (gl != 1 && gl != 2 && gl != 4)) {
+		gl = capHeads(G, mx) // e.g. Gemma 4's full layers (8 heads of 512) as 4 blocks of 2
 	}
 	hb := s.Tokens * s.KVHeads * (G / gl)
 	small := gl == 1 || gl == 2 || gl == 4
@@ -168,11 +206,12 @@ func DecodeAttention(s DecodeShape, t Tuning, sms int) Decode {
 		GridX: s.KVHeads * (G / gl), Counters: cnt, WriteBack: !s.ScratchQK}
 }
 
-// decodeKernels are attn_decode's names by head dim (64, 128), heads a
-// block (the general kernel, _h1, _h2, _h4) and cluster merge: constants,
-// since a plan is made for every layer of every step.
-var decodeKernels = func() (n [2][4][2]string) {
-	for d, hd := range []int{64, 128} {
+// decodeKernels are attn_decode's names by head dim (64, 128, 256, 512),
+// heads a block (the general kernel, _h1, _h2, _h4) and cluster merge:
+// constants, since a plan is made for every layer of every step. (256 has
+// no general kernel, 512 no general nor _h4: wideHeads keeps them out.)
+var decodeKernels = func() (n [4][4][2]string) {
+	for d, hd := range []int{64, 128, 256, 512} {
 		for g, h := range []string{"", "_h1", "_h2", "_h4"} {
 			n[d][g][0] = fmt.Sprintf("attn_decode_%d%s", hd, h)
 			if h != "" {
@@ -185,8 +224,13 @@ var decodeKernels = func() (n [2][4][2]string) {
 
 func decodeKernel(hd, gl int, small, cluster bool) string {
 	d, g, c := 0, 0, 0
-	if hd == 128 {
+	switch hd {
+	case 128:
 		d = 1
+	case 256:
+		d = 2
+	case 512:
+		d = 3
 	}
 	switch {
 	case small && gl == 4:
