@@ -25,6 +25,10 @@ type Tuning struct {
 	// runs on the tensor-core tile kernel (DecodeTile; 0: never).
 	DecTileMinTokens int
 	QMMVariant       string // the qmm4 kernel form for every product ("": by the matrix, qmmForm)
+	// DecGenericWide: decode steps of head dims 256 and 512 take the
+	// generic attention kernel, as before attn_decode and attn_dtile took
+	// them (TestBenchDecodeWide's baseline; false by default).
+	DecGenericWide bool
 }
 
 // DefaultTuning is what a default run uses.
