@@ -260,12 +260,13 @@ func kernelNames() []string {
 
 // wideDecodeKernels are attn_decode's head dim 256 and 512 kernels, f16
 // and E4M3 (ATTN_DECODE_WIDE in kernels/attention.cu): no general kernel,
-// and no _h4 at 512 (plan.DecodeAttention caps their heads a block).
+// no _h4 at 512 (plan.DecodeAttention caps their heads a block), and the
+// KV-shared layers' _s forms.
 var wideDecodeKernels = func() (n []string) {
 	for _, hd := range []int{256, 512} {
-		ks := []string{"_h1", "_h2", "_h1c", "_h2c"}
+		ks := []string{"_h1", "_h2", "_h1c", "_h2c", "_h1s", "_h2s"}
 		if hd == 256 {
-			ks = append(ks, "_h4", "_h4c")
+			ks = append(ks, "_h4", "_h4c", "_h4s")
 		}
 		for _, k := range ks {
 			n = append(n, fmt.Sprintf("attn_decode_%d%s", hd, k), fmt.Sprintf("attn_decode_%d%s_f8", hd, k))

@@ -73,6 +73,8 @@ func TestLaunchSignaturesFP8(t *testing.T) {
 			{"decode 512", true, 512, false, "attn_decode_512"},
 			{"decode 512 tile on", true, 512, true, "attn_decode_512"},
 			{"decode 96", true, 96, false, "attention"},
+			{"decode shared 256", true, 256, false, "attn_decode_256_h1s"},
+			{"decode shared 512", true, 512, true, "attn_decode_512_h1s"},
 			{"prefill", false, 128, false, "flash2_attn_128"},
 			{"prefill 512", false, 512, false, "flash2_attn_512"},
 			{"prefill 12", false, 12, false, "attention"},
@@ -101,7 +103,11 @@ func TestLaunchSignaturesFP8(t *testing.T) {
 					return &Tensor{ptr: addr, rows: T, cols: cols}
 				}
 				q, k, v, o := act(heads*c.hd), act(kvh*c.hd), act(kvh*c.hd), act(heads*c.hd)
-				b.Attention(o, q, k, v, kv, 0, backend.AttnParams{Heads: heads, KVHeads: kvh, HeadDim: c.hd, Scale: 0.1, ScratchQK: true})
+				var kk, vv backend.Tensor = k, v
+				if strings.Contains(c.name, "shared") { // a KV-shared layer's call: nil k and v
+					kk, vv = nil, nil
+				}
+				b.Attention(o, q, kk, vv, kv, 0, backend.AttnParams{Heads: heads, KVHeads: kvh, HeadDim: c.hd, Scale: 0.1, ScratchQK: true})
 				if checkLaunches(t, b, sigs) == 0 {
 					t.Fatal("no launch checked")
 				}

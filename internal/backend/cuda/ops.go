@@ -244,6 +244,12 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		b.attnDecode(o, qt, kt, vt, st, layer, p, sinks)
 		return
 	}
+	// A KV-shared layer's decode step at head dims 256/512: attn_decode's
+	// _s form, which reads the step's key from the cache too.
+	if b.step.decode && shared && dense && plan.SharedDecodeApplies(p.Heads, p.KVHeads, p.HeadDim) && !b.DecGenericWide {
+		b.attnDecodeShared(o, qt, kt, st, layer, p, sinks)
+		return
+	}
 	if !shared {
 		b.newLaunch(st.kern("kv_store"), T, 1, 1, min(256, roundUp(kvw, 32))).p(st.k[layer]).p(st.v[layer]).p(kt.ptr).p(vt.ptr).
 			p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(bs).i(p.KVHeads).i(p.HeadDim)

@@ -165,6 +165,23 @@ func capHeads(G, mx int) int {
 // enough blocks to fill the device DecodeWaves times; the small kernels'
 // splits merge in a cluster when they fit one.
 func DecodeAttention(s DecodeShape, t Tuning, sms int) Decode {
+	return decodeAttention(s, t, sms, false)
+}
+
+// SharedDecodeApplies reports whether attn_decode takes a KV-shared
+// layer's decode step (its _s kernels: head dims 256 and 512).
+func SharedDecodeApplies(heads, kvHeads, headDim int) bool {
+	return (headDim == 256 || headDim == 512) && DecodeApplies(heads, kvHeads, headDim)
+}
+
+// DecodeShared plans a KV-shared layer's decode step (SharedDecodeApplies)
+// as DecodeAttention does, on the _s kernels: no cluster (they merge by
+// the ticket); with WriteBack only q is written back (there is no k).
+func DecodeShared(s DecodeShape, t Tuning, sms int) Decode {
+	return decodeAttention(s, t, sms, true)
+}
+
+func decodeAttention(s DecodeShape, t Tuning, sms int, shared bool) Decode {
 	ctx := 64
 	for ctx < s.MaxCtx {
 		ctx *= 2
@@ -191,7 +208,7 @@ func DecodeAttention(s DecodeShape, t Tuning, sms int) Decode {
 	// 17 splits: 17 are cut to a cluster of 16; otherwise a head group
 	// clusters only when its splits fit one.
 	cz := 0
-	if t.DecClusterMax > 0 && s.ScratchQK && small && splits > 1 {
+	if t.DecClusterMax > 0 && s.ScratchQK && small && splits > 1 && !shared {
 		if gl == 1 && splits <= t.DecClusterMax*17/16 {
 			splits = min(splits, t.DecClusterMax)
 		}
@@ -199,7 +216,7 @@ func DecodeAttention(s DecodeShape, t Tuning, sms int) Decode {
 			cz = splits
 		}
 	}
-	kernel := decodeKernel(s.HeadDim, gl, small, cz > 0)
+	kernel := decodeKernel(s.HeadDim, gl, small, cz > 0, shared)
 	// Counters: one per (token, head group) for the splits, then one per
 	// (token, kv head) for the head groups.
 	cnt := 0
@@ -213,20 +230,22 @@ func DecodeAttention(s DecodeShape, t Tuning, sms int) Decode {
 // decodeKernels are attn_decode's names by head dim (64, 128, 256, 512),
 // heads a block (the general kernel, _h1, _h2, _h4) and cluster merge:
 // constants, since a plan is made for every layer of every step. (256 has
-// no general kernel, 512 no general nor _h4: wideHeads keeps them out.)
-var decodeKernels = func() (n [4][4][2]string) {
+// no general kernel, 512 no general nor _h4: wideHeads keeps them out;
+// the KV-shared _s forms exist at 256 and 512 only.)
+var decodeKernels = func() (n [4][4][3]string) {
 	for d, hd := range []int{64, 128, 256, 512} {
 		for g, h := range []string{"", "_h1", "_h2", "_h4"} {
 			n[d][g][0] = fmt.Sprintf("attn_decode_%d%s", hd, h)
 			if h != "" {
 				n[d][g][1] = n[d][g][0] + "c"
+				n[d][g][2] = n[d][g][0] + "s"
 			}
 		}
 	}
 	return n
 }()
 
-func decodeKernel(hd, gl int, small, cluster bool) string {
+func decodeKernel(hd, gl int, small, cluster, shared bool) string {
 	d, g, c := 0, 0, 0
 	switch hd {
 	case 128:
@@ -242,8 +261,11 @@ func decodeKernel(hd, gl int, small, cluster bool) string {
 	case small:
 		g = gl // 1 or 2
 	}
-	if cluster {
+	switch {
+	case cluster:
 		c = 1
+	case shared:
+		c = 2
 	}
 	return decodeKernels[d][g][c]
 }

@@ -113,3 +113,33 @@ func TestGenericSplits(t *testing.T) {
 		}
 	}
 }
+
+// KV-shared layers' decode steps (head dims 256/512): the _s kernels,
+// merged by the ticket, never a cluster.
+func TestDecodeShared(t *testing.T) {
+	def := DefaultTuning()
+	for _, c := range []struct {
+		name string
+		s    DecodeShape
+		want Decode
+	}{
+		{"gemma-4-e 512, one sequence", DecodeShape{1, 8, 2, 512, 300, true},
+			Decode{"attn_decode_512_h1s", 1, 32, 0, 8, 8, 10, false}},
+		{"256, 4 sequences, groups of 8 as 4", DecodeShape{4, 16, 2, 256, 2000, true},
+			Decode{"attn_decode_256_h4s", 4, 33, 0, 16, 4, 24, false}},
+		{"256, q written back", DecodeShape{1, 8, 2, 256, 100, false},
+			Decode{"attn_decode_256_h1s", 1, 8, 0, 8, 8, 10, true}},
+	} {
+		if got := DecodeShared(c.s, def, 132); got != c.want {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.name, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		heads, kvh, hd int
+		want           bool
+	}{{8, 2, 128, false}, {8, 2, 64, false}, {8, 2, 256, true}, {16, 2, 512, true}, {6, 4, 512, false}} {
+		if got := SharedDecodeApplies(c.heads, c.kvh, c.hd); got != c.want {
+			t.Errorf("SharedDecodeApplies(%d, %d, %d) = %v", c.heads, c.kvh, c.hd, got)
+		}
+	}
+}
