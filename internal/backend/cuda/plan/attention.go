@@ -27,7 +27,7 @@ type Tuning struct {
 	QMMVariant       string // the qmm4 kernel form for every product ("": by the matrix, qmmForm)
 	// DecGenericWide: decode steps of head dims 256 and 512 take the
 	// generic attention kernel, as before attn_decode and attn_dtile took
-	// them (TestBenchDecodeWide's baseline; false by default).
+	// them (TestWideDecodeBench's baseline; false by default).
 	DecGenericWide bool
 }
 
