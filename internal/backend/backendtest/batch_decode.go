@@ -16,7 +16,8 @@ func init() {
 // contexts (1 to ~200 keys, scattered block tables), the shape serving
 // under load gives and a GPU backend may run on another kernel than a
 // few sequences: GQA groups of 4, 7 and 8, head dims 64 and 128, a window,
-// a softcap. As a decoder layer issues them, q and k are rotated (and in
+// a softcap; at head dims 256 (Qwen3.5's groups of 8 and 6, Gemma's of 2
+// with a window, 16) and 512 (Gemma 4's full layers: 8; 6 with a softcap). As a decoder layer issues them, q and k are rotated (and in
 // one case normalised per head first) just before attention with
 // ScratchQK set, so a backend may fold both into its kernel and leave q
 // and k unwritten: only the outputs are compared.
@@ -26,7 +27,9 @@ func runBatchDecodeAttention(e *env) {
 		softcap                      float32
 		norms                        bool
 	}{{64, 32, 8, 128, 0, 0, false}, {20, 28, 4, 128, 0, 0, true}, {17, 16, 2, 64, 0, 0, false},
-		{24, 8, 2, 128, 40, 0, false}, {16, 8, 4, 64, 0, 30, false}} {
+		{24, 8, 2, 128, 40, 0, false}, {16, 8, 4, 64, 0, 30, false},
+		{16, 16, 2, 256, 0, 0, true}, {9, 24, 4, 256, 0, 0, false}, {13, 16, 8, 256, 50, 0, false}, {6, 32, 2, 256, 0, 30, false},
+		{11, 16, 2, 512, 0, 0, false}, {5, 6, 1, 512, 0, 30, true}, {7, 4, 4, 512, 60, 0, false}} {
 		const bs, steps = 16, 3
 		prompt := make([]int, c.seqs)
 		tables := make([][]int32, c.seqs)

@@ -289,10 +289,21 @@ func runSequences(e *env) {
 // runLongAttention covers contexts of several hundred keys, where a GPU
 // backend may split one query's keys over several blocks, and past a
 // thousand keys with a group of 8 query heads a kv head (Qwen3-30B-A3B's),
-// which a GPU backend may split over blocks at long contexts.
+// which a GPU backend may split over blocks at long contexts; then head
+// dims 256 and 512 at groups of 1, 2, 6 and 8, with a window and a
+// softcap, q and k scratch or not (scratch lets a backend take another
+// kernel, one that leaves them unwritten: only outputs are compared).
 func runLongAttention(e *env) {
-	for _, c := range []struct{ heads, kvh, hd, prompt int }{{4, 2, 64, 700}, {8, 1, 128, 1100}} {
-		p := backend.AttnParams{Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd)))}
+	for _, c := range []struct {
+		heads, kvh, hd, prompt, window int
+		softcap                        float32
+		scratch                        bool
+	}{{4, 2, 64, 700, 0, 0, false}, {8, 1, 128, 1100, 0, 0, false},
+		{16, 2, 256, 1100, 0, 0, true}, {8, 1, 256, 1030, 0, 0, false}, {12, 2, 256, 600, 0, 40, true},
+		{4, 2, 256, 1200, 700, 0, true}, {16, 2, 512, 1100, 0, 0, true}, {6, 1, 512, 900, 0, 0, false},
+		{2, 2, 512, 1000, 300, 25, true}} {
+		p := backend.AttnParams{Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd))),
+			Window: c.window, Softcap: c.softcap, ScratchQK: c.scratch}
 		spec := backend.KVSpec{NumBlocks: 80, BlockSize: 16, Layers: []backend.KVLayer{{KVHeads: c.kvh, HeadDim: c.hd}}}
 		kva, kvb := e.kvStores(spec)
 		var table []int32
@@ -315,7 +326,12 @@ func runLongAttention(e *env) {
 			out := e.poisoned(n, qd)
 			e.test.Attention(out.a, q.a, k.a, v.a, kva, 0, p)
 			e.ref.Attention(out.b, q.b, k.b, v.b, kvb, 0, p)
-			e.check(fmt.Sprintf("AttentionLong/%dx%d/step%d/T%d", c.heads, c.kvh, si, n), out, n)
+			name := fmt.Sprintf("AttentionLong/%dx%d/step%d/T%d", c.heads, c.kvh, si, n)
+			if c.hd != 64 && c.hd != 128 { // (the first cases keep their names)
+				name = fmt.Sprintf("AttentionLong/%dx%d/d%d/win%d/cap%g/scratch%v/step%d/T%d", c.heads, c.kvh, c.hd, c.window,
+					c.softcap, c.scratch, si, n)
+			}
+			e.check(name, out, n)
 		}
 	}
 }

@@ -15,9 +15,12 @@ func init() {
 // its query attends over layer 0's K/V with nil k and v. Each step also
 // stores the same k and v into layer 1 and attends there with the same
 // query, which the shared read must equal, over a prefill and two decode
-// steps of two sequences, with and without a window.
+// steps of two sequences, with and without a window; at head dims 256
+// and 512 too (Gemma 4 E's shared sliding and full layers, groups of 4,
+// 6 and 8), where a GPU backend may take other decode kernels.
 func runSharedKV(e *env) {
-	for _, c := range []struct{ heads, kvh, hd, window int }{{4, 1, 32, 0}, {8, 2, 64, 8}} {
+	for _, c := range []struct{ heads, kvh, hd, window int }{{4, 1, 32, 0}, {8, 2, 64, 8}, {8, 2, 256, 20}, {6, 1, 256, 0},
+		{16, 2, 512, 0}, {4, 1, 512, 30}} {
 		p := backend.AttnParams{Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd))), Window: c.window}
 		l := backend.KVLayer{KVHeads: c.kvh, HeadDim: c.hd, Window: c.window}
 		shared := l

@@ -251,11 +251,29 @@ func kernelNames() []string {
 			names = append(names, fmt.Sprintf("attn_decode_%d%s_f8", hd, k))
 		}
 	}
+	names = append(names, wideDecodeKernels...)
 	names = append(names, "kv_store", "attention", "kv_store_f8", "attention_f8", "flash2_attn_64_f8", "flash2_attn_128_f8", "flash2_attn_256_f8",
-		"flash2_attn_512_f8", "attn_dtile_64_f8", "attn_dtile_128_f8")
-	return append(names, "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_dtile_64", "attn_dtile_128",
+		"flash2_attn_512_f8", "attn_dtile_64_f8", "attn_dtile_128_f8", "attn_dtile_256_f8")
+	return append(names, "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_dtile_64", "attn_dtile_128", "attn_dtile_256",
 		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6") // (two-argument __launch_bounds__: not matched by kernelName)
 }
+
+// wideDecodeKernels are attn_decode's head dim 256 and 512 kernels, f16
+// and E4M3 (ATTN_DECODE_WIDE in kernels/attention.cu): no general kernel,
+// no _h4 at 512 (plan.DecodeAttention caps their heads a block), and the
+// KV-shared layers' _s forms.
+var wideDecodeKernels = func() (n []string) {
+	for _, hd := range []int{256, 512} {
+		ks := []string{"_h1", "_h2", "_h1c", "_h2c", "_h1s", "_h2s"}
+		if hd == 256 {
+			ks = append(ks, "_h4", "_h4c", "_h4s")
+		}
+		for _, k := range ks {
+			n = append(n, fmt.Sprintf("attn_decode_%d%s", hd, k), fmt.Sprintf("attn_decode_%d%s_f8", hd, k))
+		}
+	}
+	return n
+}()
 
 // Function attributes (CUfunction_attribute).
 const (
@@ -268,7 +286,7 @@ const (
 // optInDecodeTile gives attn_dtile_<hd><sfx> its dynamic shared memory.
 func (b *Backend) optInDecodeTile(sfx string) map[int]bool {
 	ok := map[int]bool{}
-	for _, hd := range []int{64, 128} {
+	for _, hd := range []int{64, 128, 256} {
 		n := plan.DecodeTileSmem(hd)
 		f := b.fns[fmt.Sprintf("attn_dtile_%d%s", hd, sfx)]
 		if n > b.d.Attr(b.dev, cudalib.AttrMaxSmemOptin) ||
@@ -283,13 +301,21 @@ func (b *Backend) optInDecodeTile(sfx string) map[int]bool {
 // optInClusters allows the _c decode attention kernels and attn_dtile clusters of 16
 // blocks (8 is the portable limit) and returns the most it may launch.
 func (b *Backend) optInClusters() int {
+	var names []string
 	for _, hd := range []int{64, 128} {
 		for _, k := range []string{"decode_%d_h1c", "decode_%d_h2c", "decode_%d_h4c", "dtile_%d"} {
-			for _, sfx := range []string{"", "_f8"} {
-				f := b.fns["attn_"+fmt.Sprintf(k, hd)+sfx]
-				if b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrNonPortableCluster, 1) != nil {
-					return 8
-				}
+			names = append(names, "attn_"+fmt.Sprintf(k, hd))
+		}
+	}
+	for _, n := range wideDecodeKernels { // (attn_dtile_256's clusters stay at 8: plan.DecodeTile)
+		if strings.HasSuffix(n, "c") {
+			names = append(names, n)
+		}
+	}
+	for _, n := range names {
+		for _, sfx := range []string{"", "_f8"} {
+			if b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, b.fns[n+sfx], funcAttrNonPortableCluster, 1) != nil {
+				return 8
 			}
 		}
 	}

@@ -116,7 +116,8 @@ func TestGraphReplay(t *testing.T) {
 // short contexts (DecHeads 0) and four heads a block past 1024 keys at any
 // context (DecLongHeads 4; AttentionLong's 1100 keys take two by default);
 // shorter and longer splits; each form of the qmm4 kernel for every
-// product; attn_decode for the decode steps attn_dtile takes by default.
+// product; attn_decode for the decode steps attn_dtile takes by default;
+// the generic kernel for head dims 256 and 512.
 func TestConformanceVariants(t *testing.T) {
 	for _, v := range []struct {
 		name string
@@ -134,6 +135,8 @@ func TestConformanceVariants(t *testing.T) {
 		// attn_decode where the tile kernel takes decode steps by default.
 		{"notile", func(u *plan.Tuning) { u.DecTileMinTokens = 0 }},
 		{"notileticket", func(u *plan.Tuning) { u.DecTileMinTokens, u.DecClusterMax = 0, 0 }},
+		// The generic kernel for head dims 256/512 decode steps (before attn_decode/attn_dtile took them).
+		{"genericwide", func(u *plan.Tuning) { u.DecGenericWide = true }},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			b := newOrSkip(t)

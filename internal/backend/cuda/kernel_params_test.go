@@ -110,7 +110,7 @@ func TestLaunchSignatures(t *testing.T) {
 // attn_dtile, as batched steps do.
 func decodeTileAt1(b *Backend) {
 	b.DecTileMinTokens = 1
-	b.dtile = map[string]map[int]bool{"": {64: true, 128: true}, "_f8": {64: true, 128: true}}
+	b.dtile = map[string]map[int]bool{"": {64: true, 128: true, 256: true}, "_f8": {64: true, 128: true, 256: true}}
 }
 
 // checkLaunches compares every launch b recorded with its kernel's

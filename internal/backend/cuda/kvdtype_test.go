@@ -51,7 +51,8 @@ func TestKVStoreBytesFP8(t *testing.T) {
 // TestLaunchSignaturesFP8 records attention over an fp8 store without a
 // device, on every path (attn_decode, attn_dtile, flash2 for a prefill,
 // the generic kernel with its kv_store for an odd head dim and for a
-// decode step at head dim 256): each launch takes its kernel's _f8 twin
+// decode step at head dim 96; attn_decode and attn_dtile at 256, attn_decode
+// at 512): each launch takes its kernel's _f8 twin
 // and passes that kernel's parameters; the same calls over an f16 store
 // launch no _f8 kernel.
 func TestLaunchSignaturesFP8(t *testing.T) {
@@ -67,7 +68,13 @@ func TestLaunchSignaturesFP8(t *testing.T) {
 			{"decode", true, 128, false, "attn_decode_128"},
 			{"decode tile", true, 128, true, "attn_dtile_128"},
 			{"decode tile 64", true, 64, true, "attn_dtile_64"},
-			{"decode 256", true, 256, false, "attention"},
+			{"decode 256", true, 256, false, "attn_decode_256"},
+			{"decode tile 256", true, 256, true, "attn_dtile_256"},
+			{"decode 512", true, 512, false, "attn_decode_512"},
+			{"decode 512 tile on", true, 512, true, "attn_decode_512"},
+			{"decode 96", true, 96, false, "attention"},
+			{"decode shared 256", true, 256, false, "attn_decode_256_h1s"},
+			{"decode shared 512", true, 512, true, "attn_decode_512_h1s"},
 			{"prefill", false, 128, false, "flash2_attn_128"},
 			{"prefill 512", false, 512, false, "flash2_attn_512"},
 			{"prefill 12", false, 12, false, "attention"},
@@ -96,7 +103,11 @@ func TestLaunchSignaturesFP8(t *testing.T) {
 					return &Tensor{ptr: addr, rows: T, cols: cols}
 				}
 				q, k, v, o := act(heads*c.hd), act(kvh*c.hd), act(kvh*c.hd), act(heads*c.hd)
-				b.Attention(o, q, k, v, kv, 0, backend.AttnParams{Heads: heads, KVHeads: kvh, HeadDim: c.hd, Scale: 0.1, ScratchQK: true})
+				var kk, vv backend.Tensor = k, v
+				if strings.Contains(c.name, "shared") { // a KV-shared layer's call: nil k and v
+					kk, vv = nil, nil
+				}
+				b.Attention(o, q, kk, vv, kv, 0, backend.AttnParams{Heads: heads, KVHeads: kvh, HeadDim: c.hd, Scale: 0.1, ScratchQK: true})
 				if checkLaunches(t, b, sigs) == 0 {
 					t.Fatal("no launch checked")
 				}

@@ -63,7 +63,7 @@ var kvFP8Bound = map[string]float64{
 
 // TestKVFP8ModelsGPU runs each fixture's reference prompt (a prefill of
 // 16+ tokens: flash2) and 32 greedy decode steps (attn_dtile, or
-// attn_decode with "notile"; the generic kernel at head dims over 128 and
+// attn_decode with "notile"; the generic kernel at the fixtures' head dims 16/32, and
 // with sinks, attn_decode) on the GPU's f16 cache, then feeds the same ids
 // through the GPU's fp8 cache and the CPU's: logits within kvFP8Bound of
 // both, and the f16 cache's greedy id wherever its top-2 gap is at least

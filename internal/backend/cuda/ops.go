@@ -236,11 +236,18 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 		}
 		sinks = sw.w
 	}
-	// Decode steps of head dims 64/128: attn_decode serves a kv head's
+	// Decode steps of head dims 64 to 512: attn_decode serves a kv head's
 	// query group (or part of it) and stores this step's K/V itself (so
 	// not for a shared layer's call, which stores nothing).
-	if b.step.decode && !shared && kt.cols == vt.cols && kt.cols == kvw && dense && plan.DecodeApplies(p.Heads, p.KVHeads, p.HeadDim) {
+	if b.step.decode && !shared && kt.cols == vt.cols && kt.cols == kvw && dense && plan.DecodeApplies(p.Heads, p.KVHeads, p.HeadDim) &&
+		(p.HeadDim <= 128 || !b.DecGenericWide) {
 		b.attnDecode(o, qt, kt, vt, st, layer, p, sinks)
+		return
+	}
+	// A KV-shared layer's decode step at head dims 256/512: attn_decode's
+	// _s form, which reads the step's key from the cache too.
+	if b.step.decode && shared && dense && plan.SharedDecodeApplies(p.Heads, p.KVHeads, p.HeadDim) && !b.DecGenericWide {
+		b.attnDecodeShared(o, qt, kt, st, layer, p, sinks)
 		return
 	}
 	if !shared {

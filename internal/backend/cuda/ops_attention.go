@@ -20,7 +20,23 @@ func (b *Backend) attnDecode(o, qt, kt, vt *Tensor, st *kvStore, layer int, p ba
 		b.attnDecodeTile(d, o, qt, kt, vt, st, layer, p)
 		return
 	}
-	d := plan.DecodeAttention(shape, b.Tuning, b.SMs)
+	b.attnDecodeSplit(plan.DecodeAttention(shape, b.Tuning, b.SMs), o, qt, kt, vt, st, layer, p, sinks)
+}
+
+// attnDecodeShared records attn_decode's _s form for a KV-shared layer's
+// decode step (head dims 256 and 512): nothing stored, every key read from
+// the cache of layer (the owning layer's, which its call wrote earlier in
+// the step). kt and vt are the shape stand-ins at address 0.
+func (b *Backend) attnDecodeShared(o, qt, kt *Tensor, st *kvStore, layer int, p backend.AttnParams, sinks uintptr) {
+	shape := plan.DecodeShape{Tokens: b.step.tokens, Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim,
+		MaxCtx: b.step.maxCtx, ScratchQK: p.ScratchQK}
+	b.attnDecodeSplit(plan.DecodeShared(shape, b.Tuning, b.SMs), o, qt, kt, kt, st, layer, p, sinks)
+}
+
+// attnDecodeSplit records the attn_decode launch d plans, with its split
+// scratch and counters, and the rotation and head norms folded in.
+func (b *Backend) attnDecodeSplit(d plan.Decode, o, qt, kt, vt *Tensor, st *kvStore, layer int, p backend.AttnParams, sinks uintptr) {
+	T := b.step.tokens
 	part, cnt, ok := b.splitScratch(T*p.Heads, d.Splits, p.HeadDim, d.Counters)
 	if !ok {
 		return

@@ -400,16 +400,23 @@ DEV void merge_head_splits(float* out, int G, int S, int e0, int e1, const float
 // memory: no partials through L2, no fence and ticket, no last block. The
 // sums are the ticket path's, term for term (rank = split).
 // sinks: [heads] sink logits (or null), added to each head's softmax sum
-// where the sums are final. (KV-shared layers, which store nothing, take
-// the generic kernel: this one's loads before the wait would race the
-// owning layer's store of the step's key.)
-template <int HD, int GM = AD_G, bool CL = false, class KV = KvF16>
+// where the sums are final. SH (the _s kernels, head dims 256 and 512):
+// a KV-shared layer's call, which stores nothing and has no k or v rows
+// (kin, vin null): the step's key is in the cache already, written by the
+// owning layer's call earlier in the step, so every key is read from the
+// cache and only after the wait (a load before it could race that store).
+// (At head dims 64 and 128 such calls take the generic kernel.)
+template <int HD, int GM = AD_G, bool CL = false, class KV = KvF16, bool SH = false>
 DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc, typename KV::T* Vc, const int* pos, const int* tok2seq,
                           const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
                           float softcap, float* kin, const float* vin, int ldk, int* cnt, const float* invf, int half,
                           float rscale, const float* qn, const float* kn, float neps, int gl, int wb,
                           const float* sinks) {
-    constexpr int VPL = HD / 32; // dims per lane: 2 or 4
+    constexpr int VPL = HD / 32; // dims per lane: 2, 4, 8 or 16
+    // Keys a warp iteration: at HD 512 one, its K and V rows 2 KB a warp in
+    // flight as HD 128's four (2 held 203-255 registers, 4 bytes spilled
+    // in _h2c_f8; 4 would hold 128 registers of K/V alone).
+    constexpr int DU = HD >= 512 ? 1 : AD_DU;
     __shared__ float wm[4][GM], wl[4][GM];
     __shared__ float wo[4][GM][HD];
     __shared__ float cm[CL ? GM : 1], cs[CL ? GM : 1], co[CL ? GM : 1][CL ? HD : 1]; // CL: this split's partials
@@ -432,15 +439,22 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
     // ends in a host sync), and the positions and block tables are step
     // inputs: the first round of K/V loads is issued before waiting for
     // the q/k/v projection (PDL), so it overlaps that kernel's tail.
-    float kr[AD_DU][VPL], vr[AD_DU][VPL];
-    int c = j0 + warp * AD_DU;
-    auto load_into = [&](int c0, float (&kd)[AD_DU][VPL], float (&vd)[AD_DU][VPL]) {
+    float kr[DU][VPL], vr[DU][VPL];
+    int c = j0 + warp * DU;
+    auto load_into = [&](int c0, float (&kd)[DU][VPL], float (&vd)[DU][VPL]) {
 #pragma unroll
-        for (int u = 0; u < AD_DU; u++) {
+        for (int u = 0; u < DU; u++) {
             const int j = c0 + u;
-            if (j < j1 && j != p) {
+            if (j < j1 && (SH || j != p)) {
                 long long off = ((bt[j / bs] * (long long)kvh + kh) * bs + j % bs) * HD + lane * VPL;
-                if (VPL == 4) {
+                if constexpr (VPL >= 8) { // HD 256/512: VPL/4 loads of 4 dims each
+#pragma unroll
+                    for (int c4 = 0; c4 < VPL / 4; c4++) {
+                        float4 a = KV::ld4(Kc + off + 4 * c4), b = KV::ld4(Vc + off + 4 * c4);
+                        kd[u][4 * c4] = a.x, kd[u][4 * c4 + 1] = a.y, kd[u][4 * c4 + 2] = a.z, kd[u][4 * c4 + 3] = a.w;
+                        vd[u][4 * c4] = b.x, vd[u][4 * c4 + 1] = b.y, vd[u][4 * c4 + 2] = b.z, vd[u][4 * c4 + 3] = b.w;
+                    }
+                } else if (VPL == 4) {
                     float4 a = KV::ld4(Kc + off), b = KV::ld4(Vc + off);
                     kd[u][0] = a.x, kd[u][1] = a.y, kd[u][2] = a.z, kd[u][3] = a.w;
                     vd[u][0] = b.x, vd[u][1] = b.y, vd[u][2] = b.z, vd[u][3] = b.w;
@@ -460,7 +474,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
         }
     };
     auto load_keys = [&](int c0) { load_into(c0, kr, vr); };
-    load_keys(c);
+    if constexpr (!SH) load_keys(c);
     // With invf (RoPE fused, the rope2 launch dropped), q and this step's
     // k are rotated here, and with qn/kn normalised first (the q_norm and
     // k_norm launches dropped); the last block writes both back, as those
@@ -472,11 +486,17 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
     for (int i = 0; i < VPL; i++) qw[i] = qn ? qn[lane * VPL + i] : 0.f, kw[i] = kn ? kn[lane * VPL + i] : 0.f;
     grid_dep_wait();
     float kself[VPL];
+    if constexpr (SH) {
+        load_keys(c);
 #pragma unroll
-    for (int i = 0; i < VPL; i++) kself[i] = krow[i];
-    if (kn) head_norm<VPL>(kself, kw, neps);
-    if (invf) rope_apply<VPL>(kself, rc, rs, rok, half, lane);
-    if (split == 0 && hgi == 0 && warp == 0) {
+        for (int i = 0; i < VPL; i++) kself[i] = 0.f;
+    } else {
+#pragma unroll
+        for (int i = 0; i < VPL; i++) kself[i] = krow[i];
+        if (kn) head_norm<VPL>(kself, kw, neps);
+        if (invf) rope_apply<VPL>(kself, rc, rs, rok, half, lane);
+    }
+    if (!SH && split == 0 && hgi == 0 && warp == 0) {
         long long dst = ((bt[p / bs] * (long long)kvh + kh) * bs + p % bs) * HD + lane * VPL;
 #pragma unroll
         for (int i = 0; i < VPL; i++) Kc[dst + i] = KV::enc(kself[i]), Vc[dst + i] = KV::enc(vself[i]);
@@ -496,19 +516,19 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
 #pragma unroll
         for (int i = 0; i < VPL; i++) acc[g][i] = 0.f;
     }
-    for (; c < j1; c += 4 * AD_DU) {
-        if (c > j0 + warp * AD_DU) load_keys(c);
+    for (; c < j1; c += 4 * DU) {
+        if (c > j0 + warp * DU) load_keys(c);
 #pragma unroll
-        for (int u = 0; u < AD_DU; u++)
-            if (c + u == p)
+        for (int u = 0; u < DU; u++)
+            if (!SH && c + u == p)
 #pragma unroll
                 for (int i = 0; i < VPL; i++) kr[u][i] = KV::rnd(kself[i]), vr[u][i] = KV::rnd(vself[i]);
 #pragma unroll
         for (int g = 0; g < GM; g++) {
             if (g >= G) break;
-            float s[AD_DU];
+            float s[DU];
 #pragma unroll
-            for (int u = 0; u < AD_DU; u++) {
+            for (int u = 0; u < DU; u++) {
                 float d = 0.f;
 #pragma unroll
                 for (int i = 0; i < VPL; i++) d = fmaf(qv[g][i], kr[u][i], d);
@@ -520,13 +540,13 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
             }
             float mn = m[g];
 #pragma unroll
-            for (int u = 0; u < AD_DU; u++) mn = fmaxf(mn, s[u]);
+            for (int u = 0; u < DU; u++) mn = fmaxf(mn, s[u]);
             const float corr = m[g] == NEG_INF ? 0.f : expf(m[g] - mn);
             l[g] *= corr;
 #pragma unroll
             for (int i = 0; i < VPL; i++) acc[g][i] *= corr;
 #pragma unroll
-            for (int u = 0; u < AD_DU; u++) {
+            for (int u = 0; u < DU; u++) {
                 const float pu = s[u] == NEG_INF ? 0.f : expf(s[u] - mn);
                 l[g] += pu;
 #pragma unroll
@@ -597,7 +617,7 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
                 for (int i = 0; i < VPL; i++) qr[i] = qv[g][i];
             }
         // k is read by every group's blocks: the last group writes it.
-        if ((invf || kn) && (NG == 1 || last_block(cnt + (long long)gridDim.y * gridDim.x + t * kvh + kh, NG)) && warp == 0)
+        if (!SH && (invf || kn) && (NG == 1 || last_block(cnt + (long long)gridDim.y * gridDim.x + t * kvh + kh, NG)) && warp == 0)
 #pragma unroll
             for (int i = 0; i < VPL; i++) krow[i] = kself[i];
     }
@@ -637,3 +657,21 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
     AD_KERNEL(HD, _h4c, 4, true, SFX, KV, LB4)
 ATTN_DECODE(64, , KvF16, (128)) ATTN_DECODE(128, , KvF16, (128))
 ATTN_DECODE(64, _f8, KvF8, (128, 4)) ATTN_DECODE(128, _f8, KvF8, (128, 4))
+// Head dims 256 and 512 (Gemma 3/4, Qwen3.5): only the small blocks, whose
+// q rows and partial outputs fit the registers (plan.DecodeAttention caps
+// a block's heads at 4 for 256 and 2 for 512; the general kernel's 8
+// heads would hold 128-256 registers of them, and its warp partials at
+// 512 pass the 48 KB of static shared memory).
+// _h<g>s: KV-shared layers' calls (SH), merged by the ticket.
+#define AD_KERNEL_SH(HD, NAME, GM, SFX, KV)                                                                            \
+    extern "C" __global__ void __launch_bounds__(128, 3) attn_decode_##HD##NAME##SFX(AD_PARAMS(KV)) {               \
+        grid_dep_launch();                                                                                             \
+        attn_decode_impl<HD, GM, false, KV, true>(AD_ARGS);                                                            \
+    }
+#define ATTN_DECODE_WIDE(HD, SFX, KV)                                                                                  \
+    AD_KERNEL(HD, _h1, 1, false, SFX, KV, (128)) AD_KERNEL(HD, _h2, 2, false, SFX, KV, (128))                         \
+    AD_KERNEL(HD, _h1c, 1, true, SFX, KV, (128)) AD_KERNEL(HD, _h2c, 2, true, SFX, KV, (128))                         \
+    AD_KERNEL_SH(HD, _h1s, 1, SFX, KV) AD_KERNEL_SH(HD, _h2s, 2, SFX, KV)
+ATTN_DECODE_WIDE(256, , KvF16) ATTN_DECODE_WIDE(512, , KvF16) ATTN_DECODE_WIDE(256, _f8, KvF8) ATTN_DECODE_WIDE(512, _f8, KvF8)
+AD_KERNEL(256, _h4, 4, false, , KvF16, (128)) AD_KERNEL(256, _h4c, 4, true, , KvF16, (128)) AD_KERNEL_SH(256, _h4s, 4, , KvF16)
+AD_KERNEL(256, _h4, 4, false, _f8, KvF8, (128)) AD_KERNEL(256, _h4c, 4, true, _f8, KvF8, (128)) AD_KERNEL_SH(256, _h4s, 4, _f8, KvF8)

@@ -316,3 +316,4 @@ DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, type
                                 window, softcap, kin, vin, ldk, invf, half, rscale, qn, kn, neps);                 \
     }
 ATTN_DTILE(64, , KvF16) ATTN_DTILE(128, , KvF16) ATTN_DTILE(64, _f8, KvF8) ATTN_DTILE(128, _f8, KvF8)
+ATTN_DTILE(256, , KvF16) ATTN_DTILE(256, _f8, KvF8)

@@ -25,6 +25,10 @@ type Tuning struct {
 	// runs on the tensor-core tile kernel (DecodeTile; 0: never).
 	DecTileMinTokens int
 	QMMVariant       string // the qmm4 kernel form for every product ("": by the matrix, qmmForm)
+	// DecGenericWide: decode steps of head dims 256 and 512 take the
+	// generic attention kernel, as before attn_decode and attn_dtile took
+	// them (TestWideDecodeBench's baseline; false by default).
+	DecGenericWide bool
 }
 
 // DefaultTuning is what a default run uses.
@@ -115,9 +119,44 @@ type Decode struct {
 }
 
 // DecodeApplies reports whether attn_decode takes a decode step of these
-// head dims and groups (the caller also checks the tensors' layouts).
+// head dims and groups (the caller also checks the tensors' layouts). At
+// head dims 256 and 512 any group runs, on blocks of at most wideHeads
+// of its heads.
 func DecodeApplies(heads, kvHeads, headDim int) bool {
-	return (headDim == 64 || headDim == 128) && kvHeads > 0 && heads%kvHeads == 0 && heads/kvHeads <= 8
+	if kvHeads <= 0 || heads%kvHeads != 0 {
+		return false
+	}
+	switch headDim {
+	case 64, 128:
+		return heads/kvHeads <= 8
+	case 256, 512:
+		return true
+	}
+	return false
+}
+
+// wideHeads is the most query heads an attn_decode block serves at head
+// dims 256 (_h4: 192-231 registers) and 512 (_h2: 167-239); 0: no cap
+// (64 and 128 have the general kernel of up to 8).
+func wideHeads(hd int) int {
+	switch hd {
+	case 256:
+		return 4
+	case 512:
+		return 2
+	}
+	return 0
+}
+
+// capHeads is the largest of the small kernels' 4, 2, 1 heads a block
+// that is at most mx and divides the group G.
+func capHeads(G, mx int) int {
+	for gl := mx; gl > 1; gl /= 2 {
+		if G%gl == 0 {
+			return gl
+		}
+	}
+	return 1
 }
 
 // DecodeAttention plans a decode step's attention: about DecSplitKeys keys
@@ -126,6 +165,23 @@ func DecodeApplies(heads, kvHeads, headDim int) bool {
 // enough blocks to fill the device DecodeWaves times; the small kernels'
 // splits merge in a cluster when they fit one.
 func DecodeAttention(s DecodeShape, t Tuning, sms int) Decode {
+	return decodeAttention(s, t, sms, false)
+}
+
+// SharedDecodeApplies reports whether attn_decode takes a KV-shared
+// layer's decode step (its _s kernels: head dims 256 and 512).
+func SharedDecodeApplies(heads, kvHeads, headDim int) bool {
+	return (headDim == 256 || headDim == 512) && DecodeApplies(heads, kvHeads, headDim)
+}
+
+// DecodeShared plans a KV-shared layer's decode step (SharedDecodeApplies)
+// as DecodeAttention does, on the _s kernels: no cluster (they merge by
+// the ticket); with WriteBack only q is written back (there is no k).
+func DecodeShared(s DecodeShape, t Tuning, sms int) Decode {
+	return decodeAttention(s, t, sms, true)
+}
+
+func decodeAttention(s DecodeShape, t Tuning, sms int, shared bool) Decode {
 	ctx := 64
 	for ctx < s.MaxCtx {
 		ctx *= 2
@@ -136,6 +192,9 @@ func DecodeAttention(s DecodeShape, t Tuning, sms int) Decode {
 		gl = t.DecHeads
 	} else if lh := LongHeads(t.DecLongHeads, ctx); s.Tokens == 1 && ctx > t.DecHeadsMaxCtx && G > 4 && lh > 0 && lh < G && G%lh == 0 {
 		gl = lh // e.g. Qwen3's groups of 8 as blocks of 2 or 4
+	}
+	if mx := wideHeads(s.HeadDim); mx > 0 && (gl > mx || (gl != 1 && gl != 2 && gl != 4)) {
+		gl = capHeads(G, mx) // e.g. Gemma 4's full layers (8 heads of 512) as 4 blocks of 2
 	}
 	hb := s.Tokens * s.KVHeads * (G / gl)
 	small := gl == 1 || gl == 2 || gl == 4
@@ -149,7 +208,7 @@ func DecodeAttention(s DecodeShape, t Tuning, sms int) Decode {
 	// 17 splits: 17 are cut to a cluster of 16; otherwise a head group
 	// clusters only when its splits fit one.
 	cz := 0
-	if t.DecClusterMax > 0 && s.ScratchQK && small && splits > 1 {
+	if t.DecClusterMax > 0 && s.ScratchQK && small && splits > 1 && !shared {
 		if gl == 1 && splits <= t.DecClusterMax*17/16 {
 			splits = min(splits, t.DecClusterMax)
 		}
@@ -157,7 +216,7 @@ func DecodeAttention(s DecodeShape, t Tuning, sms int) Decode {
 			cz = splits
 		}
 	}
-	kernel := decodeKernel(s.HeadDim, gl, small, cz > 0)
+	kernel := decodeKernel(s.HeadDim, gl, small, cz > 0, shared)
 	// Counters: one per (token, head group) for the splits, then one per
 	// (token, kv head) for the head groups.
 	cnt := 0
@@ -168,25 +227,33 @@ func DecodeAttention(s DecodeShape, t Tuning, sms int) Decode {
 		GridX: s.KVHeads * (G / gl), Counters: cnt, WriteBack: !s.ScratchQK}
 }
 
-// decodeKernels are attn_decode's names by head dim (64, 128), heads a
-// block (the general kernel, _h1, _h2, _h4) and cluster merge: constants,
-// since a plan is made for every layer of every step.
-var decodeKernels = func() (n [2][4][2]string) {
-	for d, hd := range []int{64, 128} {
+// decodeKernels are attn_decode's names by head dim (64, 128, 256, 512),
+// heads a block (the general kernel, _h1, _h2, _h4) and cluster merge:
+// constants, since a plan is made for every layer of every step. (256 has
+// no general kernel, 512 no general nor _h4: wideHeads keeps them out;
+// the KV-shared _s forms exist at 256 and 512 only.)
+var decodeKernels = func() (n [4][4][3]string) {
+	for d, hd := range []int{64, 128, 256, 512} {
 		for g, h := range []string{"", "_h1", "_h2", "_h4"} {
 			n[d][g][0] = fmt.Sprintf("attn_decode_%d%s", hd, h)
 			if h != "" {
 				n[d][g][1] = n[d][g][0] + "c"
+				n[d][g][2] = n[d][g][0] + "s"
 			}
 		}
 	}
 	return n
 }()
 
-func decodeKernel(hd, gl int, small, cluster bool) string {
+func decodeKernel(hd, gl int, small, cluster, shared bool) string {
 	d, g, c := 0, 0, 0
-	if hd == 128 {
+	switch hd {
+	case 128:
 		d = 1
+	case 256:
+		d = 2
+	case 512:
+		d = 3
 	}
 	switch {
 	case small && gl == 4:
@@ -194,8 +261,11 @@ func decodeKernel(hd, gl int, small, cluster bool) string {
 	case small:
 		g = gl // 1 or 2
 	}
-	if cluster {
+	switch {
+	case cluster:
 		c = 1
+	case shared:
+		c = 2
 	}
 	return decodeKernels[d][g][c]
 }

@@ -47,6 +47,21 @@ func TestDecodeAttention(t *testing.T) {
 		// Head dim 64, 64 keys (the shortest rounding): 4 splits in a cluster.
 		{"64 keys", DecodeShape{1, 8, 8, 64, 16, true}, def,
 			Decode{"attn_decode_64_h1c", 1, 4, 4, 8, 8, 16, false}},
+		// Head dim 512 (Gemma 4's full layers, 16 heads over 2): at most 2 heads a block.
+		{"gemma-4 512 at 32768 keys", DecodeShape{1, 16, 2, 512, 32768, true}, def,
+			Decode{"attn_decode_512_h2", 2, 64, 0, 8, 8, 10, false}},
+		{"gemma-4 512 at 512 keys", DecodeShape{1, 16, 2, 512, 500, true}, def,
+			Decode{"attn_decode_512_h1", 1, 32, 0, 16, 16, 18, false}},
+		{"gemma-4 512, 16 sequences", DecodeShape{16, 16, 2, 512, 4096, true}, def,
+			Decode{"attn_decode_512_h2c", 2, 5, 5, 128, 8, 160, false}},
+		// Head dim 256 where attn_dtile does not apply: groups of 6 (4 does not divide them), written back;
+		// groups of 16, at most 4 a block.
+		{"qwen3.5-27b 256, write-back", DecodeShape{1, 24, 4, 256, 8192, false}, def,
+			Decode{"attn_decode_256_h2", 2, 44, 0, 12, 12, 16, true}},
+		{"256 groups of 16", DecodeShape{8, 32, 2, 256, 1000, true}, def,
+			Decode{"attn_decode_256_h4c", 4, 9, 9, 64, 8, 80, false}},
+		{"256 groups of 3", DecodeShape{4, 6, 2, 256, 100, true}, def,
+			Decode{"attn_decode_256_h1c", 1, 8, 8, 24, 6, 32, false}},
 		// One split and whole groups: no counters.
 		{"one split", DecodeShape{1, 8, 8, 64, 16, true}, Tuning{DecSplitKeys: 64, DecHeads: 0, DecLongHeads: -1},
 			Decode{"attn_decode_64_h1", 1, 1, 0, 8, 8, 0, false}},
@@ -62,7 +77,8 @@ func TestDecodeApplies(t *testing.T) {
 	for _, c := range []struct {
 		heads, kvh, hd int
 		want           bool
-	}{{32, 8, 128, true}, {32, 4, 128, true}, {28, 4, 128, true}, {32, 2, 128, false}, {8, 8, 64, true}, {16, 8, 256, false}, {32, 0, 128, false}} {
+	}{{32, 8, 128, true}, {32, 4, 128, true}, {28, 4, 128, true}, {32, 2, 128, false}, {8, 8, 64, true}, {16, 8, 256, true}, {32, 2, 256, true}, {16, 2, 512, true},
+		{8, 2, 96, false}, {32, 0, 128, false}, {6, 4, 256, false}} {
 		if got := DecodeApplies(c.heads, c.kvh, c.hd); got != c.want {
 			t.Errorf("DecodeApplies(%d, %d, %d) = %v", c.heads, c.kvh, c.hd, got)
 		}
@@ -94,6 +110,36 @@ func TestGenericSplits(t *testing.T) {
 	for _, c := range []struct{ tokens, heads, want int }{{1, 32, 9}, {1, 8, 32}, {64, 32, 1}, {4, 32, 3}} {
 		if got := GenericSplits(c.tokens, c.heads, 132); got != c.want {
 			t.Errorf("GenericSplits(%d, %d) = %d, want %d", c.tokens, c.heads, got, c.want)
+		}
+	}
+}
+
+// KV-shared layers' decode steps (head dims 256/512): the _s kernels,
+// merged by the ticket, never a cluster.
+func TestDecodeShared(t *testing.T) {
+	def := DefaultTuning()
+	for _, c := range []struct {
+		name string
+		s    DecodeShape
+		want Decode
+	}{
+		{"gemma-4-e 512, one sequence", DecodeShape{1, 8, 2, 512, 300, true},
+			Decode{"attn_decode_512_h1s", 1, 32, 0, 8, 8, 10, false}},
+		{"256, 4 sequences, groups of 8 as 4", DecodeShape{4, 16, 2, 256, 2000, true},
+			Decode{"attn_decode_256_h4s", 4, 33, 0, 16, 4, 24, false}},
+		{"256, q written back", DecodeShape{1, 8, 2, 256, 100, false},
+			Decode{"attn_decode_256_h1s", 1, 8, 0, 8, 8, 10, true}},
+	} {
+		if got := DecodeShared(c.s, def, 132); got != c.want {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.name, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		heads, kvh, hd int
+		want           bool
+	}{{8, 2, 128, false}, {8, 2, 64, false}, {8, 2, 256, true}, {16, 2, 512, true}, {6, 4, 512, false}} {
+		if got := SharedDecodeApplies(c.heads, c.kvh, c.hd); got != c.want {
+			t.Errorf("SharedDecodeApplies(%d, %d, %d) = %v", c.heads, c.kvh, c.hd, got)
 		}
 	}
 }

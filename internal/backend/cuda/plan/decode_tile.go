@@ -16,9 +16,19 @@ const DecTileMinTokens = 1
 // tile for each of its 4 warps, twice.
 const decTileKeys = 128
 
-// decTileBlocksPerSM is attn_dtile's residency (__launch_bounds__(128, 2)
-// and ~83 KB of shared memory at head dim 128).
-const decTileBlocksPerSM = 2
+// decTileBlocksPerSM is attn_dtile's residency at head dims 64 and 128
+// (__launch_bounds__(128, 2) and ~83 KB of shared memory at 128); at 256
+// its ~141 KB (DecodeTileSmem) leave one block an SM.
+func decTileBlocksPerSM(hd int) int {
+	if hd > 128 {
+		return 1
+	}
+	return 2
+}
+
+// decTileClusterMax256 caps attn_dtile_256's clusters at the portable 8:
+// with one block an SM, a cluster of 16 needs 16 free SMs of one GPC.
+const decTileClusterMax256 = 8
 
 // DecodeTileSmem is attn_dtile_<hd>'s dynamic shared memory (dtcfg in
 // kernels/decode_tile.cu): Q's 16 padded rows, the step's k and v in f16,
@@ -30,8 +40,9 @@ func DecodeTileSmem(hd int) int {
 
 // DecodeTile plans a decode step's attention on attn_dtile when it
 // applies: at least t.DecTileMinTokens sequences (0: never), q and k
-// scratch (the kernel writes neither back), head dim 64 or 128, up to 8
-// query heads a kv head. Splits fill the card about twice over, at least
+// scratch (the kernel writes neither back), head dim 64, 128 or 256 (512's
+// partial output would need 256 registers a thread), up to 8 query heads
+// a kv head. Splits fill the card about twice over, at least
 // decTileKeys keys each (by the longest context rounded up to a power of
 // two, so the graph repeats until it doubles), at most 64; they merge in
 // a cluster when they fit one (clusterMax, the device's limit; 0: none),
@@ -42,7 +53,7 @@ func DecodeTile(s DecodeShape, t Tuning, sms, clusterMax int) (Decode, bool) {
 		G = s.Heads / s.KVHeads
 	}
 	if t.DecTileMinTokens <= 0 || s.Tokens < t.DecTileMinTokens || !s.ScratchQK || G < 1 || G > 8 ||
-		(s.HeadDim != 64 && s.HeadDim != 128) {
+		(s.HeadDim != 64 && s.HeadDim != 128 && s.HeadDim != 256) {
 		return Decode{}, false
 	}
 	ctx := 64
@@ -50,7 +61,10 @@ func DecodeTile(s DecodeShape, t Tuning, sms, clusterMax int) (Decode, bool) {
 		ctx *= 2
 	}
 	hb := s.Tokens * s.KVHeads
-	splits := max(1, min(ctx/decTileKeys, 64, (2*decTileBlocksPerSM*sms+hb-1)/hb))
+	splits := max(1, min(ctx/decTileKeys, 64, (2*decTileBlocksPerSM(s.HeadDim)*sms+hb-1)/hb))
+	if s.HeadDim == 256 {
+		clusterMax = min(clusterMax, decTileClusterMax256)
+	}
 	d := Decode{Kernel: fmt.Sprintf("attn_dtile_%d", s.HeadDim), HeadsPerBlock: G, Splits: splits, BlocksPerSplit: hb,
 		GridX: s.KVHeads}
 	switch {

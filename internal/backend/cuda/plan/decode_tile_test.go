@@ -27,7 +27,19 @@ func TestDecodeTile(t *testing.T) {
 			Decode{Kernel: "attn_dtile_128", HeadsPerBlock: 4, Splits: 2, Counters: 512, BlocksPerSplit: 512, GridX: 8}, true},
 		{"q/k written back", DecodeShape{64, 32, 8, 128, 1024, false}, 16, Decode{}, false},
 		{"groups of 16", DecodeShape{64, 32, 2, 128, 1024, true}, 16, Decode{}, false},
-		{"head dim 256", DecodeShape{64, 16, 8, 256, 1024, true}, 16, Decode{}, false},
+		// Head dim 256: one block an SM, so splits fill it once over; clusters of at most 8.
+		{"head dim 256, 64 seqs", DecodeShape{64, 16, 8, 256, 1024, true}, 16,
+			Decode{Kernel: "attn_dtile_256", HeadsPerBlock: 2, Splits: 1, BlocksPerSplit: 512, GridX: 8}, true},
+		{"qwen3.5-35b one seq at 512", DecodeShape{1, 16, 2, 256, 512, true}, 16,
+			Decode{Kernel: "attn_dtile_256", HeadsPerBlock: 8, Splits: 4, Cluster: 4, BlocksPerSplit: 2, GridX: 2}, true},
+		{"qwen3.5-35b one seq at 32768", DecodeShape{1, 16, 2, 256, 32768, true}, 16,
+			Decode{Kernel: "attn_dtile_256", HeadsPerBlock: 8, Splits: 64, Counters: 2, BlocksPerSplit: 2, GridX: 2}, true},
+		{"qwen3.5-35b 16 seqs at 4096: 9 splits, past the cluster cap of 8", DecodeShape{16, 16, 2, 256, 4096, true}, 16,
+			Decode{Kernel: "attn_dtile_256", HeadsPerBlock: 8, Splits: 9, Counters: 32, BlocksPerSplit: 32, GridX: 2}, true},
+		{"gemma-4 sliding 16 seqs at 4096", DecodeShape{16, 16, 8, 256, 4096, true}, 16,
+			Decode{Kernel: "attn_dtile_256", HeadsPerBlock: 2, Splits: 3, Cluster: 3, BlocksPerSplit: 128, GridX: 8}, true},
+		{"head dim 512", DecodeShape{1, 16, 2, 512, 1024, true}, 16, Decode{}, false},
+		{"head dim 256, groups of 16", DecodeShape{8, 32, 2, 256, 1024, true}, 16, Decode{}, false},
 	} {
 		got, ok := DecodeTile(c.s, def, 132, c.clusterMax)
 		if ok != c.ok || got != c.want {
