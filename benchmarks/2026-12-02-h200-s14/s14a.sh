@@ -2,7 +2,7 @@
 # Correctness only: host-side kernel/launch checks, conformance (with the fp8 KV cases, the MoE rows variants,
 # SampleRows), MoE path tests, device sampling, the KV free, then the fixtures on CUDA (f16 and fp8 KV) and the
 # engine tests (row sampling = host sampling, batch invariance).
-# Predictions: everything passes (notes/cuda-kernels.md "Fourteenth session", notes/moe-rows.md).
+# Predictions: everything passes (notes/cuda-session-14.md; notes/moe-rows.md is on branch s14-moegroup).
 set -u
 for f in .gpu/mlxcel .gpu/cuda.test; do gunzip -kf $f.gz; chmod +x $f; done
 export MLXCEL_TESTDATA=$PWD/.gpu/testdata MLXCEL_CUDA_CACHE=/tmp/kc
