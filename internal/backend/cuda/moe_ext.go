@@ -41,12 +41,6 @@ type moeExtras struct {
 // moeClamped is moe_act's code for the clamped SwiGLU (MOE_CLAMPED).
 const moeClamped = 4
 
-// expertSide reports extras that act inside the routing or the experts'
-// MLP beyond what every MoE path once ran: biases, the clamped SwiGLU.
-func (x moeExtras) expertSide() bool {
-	return x.routerBias != 0 || x.gateBias.ptr != 0 || x.upBias.ptr != 0 || x.downBias.ptr != 0 || x.clamped
-}
-
 // gemmTakes reports whether the grouped GEMM runs these extras: moe_act
 // reads the gate and up biases with one dtype.
 func (x moeExtras) gemmTakes() bool {
