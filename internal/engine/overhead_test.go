@@ -59,3 +59,76 @@ func BenchmarkEngineDecodeStep(bm *testing.B) {
 	}
 	bm.ReportMetric(float64(bm.Elapsed().Nanoseconds())/float64(bm.N*tokens), "ns/token")
 }
+
+// instantRowModel is instantModel sampling on its "backend": ForwardSample
+// answers at once with the token after each row's position, so a
+// benchmark over it measures the engine's host work of a sampled or
+// constrained step (which cannot run ahead).
+type instantRowModel struct{ instantModel }
+
+func (instantRowModel) CanSampleRows() bool { return true }
+func (m instantRowModel) ForwardSample(b *backend.Batch, _ backend.KVStore, rows []backend.SampleRow) ([]backend.Sampled, error) {
+	out := make([]backend.Sampled, len(rows))
+	for i := range out {
+		id := (b.Positions[b.LogitRows[i]] + 1) % int32(m.vocab)
+		if a := rows[i].Allowed; a != nil && a[id/64]>>(id%64)&1 == 0 {
+			id = 0 // the cached mask below allows every token but a few
+		}
+		out[i].ID = id
+	}
+	return out, nil
+}
+
+// cachedMask is a constraint whose mask is a copy of a precomputed one,
+// as a grammar's warm state is (grammar.Matcher.Mask).
+type cachedMask struct{ mask []uint64 }
+
+func (c cachedMask) Mask(allowed []uint64) error { copy(allowed, c.mask); return nil }
+func (c cachedMask) Accept(int32) error          { return nil }
+
+// BenchmarkEngineStep64 is the engine's host time per step of 64 decoding
+// sequences on the row-sampling path, plain sampled and constrained (a
+// 128k-vocabulary mask a row): the time a GPU step waits on between
+// steps when it cannot run ahead.
+func BenchmarkEngineStep64(bm *testing.B) {
+	const vocab, seqs, tokens = 128256, 64, 256
+	full := make([]uint64, (vocab+63)/64)
+	for i := range full {
+		full[i] = ^uint64(0)
+	}
+	for _, constrained := range []bool{false, true} {
+		name := "sampled"
+		if constrained {
+			name = "constrained"
+		}
+		bm.Run(name, func(bm *testing.B) {
+			e, err := New(instantRowModel{instantModel{vocab: vocab}}, Config{Parallel: seqs, NumBlocks: 8192, MaxContext: 4096})
+			if err != nil {
+				bm.Fatal(err)
+			}
+			defer e.Stop()
+			e.Start()
+			bm.ResetTimer()
+			for range bm.N {
+				var streams []*Stream
+				for range seqs {
+					r := Request{Prompt: []int32{1, 2, 3}, MaxTokens: tokens, IgnoreEOS: true}
+					r.Params.Temperature = 0.7
+					if constrained {
+						r.Constraint = cachedMask{full}
+					}
+					s, err := e.Submit(context.Background(), r)
+					if err != nil {
+						bm.Fatal(err)
+					}
+					streams = append(streams, s)
+				}
+				for _, s := range streams {
+					for range s.Events() {
+					}
+				}
+			}
+			bm.ReportMetric(float64(bm.Elapsed().Microseconds())/float64(bm.N*tokens), "us/step")
+		})
+	}
+}
