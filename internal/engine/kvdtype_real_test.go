@@ -30,68 +30,6 @@ var kvTolerance = map[string]float64{
 	"gpt_oss-bf16": 0.8, "qwen3_5_text-bf16": 0.03,
 }
 
-// decodeLogits runs prompt and then steps decode steps on a fresh store
-// of dtype dt, one sequence, and returns each step's logits: step 0 is
-// the prompt's last row, step i the row after feeding ids[i-1]. With
-// greedy, ids are chosen here (argmax) and returned in ids; otherwise
-// they are fed as given, so a second cache sees the first one's tokens
-// and its steps stay comparable after a disagreement.
-func decodeLogits(t *testing.T, m *model.Model, dt backend.KVDtype, prompt, ids []int32, greedy bool) [][]float32 {
-	t.Helper()
-	spec := backend.KVSpec{NumBlocks: (len(prompt)+len(ids))/16 + 1, BlockSize: 16, Layers: m.KVLayers(), Slots: 1, Dtype: dt}
-	kv, err := m.Backend().NewKVStore(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := make([]int32, spec.NumBlocks)
-	for i := range blocks {
-		blocks[i] = int32(i)
-	}
-	var logits [][]float32
-	toks, pos := prompt, 0
-	for i := range ids {
-		b := &backend.Batch{Tokens: toks, Seqs: []backend.SeqSlice{{Len: len(toks), Blocks: blocks}}, LogitRows: []int{len(toks) - 1}}
-		for j := range toks {
-			b.Positions = append(b.Positions, int32(pos+j))
-		}
-		out, err := m.Forward(b, kv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		logits = append(logits, slices.Clone(out))
-		if greedy {
-			ids[i] = int32(argmax(out))
-		}
-		pos += len(toks)
-		toks = ids[i : i+1]
-	}
-	return logits
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
-
-// top2Gap is the distance between the two largest logits.
-func top2Gap(x []float32) float64 {
-	a, b := math.Inf(-1), math.Inf(-1)
-	for _, v := range x {
-		switch f := float64(v); {
-		case f > a:
-			a, b = f, a
-		case f > b:
-			b = f
-		}
-	}
-	return a - b
-}
-
 // TestKVDtypeAccuracy compares the fp8 and bf16 caches with the f32 one
 // on the fixtures: logits within kvTolerance (bf16: an eighth), and the
 // f32 run's greedy id on every step whose top-2 gap in the f32 run is at
@@ -114,28 +52,28 @@ func TestKVDtypeAccuracy(t *testing.T) {
 				t.Fatal(err)
 			}
 			ids := make([]int32, steps)
-			want := decodeLogits(t, m, backend.KVF32, ref.InputIDs, ids, true)
+			want := modeltest.DecodeLogits(t, m, backend.KVF32, ref.InputIDs, ids, true)
 			for _, dt := range []backend.KVDtype{backend.KVFP8, backend.KVBF16} {
 				tol := kvTolerance[name]
 				if dt == backend.KVBF16 {
 					tol /= 8
 				}
-				got := decodeLogits(t, m, dt, ref.InputIDs, ids, false)
+				got := modeltest.DecodeLogits(t, m, dt, ref.InputIDs, ids, false)
 				worst, ties, flips := 0.0, 0, 0
 				for i := range got {
 					for j, x := range got[i] {
 						worst = max(worst, math.Abs(float64(x-want[i][j])))
 					}
-					g := argmax(got[i])
-					if top2Gap(want[i]) < tol {
+					g := modeltest.Argmax(got[i])
+					if modeltest.Top2Gap(want[i]) < tol {
 						ties++
-						if g != int(ids[i]) {
+						if g != ids[i] {
 							flips++
 						}
 						continue
 					}
-					if g != int(ids[i]) {
-						t.Errorf("%s step %d: greedy id %d, the f32 cache's %d (top-2 gap %.3g)", dt, i, g, ids[i], top2Gap(want[i]))
+					if g != ids[i] {
+						t.Errorf("%s step %d: greedy id %d, the f32 cache's %d (top-2 gap %.3g)", dt, i, g, ids[i], modeltest.Top2Gap(want[i]))
 					}
 				}
 				t.Logf("%s: max |logit difference| %.3g (tolerance %.3g), %d of %d steps skipped as ties, %d of them flipped", dt, worst, tol, ties, steps, flips)

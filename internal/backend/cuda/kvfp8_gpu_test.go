@@ -5,7 +5,6 @@ package cuda
 import (
 	"math"
 	"os"
-	"slices"
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
@@ -102,9 +101,9 @@ func TestKVFP8ModelsGPU(t *testing.T) {
 					t.Fatal(err)
 				}
 				ids := make([]int32, steps)
-				want := fp8DecodeLogits(t, m, backend.KVAuto, ref.InputIDs, ids, true)
-				got := fp8DecodeLogits(t, m, backend.KVFP8, ref.InputIDs, ids, false)
-				cpu8 := fp8DecodeLogits(t, mc, backend.KVFP8, ref.InputIDs, ids, false)
+				want := modeltest.DecodeLogits(t, m, backend.KVAuto, ref.InputIDs, ids, true)
+				got := modeltest.DecodeLogits(t, m, backend.KVFP8, ref.InputIDs, ids, false)
+				cpu8 := modeltest.DecodeLogits(t, mc, backend.KVFP8, ref.InputIDs, ids, false)
 				bound := kvFP8Bound[name]
 				worst, vsCPU, ties, flips := 0.0, 0.0, 0, 0
 				for i := range got {
@@ -112,16 +111,16 @@ func TestKVFP8ModelsGPU(t *testing.T) {
 						worst = max(worst, math.Abs(float64(x-want[i][j])))
 						vsCPU = max(vsCPU, math.Abs(float64(x-cpu8[i][j])))
 					}
-					g := fp8Argmax(got[i])
-					if fp8Top2Gap(want[i]) < bound {
+					g := modeltest.Argmax(got[i])
+					if modeltest.Top2Gap(want[i]) < bound {
 						ties++
-						if g != int(ids[i]) {
+						if g != ids[i] {
 							flips++
 						}
 						continue
 					}
-					if g != int(ids[i]) {
-						t.Errorf("step %d: greedy id %d on the fp8 cache, %d on the f16 one (top-2 gap %.3g)", i, g, ids[i], fp8Top2Gap(want[i]))
+					if g != ids[i] {
+						t.Errorf("step %d: greedy id %d on the fp8 cache, %d on the f16 one (top-2 gap %.3g)", i, g, ids[i], modeltest.Top2Gap(want[i]))
 					}
 				}
 				t.Logf("fp8 vs f16 cache: max |logit difference| %.3g; fp8 vs the CPU's fp8: %.3g (bound %.3g); %d of %d steps ties, %d flipped",
@@ -132,67 +131,4 @@ func TestKVFP8ModelsGPU(t *testing.T) {
 			})
 		}
 	}
-}
-
-// fp8DecodeLogits runs prompt and then len(ids) decode steps on a fresh
-// store of dtype dt, one sequence, returning each step's logits (step 0:
-// the prompt's last row). greedy: ids are chosen here (argmax); else fed
-// as given, so every cache sees the same tokens.
-func fp8DecodeLogits(t *testing.T, m *model.Model, dt backend.KVDtype, prompt, ids []int32, greedy bool) [][]float32 {
-	t.Helper()
-	spec := backend.KVSpec{NumBlocks: (len(prompt)+len(ids))/16 + 1, BlockSize: 16, Layers: m.KVLayers(), Slots: 1, Dtype: dt}
-	kv, err := m.Backend().NewKVStore(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, ok := m.Backend().(backend.KVFreer); ok {
-		defer f.FreeKVStore(kv)
-	}
-	blocks := make([]int32, spec.NumBlocks)
-	for i := range blocks {
-		blocks[i] = int32(i)
-	}
-	var logits [][]float32
-	toks, pos := prompt, 0
-	for i := range ids {
-		bt := &backend.Batch{Tokens: toks, Seqs: []backend.SeqSlice{{Len: len(toks), Blocks: blocks}}, LogitRows: []int{len(toks) - 1}}
-		for j := range toks {
-			bt.Positions = append(bt.Positions, int32(pos+j))
-		}
-		out, err := m.Forward(bt, kv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		logits = append(logits, slices.Clone(out))
-		if greedy {
-			ids[i] = int32(fp8Argmax(out))
-		}
-		pos += len(toks)
-		toks = ids[i : i+1]
-	}
-	return logits
-}
-
-func fp8Argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
-
-// fp8Top2Gap is the distance between the two largest logits.
-func fp8Top2Gap(x []float32) float64 {
-	a, c := math.Inf(-1), math.Inf(-1)
-	for _, v := range x {
-		switch f := float64(v); {
-		case f > a:
-			a, c = f, a
-		case f > c:
-			c = f
-		}
-	}
-	return a - c
 }

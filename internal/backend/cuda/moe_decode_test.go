@@ -84,6 +84,22 @@ func normDiff(a, b []float32) float64 {
 	return math.Sqrt(num / max(den, 1e-30))
 }
 
+// groupedMatches fails t when the grouped MoE path's output differs from
+// the per-token path's by more than 1e-2 (normalised), or the reference is
+// all zeros.
+func groupedMatches(t *testing.T, T int, grouped, perToken []float32) {
+	t.Helper()
+	var den float64
+	for _, v := range perToken {
+		den += float64(v) * float64(v)
+	}
+	rel := normDiff(grouped, perToken)
+	t.Logf("T=%d grouped vs per-token: normalised difference %.3g", T, rel)
+	if rel > 1e-2 || math.IsNaN(rel) || den == 0 {
+		t.Errorf("T=%d: grouped path differs from the per-token path by %.3g (norm %.3g)", T, rel, math.Sqrt(den))
+	}
+}
+
 // recorded names the launches recorded since the step began.
 func (b *Backend) recorded() []string {
 	b.mu.Lock()

@@ -217,17 +217,7 @@ func TestBenchMoEPrefill(t *testing.T) {
 			t.Logf("T=%d %s: %.0f us per layer", T, cfg, us)
 			o.add("moe_prefill", cfg, T, "E128top8_2048x768_q4g64", us, wbytes/us/1e3, 0, "one MoE layer")
 		}
-		var num, den float64
-		for j := range outs[0] {
-			d := float64(outs[0][j]) - float64(outs[1][j])
-			num += d * d
-			den += float64(outs[1][j]) * float64(outs[1][j])
-		}
-		rel := math.Sqrt(num / max(den, 1e-30))
-		t.Logf("T=%d grouped vs per-token: normalised difference %.3g", T, rel)
-		if rel > 1e-2 || math.IsNaN(rel) || den == 0 {
-			t.Errorf("T=%d: grouped path differs from the per-token path by %.3g (norm %.3g)", T, rel, math.Sqrt(den))
-		}
+		groupedMatches(t, T, outs[0], outs[1])
 	}
 }
 
