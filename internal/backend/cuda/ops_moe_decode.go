@@ -101,6 +101,26 @@ type moeDecVal struct {
 	lanes int
 }
 
+// moeDecodeTakes reports whether the three-launch kernels take these
+// weights and extras, and which stages run their _x forms (router bias;
+// gate/up biases or the clamped SwiGLU; down bias).
+func moeDecodeTakes(rw, gw, uw, dw *weight, ex moeExtras) (rx, gx, dx, ok bool) {
+	E, hidden, inter := rw.out, gw.in, gw.out
+	// Router: quantized 4/8 bits or dense bf16 (what the GEMVs run fast);
+	// other kinds keep the GEMV + moe_route_w pair.
+	if !moeDecQuant(rw) && (rw.quant || rw.dtype != tensor.BF16 || hidden%8 != 0) {
+		return
+	}
+	// Experts: quantized alike for gate and up (one kernel runs both).
+	if !moeDecQuant(gw) || !moeDecQuant(dw) || uw.experts != E || dw.experts != E || uw.out != inter || uw.in != hidden ||
+		uw.bits != gw.bits || uw.group != gw.group || uw.sbF32 != gw.sbF32 || uw.fp != gw.fp || !uw.quant {
+		return
+	}
+	rx, gx, dx = ex.routerBias != 0, ex.gateBias.ptr != 0 || ex.upBias.ptr != 0 || ex.clamped, ex.downBias.ptr != 0
+	ok = moeDecXTakes(rw, rx) && moeDecXTakes(gw, gx) && moeDecXTakes(uw, gx) && moeDecXTakes(dw, dx)
+	return
+}
+
 // moeDecode records the MoE op on the three-launch path and reports
 // whether it did; when it does not apply nothing is recorded and the
 // caller takes the grouped path. The router reads rs (s for plain MoE);
@@ -117,18 +137,8 @@ func (b *Backend) moeDecode(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.
 	if T >= moeGEMMRows || E > moeDecodeMaxE || s.ptr%16 != 0 || rs.ptr%16 != 0 || d.ptr == res {
 		return false
 	}
-	// Router: quantized 4/8 bits or dense bf16 (what the GEMVs run fast);
-	// other kinds keep the GEMV + moe_route_w pair.
-	if !moeDecQuant(rw) && (rw.quant || rw.dtype != tensor.BF16 || hidden%8 != 0) {
-		return false
-	}
-	// Experts: quantized alike for gate and up (one kernel runs both).
-	if !moeDecQuant(gw) || !moeDecQuant(dw) || uw.experts != E || dw.experts != E || uw.out != inter || uw.in != hidden ||
-		uw.bits != gw.bits || uw.group != gw.group || uw.sbF32 != gw.sbF32 || uw.fp != gw.fp || !uw.quant {
-		return false
-	}
-	rx, gx, dx := ex.routerBias != 0, ex.gateBias.ptr != 0 || ex.upBias.ptr != 0 || ex.clamped, ex.downBias.ptr != 0
-	if !moeDecXTakes(rw, rx) || !moeDecXTakes(gw, gx) || !moeDecXTakes(uw, gx) || !moeDecXTakes(dw, dx) {
+	rx, gx, dx, ok := moeDecodeTakes(rw, gw, uw, dw, ex)
+	if !ok {
 		return false
 	}
 	alloc := func(n int) uintptr {
