@@ -34,7 +34,10 @@ type ServeOptions struct {
 	// OpenAI object such as {"type":"json_schema",...}): decoding under a
 	// grammar, to compare with the same load unconstrained.
 	ResponseFormat json.RawMessage
-	Timeout        time.Duration // per request
+	// Temperature and TopP are every request's sampling (0 and 0: greedy,
+	// the server's default top_p): a sampled load, as chat clients send.
+	Temperature, TopP float64
+	Timeout           time.Duration // per request
 	// Metrics scrapes MetricsURL (default <base>/metrics) before and after
 	// each level and reports deltas of series starting with MetricsPrefix.
 	Metrics       bool
@@ -142,7 +145,7 @@ func RunServe(ctx context.Context, o ServeOptions) ([]LevelResult, error) {
 		}
 	}
 	cl := &client{http: o.Client, url: chatURL(o.URL), apiKey: o.APIKey, model: o.Model, maxTokens: o.MaxTokens, ignoreEOS: o.IgnoreEOS,
-		format: o.ResponseFormat}
+		format: o.ResponseFormat, temp: o.Temperature, topP: o.TopP}
 	var out []LevelResult
 	for li, c := range o.Concurrency {
 		var before Samples

@@ -51,6 +51,8 @@ type chatRequest struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	Temperature float64 `json:"temperature"`
+	// TopP is sent when set (0: the server's default).
+	TopP float64 `json:"top_p,omitempty"`
 	// IgnoreEOS keeps every request generating max_tokens, so levels do
 	// equal work (vLLM, SGLang and llama.cpp's server accept it).
 	IgnoreEOS bool `json:"ignore_eos,omitempty"`
@@ -91,6 +93,8 @@ type client struct {
 	maxTokens int
 	ignoreEOS bool
 	format    json.RawMessage
+	temp      float64 // every request's temperature (0: greedy)
+	topP      float64
 }
 
 // chatURL turns a base URL (http://host:port or http://host:port/v1) into
@@ -117,6 +121,7 @@ func (c *client) do(ctx context.Context, prompt string) RequestResult {
 	body.StreamOptions.IncludeUsage = true
 	body.IgnoreEOS = c.ignoreEOS
 	body.ResponseFormat = c.format
+	body.Temperature, body.TopP = c.temp, c.topP
 	b, _ := json.Marshal(body)
 	res := RequestResult{Start: time.Now()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(b))

@@ -152,6 +152,8 @@ func ServeMain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.APIKey, "api-key", os.Getenv("OPENAI_API_KEY"), "bearer token (default $OPENAI_API_KEY)")
 	fs.BoolVar(&o.IgnoreEOS, "ignore-eos", true, "ask the server to generate max-tokens regardless of EOS (ignore_eos; turn off for servers that reject it)")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "per-request timeout")
+	fs.Float64Var(&o.Temperature, "temperature", 0, "every request's temperature (0: greedy; chat clients typically send 0.6-1)")
+	fs.Float64Var(&o.TopP, "top-p", 0, "every request's top_p (0: not sent, the server's default)")
 	format := fs.String("response-format", "", "every request's response_format: json_object, an OpenAI response_format object as JSON, or @FILE holding one (constrained decoding under load)")
 	fs.BoolVar(&o.Metrics, "metrics", false, "scrape the server's /metrics before and after each level and show deltas")
 	fs.StringVar(&o.MetricsURL, "metrics-url", "", "metrics endpoint (default <url>/metrics)")

@@ -113,7 +113,7 @@ func TestServeAgainstFakeServer(t *testing.T) {
 	jsonOut, chart := filepath.Join(dir, "serve.json"), filepath.Join(dir, "serve.svg")
 	table, err := run(t, "serve", "--url", srv.URL, "--model", "fake", "--concurrency", "1,2,4", "--requests", "6",
 		"--prompt-tokens", "120", "--shared-prefix-tokens", "40", "--max-tokens", "10", "--api-key", "k3y",
-		"--metrics", "--out", jsonOut, "--chart", chart)
+		"--metrics", "--temperature", "0.8", "--top-p", "0.95", "--out", jsonOut, "--chart", chart)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestServeAgainstFakeServer(t *testing.T) {
 			t.Fatalf("prompt without the shared prefix: %.80q", c)
 		}
 		uniq[c] = true
-		if bd.MaxTokens != 10 || !bd.IgnoreEOS || bd.Model != "fake" {
+		if bd.MaxTokens != 10 || !bd.IgnoreEOS || bd.Model != "fake" || bd.Temperature != 0.8 || bd.TopP != 0.95 {
 			t.Errorf("request %+v", bd)
 		}
 	}
