@@ -1,5 +1,6 @@
 # NOT RUN (prepared at the end of the fourteenth session, whose device time was spent): where constrained decoding's
-# +27% ITL at 64 streams goes (issue 22; s14d: ITL 10.9-11.1 ms against 8.6-8.7 plain). Two servers in turn, each
+# +27% ITL at 64 streams goes (issue 22; s14d: ITL 10.9-11.1 ms against 8.6-8.7 plain), beside a sampled load
+# (temperature 0.8, top-p 0.95: rows sampled on the device, no run-ahead either). Three servers in turn, each
 # profiling one decode step of the first run (MLXCEL_CUDA_PROFILE=150: step 150 is a 64-sequence decode step of the
 # first wave), then a measured run with the server's metric deltas (`bench serve --metrics`: the engine's decode-step histogram): mean engine
 # step time against the client's ITL says whether the time is inside the step (device: sample_rows against the
@@ -11,8 +12,8 @@ set -u
 gunzip -kf .gpu/mlxcel.gz; chmod +x .gpu/mlxcel
 export MLXCEL_CUDA_CACHE=/tmp/kc
 TOK="--tokenizer .gpu/tokenizers/llama3_1"; SC=benchmarks/2026-12-02-h200-s13/ints_schema.json
-for mode in plain schema; do
-  fmt=""; [ $mode = schema ] && fmt="--response-format @$SC"
+for mode in plain sampled schema; do
+  fmt=""; [ $mode = schema ] && fmt="--response-format @$SC"; [ $mode = sampled ] && fmt="--temperature 0.8 --top-p 0.95"
   MLXCEL_CUDA_PROFILE=150 .gpu/mlxcel serve --profile llama-3.1-8b-4bit --backend cuda --parallel 0 --ctx-size 4608 --port 18080 $TOK > $OUT/serve_$mode.log 2>&1 &
   spid=$!
   for _ in $(seq 1 120); do curl -sf http://127.0.0.1:18080/health >/dev/null 2>&1 && break; sleep 1; done
