@@ -41,19 +41,27 @@ type Tolerancer interface {
 // summation orders stay far below it.
 const DefaultTol = 1e-5
 
-// Run runs the whole suite on b. The test binary must link the CPU
-// backend (import _ ".../internal/backend/cpu").
-func Run(t *testing.T, b backend.Backend) {
+// reference opens the CPU backend the suites compare against and picks
+// the run's seed (MLXCEL_TEST_SEED repeats one).
+func reference(t *testing.T) (backend.Backend, int64) {
 	t.Helper()
 	ref, err := backend.New("cpu", backend.Options{})
 	if err != nil {
 		t.Fatalf("reference backend: %v (import the cpu backend in this test)", err)
 	}
-	defer ref.Close()
 	seed := time.Now().UnixNano()
 	if s := settings.Get("MLXCEL_TEST_SEED"); s != "" {
 		seed, _ = strconv.ParseInt(s, 10, 64)
 	}
+	return ref, seed
+}
+
+// Run runs the whole suite on b. The test binary must link the CPU
+// backend (import _ ".../internal/backend/cpu").
+func Run(t *testing.T, b backend.Backend) {
+	t.Helper()
+	ref, seed := reference(t)
+	defer ref.Close()
 	t.Logf("%s vs cpu: seed %d (MLXCEL_TEST_SEED=%d repeats this run)", b.Name(), seed, seed)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -74,15 +82,8 @@ func Run(t *testing.T, b backend.Backend) {
 // backend.
 func RunKV(t *testing.T, b backend.Backend, d backend.KVDtype) {
 	t.Helper()
-	ref, err := backend.New("cpu", backend.Options{})
-	if err != nil {
-		t.Fatalf("reference backend: %v (import the cpu backend in this test)", err)
-	}
+	ref, seed := reference(t)
 	defer ref.Close()
-	seed := time.Now().UnixNano()
-	if s := settings.Get("MLXCEL_TEST_SEED"); s != "" {
-		seed, _ = strconv.ParseInt(s, 10, 64)
-	}
 	t.Logf("%s vs cpu, KV %s: seed %d (MLXCEL_TEST_SEED=%d repeats this run)", b.Name(), d, seed, seed)
 	for _, c := range cases {
 		if !strings.HasPrefix(c.name, "Attention") {
