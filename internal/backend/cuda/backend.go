@@ -130,7 +130,7 @@ func New(dev int) (*Backend, error) {
 	name := make([]byte, 256)
 	_ = d.Call("cuDeviceGetName", d.DeviceGetName, uintptr(unsafe.Pointer(&name[0])), 256, uintptr(b.dev))
 	b.Device = strings.TrimRight(string(name), "\x00")
-	b.Arch = fmt.Sprintf("sm_%d%d", d.Attr(b.dev, cudalib.AttrCCMajor), d.Attr(b.dev, cudalib.AttrCCMinor))
+	b.Arch = nvrtcArch(d.Attr(b.dev, cudalib.AttrCCMajor), d.Attr(b.dev, cudalib.AttrCCMinor))
 	b.SMs = d.Attr(b.dev, cudalib.AttrSMCount)
 	if err := d.Call("cuDevicePrimaryCtxRetain", d.PrimaryCtxRetain, uintptr(unsafe.Pointer(&b.ctx)), uintptr(b.dev)); err != nil {
 		return nil, err
@@ -189,7 +189,35 @@ func New(dev int) (*Backend, error) {
 	if hopper {
 		b.DecClusterMax = b.optInClusters()
 	}
+	b.QMMWarpgroup = b.Arch == "sm_90a" && b.optInQMMW()
 	return b, nil
+}
+
+// nvrtcArch is the target the kernels compile for: sm_MN, with the
+// arch-specific features (wgmma: qmm_wgmma.cu) on compute capability 9.0,
+// whose cubin then runs on 9.0 devices only, which is the one present.
+func nvrtcArch(major, minor int) string {
+	if major == 9 && minor == 0 {
+		return "sm_90a"
+	}
+	return fmt.Sprintf("sm_%d%d", major, minor)
+}
+
+// optInQMMW grants the warpgroup qmm4 forms their dynamic shared memory
+// (over the 48 KB default); false when the device refuses either.
+func (b *Backend) optInQMMW() bool {
+	for _, bn := range []int{64, 128} {
+		n := plan.QMMWSmem(bn)
+		if n > b.d.Attr(b.dev, cudalib.AttrMaxSmemOptin) {
+			return false
+		}
+		f := b.fns[fmt.Sprintf("qmm4_w%d", bn)]
+		if b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrMaxDynamicSmem, uintptr(n)) != nil {
+			return false
+		}
+		_ = b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrSmemCarveout, 100) // a hint
+	}
+	return true
 }
 
 // bind pins the calling goroutine to its OS thread and makes the context

@@ -19,7 +19,7 @@ import (
 // synthetic Llama-3.1-8B 4-bit model under tunings of the decode step
 // (s12r5 measured the attention splits and waves and the qmm4 row range;
 // s13 the tile kernel of batched decode attention against attn_decode,
-// the qmm4 forms, qmm4 from 17 rows),
+// the qmm4 forms, qmm4 from 17 rows; s15 the warpgroup forms against qmm4),
 // interleaved in one process, to measure defaults rather than assume
 // them. MLXCEL_CUDA_BENCH=1 runs it on a GPU.
 func TestBenchBatchDecodeTuning(t *testing.T) {
@@ -50,7 +50,9 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 		"notile":  func(u *plan.Tuning) { u.DecTileMinTokens = 0 }, // attn_decode at every batch
 		"wide":    func(u *plan.Tuning) { u.QMMVariant = "wide" },  // qmm4's 8-warp form for every product
 		"m2d1":    func(u *plan.Tuning) { u.QMMVariant = "m2d1" },
-		"qmm17":   func(u *plan.Tuning) { u.QMMMinRows = 17 }, // 17-32 rows on qmm4 (bf16 x) instead of qmma4 (f16 x)
+		"qmm17":   func(u *plan.Tuning) { u.QMMMinRows = 17 },      // 17-32 rows on qmm4 (bf16 x) instead of qmma4 (f16 x)
+		"noqmmw":  func(u *plan.Tuning) { u.QMMWarpgroup = false }, // qmm4 (mma.sync) instead of the warpgroup forms
+		"w128":    func(u *plan.Tuning) { u.QMMVariant = "w128" },  // the 128-row warpgroup tile at every row count
 	}
 	// Each call allocates its own KV store and frees it after its point
 	// (backend.FreeKVStore).
@@ -59,7 +61,8 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 		n, ctx int
 		vs     []string
 	}{{1, 1024, []string{"default", "notile"}}, {16, 1024, []string{"default", "qmm17"}}, {24, 1024, []string{"default", "qmm17"}},
-		{32, 1024, []string{"default", "qmm17"}}, {64, 1024, []string{"default", "wide"}}} {
+		{32, 1024, []string{"default", "qmm17"}}, {48, 1024, []string{"default", "noqmmw"}}, {64, 1024, []string{"default", "noqmmw", "wide"}},
+		{96, 1024, []string{"default", "noqmmw"}}, {128, 1024, []string{"default", "noqmmw"}}} {
 		for _, name := range pt.vs {
 			b.Tuning = def
 			variants[name](&b.Tuning)

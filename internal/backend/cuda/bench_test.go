@@ -243,8 +243,9 @@ func TestBench(t *testing.T) {
 	o.print()
 }
 
-// TestBenchQMM times 4-bit products of 8 to 256 activation rows on the
-// fused qmm4 kernels against the paths before them (qmma4 up to 32 rows,
+// TestBenchQMM times 4-bit products of 32 to 128 activation rows on the
+// fused qmm4 kernels (qmm4's two forms and, on sm_90a, the warpgroup
+// forms) against the paths before them (qmma4 up to 32 rows,
 // cuBLAS on dequantized weights above), interleaved in one run: the
 // measurement behind plan.QMMMinRows and QMMMaxRows.
 func TestBenchQMM(t *testing.T) {
@@ -255,7 +256,11 @@ func TestBenchQMM(t *testing.T) {
 	def := b.Tuning
 	for _, rows := range []int{32, 64, 128} { // qmm4 from 9 rows here, to compare
 		for _, s := range [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}} {
-			for _, cfg := range []string{"before", "qmm_wide", "qmm_m2d1"} {
+			cfgs := []string{"before", "qmm_wide", "qmm_m2d1"}
+			if def.QMMWarpgroup {
+				cfgs = append(cfgs, "qmm_w64", "qmm_w128")
+			}
+			for _, cfg := range cfgs {
 				b.Tuning = def
 				b.Tuning.QMMMinRows, b.Tuning.QMMMaxRows = 0, 0
 				if cfg != "before" {

@@ -132,6 +132,10 @@ func TestConformanceVariants(t *testing.T) {
 		{"qmm_wide", func(u *plan.Tuning) { u.QMMVariant = "wide" }},
 		{"qmm_m2d1", func(u *plan.Tuning) { u.QMMVariant = "m2d1" }},
 		{"qmm17", func(u *plan.Tuning) { u.QMMMinRows = 17 }}, // 17-32 rows on qmm4 (bf16 x)
+		// The warpgroup form's 128-row tile for 33-64 rows too (sm_90a only).
+		{"qmm_w128", func(u *plan.Tuning) { u.QMMVariant = "w128" }},
+		// qmm4's forms chosen by the matrix, as on devices without wgmma.
+		{"noqmmw", func(u *plan.Tuning) { u.QMMWarpgroup = false }},
 		// attn_decode where the tile kernel takes decode steps by default.
 		{"notile", func(u *plan.Tuning) { u.DecTileMinTokens = 0 }},
 		{"notileticket", func(u *plan.Tuning) { u.DecTileMinTokens, u.DecClusterMax = 0, 0 }},
@@ -141,6 +145,9 @@ func TestConformanceVariants(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			b := newOrSkip(t)
 			defer b.Close()
+			if (v.name == "qmm_w128" || v.name == "noqmmw") && !b.QMMWarpgroup {
+				t.Skipf("%s: no warpgroup MMA forms on %s", v.name, b.Info())
+			}
 			before := b.Tuning
 			v.set(&b.Tuning)
 			if b.Tuning == before {

@@ -129,9 +129,21 @@ func (b *Backend) qmm(d, s *Tensor, w *weight, bias uintptr, q plan.QMM) {
 		l.p(0).p(0).p(0).p(0).i(0)
 	}
 	l.i(q.GridY).i(q.GridY)
+	l.smem = uint32(q.Smem)
 	if q.Split > 1 {
 		l.cz = uint32(q.Split)
 	}
+}
+
+// isQMM reports whether fn is one of the qmm4 kernels (x, K, M, gshift,
+// segments of (y, ...): a product on the bf16 copy).
+func (b *Backend) isQMM(fn uintptr) bool {
+	for _, n := range plan.QMMKernels() {
+		if fn == b.fns[n] {
+			return true
+		}
+	}
+	return false
 }
 
 // Argument slots of the qmm4 kernels (QMM_PARAMS).
@@ -196,15 +208,9 @@ func (b *Backend) joinQMM(d *Tensor, w *weight, bias uintptr, q plan.QMM) bool {
 func (b *Backend) bf16Ready(x uintptr, n int) bool {
 	ls := b.rec.ls
 	bias, dqBF, dqF32, dqFP, conv := b.fn("add_bias"), b.fn("dequant_bf16_bf"), b.fn("dequant_bf16_f32"), b.fn("dequant_bf16_fp"), b.fn("f32_to_bf16")
-	qmmW, qmmN := b.fn("qmm4_bf_64"), b.fn("qmm4_bf_64_m2d1")
 	for i := len(ls) - 1; i >= 0 && i >= len(ls)-16; i-- {
 		l := &ls[i]
-		switch l.fn {
-		case fnGemm: // y, x, w, ...: a product on the copy, not writing x
-			if uintptr(l.args[1]) != b.scratchX.ptr || uintptr(l.args[0]) == x {
-				return false
-			}
-		case qmmW, qmmN: // x, K, M, gshift, segments of (y, ...): as a product
+		if b.isQMM(l.fn) {
 			if uintptr(l.args[qX]) != b.scratchX.ptr {
 				return false
 			}
@@ -212,6 +218,13 @@ func (b *Backend) bf16Ready(x uintptr, n int) bool {
 				if uintptr(l.args[qSeg0+i*qSegLen]) == x {
 					return false
 				}
+			}
+			continue
+		}
+		switch l.fn {
+		case fnGemm: // y, x, w, ...: a product on the copy, not writing x
+			if uintptr(l.args[1]) != b.scratchX.ptr || uintptr(l.args[0]) == x {
+				return false
 			}
 		case bias, dqBF, dqF32, dqFP: // write y or the weight scratch
 			if uintptr(l.args[0]) == x || uintptr(l.args[0]) == b.scratchX.ptr {

@@ -53,6 +53,19 @@ DEV void cluster_sync() { __syncthreads(); }
 DEV u32 cluster_rank() { return 0; }
 DEV float ld_cluster(const float* p, u32) { return *p; }
 #endif
+// Shared-memory addresses and 16-byte cp.async (flash.cu, decode_tile.cu,
+// qmm_wgmma.cu).
+DEV u32 fa_smem(const void* p) {
+    u32 a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+// fa_cp16 copies 16 bytes global -> shared, or writes 16 zero bytes when
+// n is 0 (src is then not read).
+DEV void fa_cp16(u32 dst, const void* src, int n) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+DEV void fa_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // prefetch_l2 asks for the line holding p to be brought into L2.
 DEV void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 // grid_dep_start is the usual prologue: let the next kernel launch, then

@@ -55,17 +55,6 @@ DEV float2 f2(float a, float b) {
     r.x = a, r.y = b;
     return r;
 }
-DEV u32 fa_smem(const void* p) {
-    u32 a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-// fa_cp16 copies 16 bytes global -> shared, or writes 16 zero bytes when
-// n is 0 (src is then not read).
-DEV void fa_cp16(u32 dst, const void* src, int n) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n) : "memory");
-}
-DEV void fa_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 DEV void fa_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 DEV void fa_wait0() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 DEV void fa_ldsm(u32 (&r)[4], u32 a) {

@@ -83,6 +83,43 @@ DEV void qmm_xstore(u16* xs, const uint4 (&xr)[XC], int nchunks) {
     }
 }
 
+// qmm_store_tile writes a block's tile of y (BM = 8*NB activation rows x
+// QMM_BN weight rows) from each warp's accumulators: acc[(mt*NB + nt)*4
+// + i] is the m16 tile mt0 + mt (mt0: the warp's first, 16 weight rows
+// each) by the n8 tile nt in mma.m16n8k16's C layout (c0,c1: row g,
+// columns 2t, 2t+1; c2,c3: row g+8). The tiles meet in shared memory
+// (red, free when called); with a split-K cluster (grid z) every block
+// then adds up a slice of the tile from all splits and writes it.
+template <int NB, int MT>
+DEV void qmm_store_tile(const float* acc, float* red, float* y, const float* bias, int N, int M, int m0, int nblk, int mt0,
+                        int g, int t, int NT) {
+    constexpr int BM = 8 * NB;
+    const int S = gridDim.z, rank = blockIdx.z;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NB; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                red[(nt * 8 + 2 * t + (i & 1)) * QMM_RS + (mt0 + mt) * 16 + g + 8 * (i >> 1)] = acc[(mt * NB + nt) * 4 + i];
+    if (S > 1)
+        cluster_sync(); // every split's partial tile is in its shared memory
+    else
+        __syncthreads();
+    const int chunk = (BM * QMM_BN + S - 1) / S, e0 = rank * chunk, e1 = min(e0 + chunk, BM * QMM_BN);
+    for (int e = e0 + (int)threadIdx.x; e < e1; e += NT) {
+        const int col = e / QMM_BN, r = e - col * QMM_BN, row = nblk + r, m = m0 + col;
+        float v = 0.f;
+        if (S > 1) {
+            for (int k = 0; k < S; k++) v += ld_cluster(&red[col * QMM_RS + r], k);
+        } else {
+            v = red[col * QMM_RS + r];
+        }
+        if (row < N && m < M) y[(long long)m * N + row] = v + (bias ? bias[row] : 0.f);
+    }
+    if (S > 1) cluster_sync(); // no block leaves (and frees its partials) while another reads them
+}
+
 // QMM_SEGS: a launch takes up to three matrices on the same x (a layer's
 // q, k and v, or gate and up), each its own output: segment i is grid y
 // blocks [nb_i, nb_{i+1}).
@@ -215,30 +252,7 @@ DEV void qmm4_impl(QMM_PARAMS) {
         }
     }
     __syncthreads(); // the x buffers become the partial tile
-    // c0,c1: row g, columns 2t, 2t+1; c2,c3: row g+8.
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < NB; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                red[(nt * 8 + 2 * t + (i & 1)) * QMM_RS + (warp * MT + mt) * 16 + g + 8 * (i >> 1)] = acc[mt][nt][i];
-    if (S > 1)
-        cluster_sync(); // every split's partial tile is in its shared memory
-    else
-        __syncthreads();
-    const int chunk = (BM * QMM_BN + S - 1) / S, e0 = rank * chunk, e1 = min(e0 + chunk, BM * QMM_BN);
-    for (int e = e0 + threadIdx.x; e < e1; e += NT) {
-        const int col = e / QMM_BN, r = e - col * QMM_BN, row = nblk + r, m = m0 + col;
-        float v = 0.f;
-        if (S > 1) {
-            for (int k = 0; k < S; k++) v += ld_cluster(&red[col * QMM_RS + r], k);
-        } else {
-            v = red[col * QMM_RS + r];
-        }
-        if (row < N && m < M) y[(long long)m * N + row] = v + (bias ? bias[row] : 0.f);
-    }
-    if (S > 1) cluster_sync(); // no block leaves (and frees its partials) while another reads them
+    qmm_store_tile<NB, MT>(&acc[0][0][0], red, y, bias, N, M, m0, nblk, warp * MT, g, t, NT);
 }
 
 // Registers cap the weight prefetch of the 64-row tile at 2 slabs (3 spilled,

@@ -25,6 +25,9 @@ type Tuning struct {
 	// runs on the tensor-core tile kernel (DecodeTile; 0: never).
 	DecTileMinTokens int
 	QMMVariant       string // the qmm4 kernel form for every product ("": by the matrix, qmmForm)
+	// QMMWarpgroup: the device runs the warpgroup-MMA forms of the
+	// many-row products (sm_90a; the backend sets it).
+	QMMWarpgroup bool
 	// DecGenericWide: decode steps of head dims 256 and 512 take the
 	// generic attention kernel, as before attn_decode and attn_dtile took
 	// them (TestWideDecodeBench's baseline; false by default).

@@ -28,22 +28,47 @@ const (
 type qmmKernel struct {
 	name           string
 	threads, perSM int
+	tile, smem     int // activation rows a block; dynamic shared memory bytes (0: static only)
 }
 
+// "w64" and "w128" are the warpgroup-MMA forms (kernels/qmm_wgmma.cu, sm_90a):
+// 256 threads over 128 weight rows and a tile of 64 or 128 activation
+// rows, a ring of 6 or 4 slabs in dynamic shared memory (QMMWSmem).
 var qmmKernels = map[string]qmmKernel{
-	"wide": {"qmm4_bf_64", 256, 2},
-	"m2d1": {"qmm4_bf_64_m2d1", 128, 3},
+	"wide": {"qmm4_bf_64", 256, 2, 64, 0},
+	"m2d1": {"qmm4_bf_64_m2d1", 128, 3, 64, 0},
+	"w64":  {"qmm4_w64", 256, 2, 64, QMMWSmem(64)},
+	"w128": {"qmm4_w128", 256, 2, 128, QMMWSmem(128)},
+}
+
+// QMMWSmem is the dynamic shared memory of the warpgroup form with a tile
+// of bn activation rows: its slab ring (weights 128 x 32 bytes, x bn x
+// 128 bytes, scales 128 x 16 bytes a slab; 6 slabs at 64 rows, 4 at 128),
+// which the partial tile (bn x 132 floats) reuses after the loop.
+func QMMWSmem(bn int) int {
+	st := 6
+	if bn > 64 {
+		st = 4
+	}
+	return max(st*(128*32+bn*128+128*16), bn*132*4)
 }
 
 // QMMNarrowRows is the most weight rows a product takes the m2d1 form with.
 const QMMNarrowRows = 4096
 
-// qmmForm is the kernel form of an N-row product: the tuning's when set
-// (benchmarks), else by N.
-func qmmForm(t Tuning, N int) (qmmKernel, bool) {
+// qmmForm is the kernel form of an N-row product of M activation rows:
+// the tuning's when set (benchmarks), else the warpgroup form whose tile
+// holds M when the device has it, else qmm4's by N.
+func qmmForm(t Tuning, N, M int) (qmmKernel, bool) {
 	if t.QMMVariant != "" {
 		k, ok := qmmKernels[t.QMMVariant]
 		return k, ok
+	}
+	if t.QMMWarpgroup {
+		if M <= 64 {
+			return qmmKernels["w64"], true
+		}
+		return qmmKernels["w128"], true
 	}
 	if N <= QMMNarrowRows {
 		return qmmKernels["m2d1"], true
@@ -52,7 +77,11 @@ func qmmForm(t Tuning, N int) (qmmKernel, bool) {
 }
 
 // QMMKernels lists the names of the qmm4 kernel forms.
-func QMMKernels() []string { return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1"} }
+func QMMKernels() []string { return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w64", "qmm4_w128"} }
+
+// QMMWKernels lists the warpgroup forms (they need sm_90a and their
+// dynamic shared memory opted in).
+func QMMWKernels() []string { return []string{"qmm4_w64", "qmm4_w128"} }
 
 // QMMWeightRows is the weight rows a qmm4 block covers (8 warps of 16).
 const QMMWeightRows = 128
@@ -69,6 +98,7 @@ type QMM struct {
 	GridX, GridY, Split int
 	TileRows            int
 	Threads, PerSM      int // block size; blocks an SM (QMMSplit)
+	Smem                int // dynamic shared memory bytes
 }
 
 // PlanQMM plans y[M, N] = x[M, K] @ W^T on the qmm4 kernels, or reports
@@ -80,14 +110,13 @@ func PlanQMM(w Weight, M, SMs int, t Tuning) (QMM, bool) {
 		w.GroupShift < 4 || w.GroupShift > 7 || w.K%64 != 0 || w.N <= 0 {
 		return QMM{}, false
 	}
-	k, ok := qmmForm(t, w.N)
+	k, ok := qmmForm(t, w.N, M)
 	if !ok {
 		return QMM{}, false
 	}
-	const tile = 64
-	gx, gy := (M+tile-1)/tile, (w.N+QMMWeightRows-1)/QMMWeightRows
-	return QMM{Kernel: k.name, GridX: gx, GridY: gy, Split: QMMSplit(gx*gy, w.K, SMs, k.perSM), TileRows: tile,
-		Threads: k.threads, PerSM: k.perSM}, true
+	gx, gy := (M+k.tile-1)/k.tile, (w.N+QMMWeightRows-1)/QMMWeightRows
+	return QMM{Kernel: k.name, GridX: gx, GridY: gy, Split: QMMSplit(gx*gy, w.K, SMs, k.perSM), TileRows: k.tile,
+		Threads: k.threads, PerSM: k.perSM, Smem: k.smem}, true
 }
 
 // QMMSplit is the split-K count of a qmm4 launch of blocks blocks over K:

@@ -5,6 +5,8 @@ import "testing"
 func TestPlanQMM(t *testing.T) {
 	q := func(n, k, gs int) Weight { return Weight{N: n, K: k, Quant: true, Bits: 4, GroupShift: gs} }
 	def := DefaultTuning()
+	wg := def
+	wg.QMMWarpgroup = true
 	for _, c := range []struct {
 		name string
 		w    Weight
@@ -13,22 +15,29 @@ func TestPlanQMM(t *testing.T) {
 		want QMM
 		ok   bool
 	}{
-		{"64 rows of 4096x4096: the narrow form, 32 blocks split 8 ways", q(4096, 4096, 6), 64, def, QMM{"qmm4_bf_64_m2d1", 1, 32, 8, 64, 128, 3}, true},
-		{"64 rows of gate (14336): the wide form, 112 blocks split 2", q(14336, 4096, 6), 64, def, QMM{"qmm4_bf_64", 1, 112, 2, 64, 256, 2}, true},
-		{"down (K 14336)", q(4096, 14336, 6), 64, def, QMM{"qmm4_bf_64_m2d1", 1, 32, 8, 64, 128, 3}, true},
-		{"128 rows: 2 row tiles", q(4096, 4096, 6), 128, def, QMM{"qmm4_bf_64_m2d1", 2, 32, 6, 64, 128, 3}, true},
+		{"64 rows of 4096x4096: the narrow form, 32 blocks split 8 ways", q(4096, 4096, 6), 64, def, QMM{"qmm4_bf_64_m2d1", 1, 32, 8, 64, 128, 3, 0}, true},
+		{"64 rows of gate (14336): the wide form, 112 blocks split 2", q(14336, 4096, 6), 64, def, QMM{"qmm4_bf_64", 1, 112, 2, 64, 256, 2, 0}, true},
+		{"down (K 14336)", q(4096, 14336, 6), 64, def, QMM{"qmm4_bf_64_m2d1", 1, 32, 8, 64, 128, 3, 0}, true},
+		{"128 rows: 2 row tiles", q(4096, 4096, 6), 128, def, QMM{"qmm4_bf_64_m2d1", 2, 32, 6, 64, 128, 3, 0}, true},
 		{"256 rows: cuBLAS", q(4096, 4096, 6), 256, def, QMM{}, false},
-		{"odd rows round up to a tile", q(1024, 4096, 5), 97, def, QMM{"qmm4_bf_64_m2d1", 2, 8, 8, 64, 128, 3}, true},
-		{"short K caps the split", q(67, 256, 6), 40, def, QMM{"qmm4_bf_64_m2d1", 1, 1, 1, 64, 128, 3}, true},
-		{"group 128", q(130, 384, 7), 33, def, QMM{"qmm4_bf_64_m2d1", 1, 2, 1, 64, 128, 3}, true},
+		{"odd rows round up to a tile", q(1024, 4096, 5), 97, def, QMM{"qmm4_bf_64_m2d1", 2, 8, 8, 64, 128, 3, 0}, true},
+		{"short K caps the split", q(67, 256, 6), 40, def, QMM{"qmm4_bf_64_m2d1", 1, 1, 1, 64, 128, 3, 0}, true},
+		{"group 128", q(130, 384, 7), 33, def, QMM{"qmm4_bf_64_m2d1", 1, 2, 1, 64, 128, 3, 0}, true},
 		{"32 rows: qmma4", q(4096, 4096, 6), 32, def, QMM{}, false},
 		{"16 rows: qmma4", q(4096, 4096, 6), 16, def, QMM{}, false},
-		{"17 rows when asked: a 64-row tile", q(4096, 4096, 6), 17, Tuning{QMMMinRows: 9, QMMMaxRows: 128}, QMM{"qmm4_bf_64_m2d1", 1, 32, 8, 64, 128, 3}, true},
+		{"17 rows when asked: a 64-row tile", q(4096, 4096, 6), 17, Tuning{QMMMinRows: 9, QMMMaxRows: 128}, QMM{"qmm4_bf_64_m2d1", 1, 32, 8, 64, 128, 3, 0}, true},
 		{"the wide form when asked", q(4096, 4096, 6), 64, Tuning{QMMMinRows: 33, QMMMaxRows: 128, QMMVariant: "wide"},
-			QMM{"qmm4_bf_64", 1, 32, 8, 64, 256, 2}, true},
+			QMM{"qmm4_bf_64", 1, 32, 8, 64, 256, 2, 0}, true},
 		{"three blocks an SM split more", q(14336, 4096, 6), 64, Tuning{QMMMinRows: 33, QMMMaxRows: 128, QMMVariant: "m2d1"},
-			QMM{"qmm4_bf_64_m2d1", 1, 112, 4, 64, 128, 3}, true},
+			QMM{"qmm4_bf_64_m2d1", 1, 112, 4, 64, 128, 3, 0}, true},
 		{"unknown form", q(4096, 4096, 6), 64, Tuning{QMMMinRows: 33, QMMMaxRows: 128, QMMVariant: "x"}, QMM{}, false},
+		{"warpgroup: 64 rows on the 64-row tile", q(4096, 4096, 6), 64, wg, QMM{"qmm4_w64", 1, 32, 8, 64, 256, 2, QMMWSmem(64)}, true},
+		{"warpgroup: 33 rows", q(14336, 4096, 6), 33, wg, QMM{"qmm4_w64", 1, 112, 2, 64, 256, 2, QMMWSmem(64)}, true},
+		{"warpgroup: 65 rows on one 128-row tile", q(4096, 14336, 6), 65, wg, QMM{"qmm4_w128", 1, 32, 8, 128, 256, 2, QMMWSmem(128)}, true},
+		{"warpgroup: 128 rows, group 32", q(1024, 4096, 5), 128, wg, QMM{"qmm4_w128", 1, 8, 8, 128, 256, 2, QMMWSmem(128)}, true},
+		{"warpgroup: 256 rows still cuBLAS", q(4096, 4096, 6), 256, wg, QMM{}, false},
+		{"warpgroup off by the variant", q(4096, 4096, 6), 64, Tuning{QMMMinRows: 33, QMMMaxRows: 128, QMMWarpgroup: true, QMMVariant: "m2d1"},
+			QMM{"qmm4_bf_64_m2d1", 1, 32, 8, 64, 128, 3, 0}, true},
 		{"prefill: cuBLAS", q(4096, 4096, 6), 2048, def, QMM{}, false},
 		{"off", q(4096, 4096, 6), 64, Tuning{}, QMM{}, false},
 		{"8-bit: not ours", Weight{N: 4096, K: 4096, Quant: true, Bits: 8, GroupShift: 6}, 64, def, QMM{}, false},
@@ -41,5 +50,16 @@ func TestPlanQMM(t *testing.T) {
 		if got != c.want || ok != c.ok {
 			t.Errorf("%s:\n got %+v %v\nwant %+v %v", c.name, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+func TestQMMWSmem(t *testing.T) {
+	// The ring: 6 slabs of 4096 + 8192 + 2048 bytes at 64 rows, 4 of 4096 +
+	// 16384 + 2048 at 128; both hold the partial tile (64 or 128 x 132 floats).
+	if got := QMMWSmem(64); got != 86016 {
+		t.Errorf("QMMWSmem(64) = %d", got)
+	}
+	if got := QMMWSmem(128); got != 90112 {
+		t.Errorf("QMMWSmem(128) = %d", got)
 	}
 }

@@ -1,0 +1,275 @@
+// qmmw: the many-row 4-bit product (qmm.cu's job: y[M, N] = x[M, K] @ W^T,
+// MLX affine 4-bit W with bf16 scale/bias pairs, groups of 16 to 128,
+// K % 64 == 0, x as bf16 [M, K]) on Hopper's warpgroup MMA. qmm4 feeds
+// mma.sync from registers: every 8 activation rows cost each warp a
+// shared-memory load of their fragments per 16x16 weights, the weights
+// come straight from global memory with two slabs in flight a warp, and at
+// 64 rows it ran at ~0.15 of the copy rate and ~0.2 of the tensor rate
+// (notes/cuda-session-15.md). Here:
+// - the weights, scales and x of a 64-wide K slab land in shared memory by
+//   cp.async, QMMW_ST slabs in a ring (several slabs of every block in
+//   flight without holding registers);
+// - each warpgroup (4 warps, 64 weight rows) dequantizes its rows' slab
+//   from shared memory into registers, in the A layout of
+//   wgmma.m64nBNk16 (per warp that of mma.m16n8k16: rows g and g+8, k 2t,
+//   2t+1 and 2t+8, 2t+9), and the tensor cores read x, the B operand,
+//   straight from shared memory: BN activation rows (up to 128) in one
+//   instruction, nothing loaded by the threads;
+// - the MMAs run asynchronously: slab s+1 is dequantized while slab s's
+//   are in the tensor cores (two register sets of A fragments).
+// The split-K cluster and the epilogue are qmm4's (qmm_store_tile).
+//
+// Numbers: as qmm4, each weight is q*s+b rounded once to bf16 (the weight
+// the bf16 cuBLAS path multiplies), products accumulate in f32.
+//
+// Shared memory of a slab (one ring slot):
+// - W: QMM_BN rows x 32 bytes; row r's two 16-byte halves swapped when
+//   bit 2 of r is set, so the 8 rows a warp reads at once hit distinct banks.
+// - X: 8 chunks of 8 k x BN rows: chunk (n, kc) at kc*BN*16 + n*16. This is
+//   the "no swizzle" K-major canonical layout of the B operand: a core
+//   matrix (8 rows x 16 bytes) is 128 contiguous bytes, the two core
+//   matrices of one k16 step along K are BN*16 bytes apart (the leading
+//   byte offset), consecutive 8-row groups 128 bytes apart (the stride byte
+//   offset).
+// - SC: the scale/bias words of the slab, 4 a row (groups of 16; fewer used
+//   for larger groups).
+
+#define QMMW_THREADS 256 // two warpgroups of 64 weight rows: QMM_BN rows a block
+#define QMMW_SCW 4       // scale words a row and slab in the ring (groups of 16)
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+DEV void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+DEV void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> DEV void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+DEV void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+#define WG_ARCH 1
+#else
+DEV void wg_fence() {}
+DEV void wg_commit() {}
+template <int N> DEV void wg_wait() {}
+DEV void fence_proxy_async() {}
+#define WG_ARCH 0
+#endif
+
+// wg_desc is the shared-memory matrix descriptor of a no-swizzle operand
+// at shared address a: start, leading and stride byte offsets in 16-byte
+// units (bits 0-13, 16-29, 32-45), base offset and swizzle mode 0.
+DEV u64 wg_desc(u32 a, u32 lbo, u32 sbo) {
+    return (u64)((a & 0x3FFFFu) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32);
+}
+
+// The accumulator lists of wgmma.m64nNk16 (N/2 f32 registers a thread).
+#define WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define WG_D32(i) WG_D8(i), WG_D8(i + 8), WG_D8(i + 16), WG_D8(i + 24)
+
+// wg_mma<BN> adds A (64 x 16, registers) times B (16 x BN, descriptor) to
+// d: one wgmma.mma_async (asynchronous: wg_commit, wg_wait).
+template <int BN> DEV void wg_mma(float (&d)[BN / 2], const u32 (&a)[4], u64 desc);
+template <> DEV void wg_mma<64>(float (&d)[32], const u32 (&a)[4], u64 desc) {
+#if WG_ARCH
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, 1, 1, 1, 0;"
+                 : WG_D32(0)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+#else
+    __trap();
+#endif
+}
+template <> DEV void wg_mma<128>(float (&d)[64], const u32 (&a)[4], u64 desc) {
+#if WG_ARCH
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "{%64, %65, %66, %67}, %68, 1, 1, 1, 0;"
+                 : WG_D32(0), WG_D32(32)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+#else
+    __trap();
+#endif
+}
+// wg_hold keeps the compiler from moving accesses of the accumulators
+// across the asynchronous MMAs (only wg_wait orders them).
+template <int R> DEV void wg_hold(float (&d)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+DEV void cp_async4(u32 dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+}
+template <int N> DEV void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+template <int BN> struct QmmwRing {
+    static constexpr int W = QMM_BN * 32, X = BN * 128, SC = QMM_BN * QMMW_SCW * 4, SLOT = W + X + SC;
+};
+
+// qmmw_dq is the two weights of byte t of word v (k 2t, 2t+1 of its 8) as
+// the bf16 pair (q*s+b): the byte's nibbles moved to bits 0-3 and 16-19
+// (one PRMT, one multiply), then qmm_dq.
+DEV u32 qmmw_dq(u32 v, u32 sel, u32 s2, u32 b2) { return qmm_dq(__byte_perm(v, 0u, sel) * 0x1001u, s2, b2); }
+
+// qmmw_frag builds this thread's A fragments of one slab for the four
+// k16 steps from ring slot p (generic address slot): rows lr and lr+8 of
+// the block (its warp's rows g and g+8). Step c's registers: row g, k 2t..
+// of words 2c and 2c+1; row g+8 the same.
+template <int BN>
+DEV void qmmw_frag(u32 (&a)[4][4], const unsigned char* slot, int lr, int t, int gshift) {
+    typedef QmmwRing<BN> R;
+    const u32 sel = (u32)t | 0x4440u; // byte t, then zeros
+    u32 wd[2][8], s2[2][4], b2[2][4];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int r = lr + 8 * h, sw = (r >> 2) & 1;
+        const uint4 lo = *reinterpret_cast<const uint4*>(slot + r * 32 + 16 * sw);
+        const uint4 hi = *reinterpret_cast<const uint4*>(slot + r * 32 + 16 * (1 - sw));
+        wd[h][0] = lo.x, wd[h][1] = lo.y, wd[h][2] = lo.z, wd[h][3] = lo.w;
+        wd[h][4] = hi.x, wd[h][5] = hi.y, wd[h][6] = hi.z, wd[h][7] = hi.w;
+        const uint4 sc = *reinterpret_cast<const uint4*>(slot + R::W + R::X + r * QMMW_SCW * 4);
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int j = (16 * c) >> gshift; // the group of k 16c..16c+15
+            const u32 v = j == 0 ? sc.x : j == 1 ? sc.y : j == 2 ? sc.z : sc.w;
+            s2[h][c] = __byte_perm(v, 0u, 0x1010), b2[h][c] = __byte_perm(v, 0u, 0x3232);
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        a[c][0] = qmmw_dq(wd[0][2 * c], sel, s2[0][c], b2[0][c]);
+        a[c][1] = qmmw_dq(wd[1][2 * c], sel, s2[1][c], b2[1][c]);
+        a[c][2] = qmmw_dq(wd[0][2 * c + 1], sel, s2[0][c], b2[0][c]);
+        a[c][3] = qmmw_dq(wd[1][2 * c + 1], sel, s2[1][c], b2[1][c]);
+    }
+}
+// qmmw_keep tells the compiler the A fragments are read until here (the
+// asynchronous MMAs that take them were waited for just before), so it
+// gives the other register set different registers.
+DEV void qmmw_keep(u32 (&a)[4][4]) {
+#pragma unroll
+    for (int c = 0; c < 4; c++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) asm volatile("" : "+r"(a[c][j]));
+}
+
+// qmmw_impl: a block is two warpgroups over QMM_BN weight rows and BN
+// activation rows (grid x), grid y the weight-row blocks of up to three
+// segments (QMM_PARAMS), grid z the split-K cluster. The ring holds ST
+// slabs: ST-2 being copied, one in the MMAs of the slab before, one being
+// dequantized.
+template <int BN, int ST>
+DEV void qmmw_impl(QMM_PARAMS) {
+    typedef QmmwRing<BN> R;
+    constexpr int P = ST - 2, NB = BN / 8;
+    extern __shared__ __align__(128) unsigned char qmmw_smem[];
+    int by = blockIdx.y;
+    float* y = y0;
+    const u32 *w = w0, *sb = sb0;
+    const float* bias = bias0;
+    int N = N0;
+    if (by >= nb2) {
+        y = y2, w = w2, sb = sb2, bias = bias2, N = N2, by -= nb2;
+    } else if (by >= nb1) {
+        y = y1, w = w1, sb = sb1, bias = bias1, N = N1, by -= nb1;
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int ns = K >> 6, m0 = blockIdx.x * BN, nblk = by * QMM_BN;
+    const int S = gridDim.z, rank = blockIdx.z;
+    const int s_begin = (int)((long long)ns * rank / S), nsl = (int)((long long)ns * (rank + 1) / S) - s_begin;
+    const u32 ring = fa_smem(qmmw_smem);
+    const int tid = threadIdx.x, nw = K >> 3, ng = K >> gshift, nsc = max(1, 64 >> gshift);
+    // One slab's weights and scales, or its x, into slot i % ST.
+    auto issue_w = [&](int i) {
+        const u32 p = ring + (i % ST) * R::SLOT;
+        const int s = s_begin + i;
+        {
+            const int r = tid >> 1, h = tid & 1, row = min(nblk + r, N - 1);
+            fa_cp16(p + r * 32 + 16 * (h ^ ((r >> 2) & 1)), w + (long long)row * nw + s * 8 + h * 4, 16);
+        }
+        const int g0 = (s << 6) >> gshift;
+        for (int e = tid; e < QMM_BN * nsc; e += QMMW_THREADS) {
+            const int r = e / nsc, j = e - r * nsc, row = min(nblk + r, N - 1);
+            cp_async4(p + R::W + R::X + (r * QMMW_SCW + j) * 4, sb + (long long)row * ng + g0 + j);
+        }
+    };
+    auto issue_x = [&](int i) {
+        const u32 p = ring + (i % ST) * R::SLOT + R::W;
+        const int s = s_begin + i;
+#pragma unroll
+        for (int e = tid; e < BN * 8; e += QMMW_THREADS) {
+            const int n = e >> 3, kc = e & 7;
+            const bool ok = m0 + n < M;
+            fa_cp16(p + kc * BN * 16 + n * 16, x + (ok ? (long long)(m0 + n) * K + s * 64 + kc * 8 : 0), ok ? 16 : 0);
+        }
+    };
+    // The weights are constant: the first slabs' copies start before the
+    // wait for the kernel that writes x. Groups: the weights of slabs
+    // 0..P-1, then each of their x, then one whole slab an iteration (empty
+    // past the end), so slab i is complete when at most P-1 groups remain.
+    grid_dep_launch();
+    for (int i = 0; i < P; i++)
+        if (i < nsl) issue_w(i);
+    fa_commit();
+    grid_dep_wait();
+    for (int i = 0; i < P; i++) {
+        if (i < nsl) issue_x(i);
+        fa_commit();
+    }
+
+    float acc[NB * 4];
+#pragma unroll
+    for (int i = 0; i < NB * 4; i++) acc[i] = 0.f;
+    u32 a0[4][4], a1[4][4];
+    const int lr = warp * 16 + g;
+    auto step = [&](int i, u32 (&a)[4][4], u32 (&prev)[4][4]) {
+        cp_async_wait<P - 1>();
+        fence_proxy_async(); // this thread's copies, visible to the tensor cores' reads
+        __syncthreads();     // everyone's copies; every warpgroup past the MMAs of slab i-2
+        if (i + P < nsl) {
+            issue_w(i + P);
+            issue_x(i + P);
+        }
+        fa_commit();
+        // Step nsl (an even count's last pair) repeats slab nsl-1 with zero
+        // weights: a branch around it would serialize the MMAs as above.
+        const int si = min(i, nsl - 1);
+        const unsigned char* slot = qmmw_smem + (si % ST) * R::SLOT;
+        qmmw_frag<BN>(a, slot, lr, t, gshift);
+        if (i == nsl) {
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) a[c][j] = 0u;
+        }
+        const u32 xb = ring + (si % ST) * R::SLOT + R::W;
+        qmmw_keep(a); // every fragment defined before the fence
+        wg_fence();
+#pragma unroll
+        for (int c = 0; c < 4; c++) wg_mma<BN>(acc, a[c], wg_desc(xb + 2 * c * BN * 16, BN * 16, 128));
+        wg_commit();
+        wg_wait<1>(); // slab i-1's MMAs are done: prev is free
+        qmmw_keep(prev);
+    };
+    // The first slab outside the loop: the accumulators' zeros must not
+    // meet the MMAs in flight at the loop's head, or ptxas serializes every
+    // MMA (its C7515 report).
+    step(0, a0, a1);
+    for (int i = 1; i < nsl; i += 2) {
+        step(i, a1, a0);
+        step(i + 1, a0, a1);
+    }
+    wg_wait<0>();
+    wg_hold(acc);
+    __syncthreads(); // the ring becomes the partial tile
+    qmm_store_tile<NB, 1>(acc, reinterpret_cast<float*>(qmmw_smem), y, bias, N, M, m0, nblk, warp, g, t, QMMW_THREADS);
+}
+
+// Two blocks an SM (registers: at most 128 a thread). The 64-row tile
+// keeps 4 slabs in flight; the 128-row tile 2 (its slot is 22.5 KB).
+#define QMMW(NAME, BN, ST)                                                                                     \
+    extern "C" __global__ void __launch_bounds__(QMMW_THREADS, 2) NAME(QMM_PARAMS) {                          \
+        qmmw_impl<BN, ST>(QMM_ARGS);                                                                           \
+    }
+QMMW(qmm4_w64, 64, 6) QMMW(qmm4_w128, 128, 4)
