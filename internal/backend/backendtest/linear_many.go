@@ -30,7 +30,9 @@ func runLinearMany(e *env) {
 		{wkind{tensor.BF16, 4, 64}, 100, 129, 2048},
 		{wkind{tensor.BF16, 4, 32}, 47, 1000, 640},
 	} {
-		name := func(op string) string { return fmt.Sprintf("LinearMany/%s/rows=%d/%dx%d/%s", c.k, c.rows, c.N, c.K, op) }
+		name := func(op string) string {
+			return fmt.Sprintf("LinearMany/%s/rows=%d/%dx%d/%s", c.k, c.rows, c.N, c.K, op)
+		}
 		lin := func(tag string, n int) wpair {
 			return e.weight(c.k.host(tag, []int{n, c.K}, e.randn(n*c.K, 0.03)))
 		}
