@@ -16,6 +16,13 @@ import (
 // copies back the ids and logprobs: 8 + 8*logprobs bytes a row instead of
 // the 512 KB of a 128k-vocabulary row of logits.
 
+// The engine finds these by type assertion: a lost method would silently
+// turn sampled run-ahead and the prepared constrained step off.
+var (
+	_ backend.AsyncRowSampler    = (*Backend)(nil)
+	_ backend.PreparedRowSampler = (*Backend)(nil)
+)
+
 // sampleParamWords is the words of one row's parameters (SAMPLE_PARAMS).
 const sampleParamWords = 16
 
