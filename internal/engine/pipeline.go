@@ -27,11 +27,14 @@ import (
 // A sampled row runs ahead when nothing it samples with needs the token
 // still on the device: the draw is sample.Uniform(seed, output position),
 // and the step ahead's position is one past the host's count, so a seeded
-// request draws what it draws step by step. A constraint's mask, a logit
-// bias (host path) and the penalties do need it: penalties count the
-// tokens so far, and merging the fed token into a row's history on the
-// device would mean a deduplicating pass in sample_rows for loads that
-// rarely set them (OpenAI's defaults are off). Such steps run one by one.
+// request draws what it draws step by step. A constraint's mask and the
+// penalties (the token counts so far) do need it; a step holding such a
+// row runs ahead deferred: its forward is queued with the FeedTokens
+// (Model.ForwardQueued), and its sampling (Model.SampleQueued) once the
+// step before has been accepted and the rows are built, while the device
+// runs that forward. Merging the fed token into a penalised row's history
+// on the device instead would take a deduplicating pass in sample_rows.
+// The logit bias stays on the host path and never runs ahead.
 
 // RunAheadMode selects pipelined decode.
 type RunAheadMode int
@@ -56,10 +59,13 @@ type asyncArgmaxer interface {
 }
 
 // asyncSampler is a model that queues a step and its sampling without
-// waiting for the tokens (*model.Model).
+// waiting for the tokens, or the forward first and its sampling later
+// (*model.Model).
 type asyncSampler interface {
 	rowSampling
 	ForwardSampleAsync(b *backend.Batch, kv backend.KVStore, rows []backend.SampleRow) (backend.PendingSamples, error)
+	ForwardQueued(b *backend.Batch, kv backend.KVStore) (backend.Tensor, error)
+	SampleQueued(logits backend.Tensor, rows []backend.SampleRow) (backend.PendingSamples, error)
 }
 
 // runsAhead reports whether the engine pipelines greedy decode steps, and
@@ -83,57 +89,83 @@ func sampledAhead(r *Request) bool {
 	return r.Constraint == nil && rowSampleable(r) && !penalised(r.Params)
 }
 
+// How a step running ahead picks its tokens.
+type aheadKind int
+
+const (
+	aheadArgmax   aheadKind = iota // every row pure greedy
+	aheadSample                    // every row sampledAhead: sampled with the forward
+	aheadDeferred                  // a constrained or penalised row: sampled after the step before is accepted
+)
+
 // queued is a step on the device whose tokens have not been read: an
-// argmax (ids) or a sampling (sampled).
+// argmax (ids) or a sampling (sampled); a deferred step has only its
+// forward (logits) queued until sampleDeferred.
 type queued struct {
 	plan    sched.Plan
+	kind    aheadKind
 	ids     backend.PendingIDs
 	sampled backend.PendingSamples
+	logits  backend.Tensor
 	err     error // the queueing failed: the step's sequences end with it
 	start   time.Time
 }
 
 // aheadable reports whether plan is a step running ahead can follow: one
-// decode token per sequence, every sequence pure greedy or sampled with
-// what a step ahead can sample with.
+// decode token per sequence, every sequence pure greedy or, when the
+// model samples ahead, sampled on the backend (no logit bias).
 func (e *Engine) aheadable(plan *sched.Plan) bool {
 	if !e.runAhead || plan.PrefillTokens > 0 || len(plan.Items) == 0 {
 		return false
 	}
 	for _, it := range plan.Items {
 		r := &e.reqs[it.Seq.ID].req
-		if it.Prefill || it.Len != 1 || !it.Logits || !(argmaxOnly(r) || e.sampleAhead && sampledAhead(r)) {
+		if it.Prefill || it.Len != 1 || !it.Logits || !(argmaxOnly(r) || e.sampleAhead && rowSampleable(r)) {
 			return false
 		}
 	}
 	return true
 }
 
+// kindOf is how plan's step picks its tokens. Mixed steps sample every
+// row on the device, as trySampleRows does, so running ahead changes no
+// token.
+func (e *Engine) kindOf(plan *sched.Plan) aheadKind {
+	k := aheadArgmax
+	for _, it := range plan.Items {
+		r := &e.reqs[it.Seq.ID].req
+		switch {
+		case !sampledAhead(r):
+			return aheadDeferred
+		case !argmaxOnly(r):
+			k = aheadSample
+		}
+	}
+	return k
+}
+
 // aheadRows is the sampling rows of plan's items, each request's output
 // position advanced by ahead (1 for a step queued before the previous
-// step's tokens are accepted), or nil when every item is pure greedy: the
-// step then takes the argmax path. Mixed steps sample every row on the
-// device, as trySampleRows does, so running ahead changes no token.
+// step's tokens are accepted). A request that ended since the step was
+// queued gets a greedy row, whose token is dropped.
 func (e *Engine) aheadRows(plan *sched.Plan, ahead uint64) []backend.SampleRow {
-	greedy := true
-	for _, it := range plan.Items {
-		greedy = greedy && argmaxOnly(&e.reqs[it.Seq.ID].req)
-	}
-	if greedy {
-		return nil
-	}
 	rows := make([]backend.SampleRow, len(plan.Items))
 	for i, it := range plan.Items {
-		rows[i] = e.reqs[it.Seq.ID].sampleRow()
-		rows[i].Counter += ahead
+		if r := e.reqs[it.Seq.ID]; r != nil {
+			rows[i] = r.sampleRow()
+			rows[i].Counter += ahead
+		}
 	}
 	return rows
 }
 
 // runAheadFrom runs plan (aheadable) and the steps queued behind it.
 func (e *Engine) runAheadFrom(plan *sched.Plan, start time.Time) {
-	cur := e.queue(plan, e.buildBatch(plan), e.aheadRows(plan, 0), start)
+	cur := e.queue(plan, e.buildBatch(plan), 0, start)
 	for cur != nil {
+		if cur.kind == aheadDeferred && cur.err == nil {
+			e.sampleDeferred(cur)
+		}
 		var next *queued
 		if cur.err == nil {
 			next = e.queueAhead(cur)
@@ -147,6 +179,33 @@ func (e *Engine) runAheadFrom(plan *sched.Plan, start time.Time) {
 		e.acceptRows(&cur.plan, res, err, cur.start)
 		cur = next
 	}
+}
+
+// sampleDeferred queues the sampling of a deferred step: every earlier
+// token is accepted, so the rows' masks and histories are up to date, and
+// the device runs the step's forward meanwhile. A request whose mask
+// fails ends here (its row samples unmasked and is dropped).
+func (e *Engine) sampleDeferred(q *queued) {
+	defer func() {
+		if p := recover(); p != nil {
+			q.err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	rows := e.aheadRows(&q.plan, 0)
+	var masked []maskJob
+	for i, it := range q.plan.Items {
+		if r := e.reqs[it.Seq.ID]; r != nil && r.req.Constraint != nil {
+			masked = append(masked, maskJob{r: r, row: i})
+		}
+	}
+	e.maskRows(masked, rows)
+	for _, j := range masked {
+		if j.err != nil {
+			e.finish(j.r, FinishError, fmt.Errorf("engine: constraint: %w", j.err), nil)
+		}
+	}
+	q.sampled, q.err = e.m.(asyncSampler).SampleQueued(q.logits, rows)
+	q.logits = nil
 }
 
 // wait returns the step's tokens by row, turning a panic into an error as
@@ -176,19 +235,26 @@ func (q *queued) wait() (res func(row int) sample.Result, err error) {
 	return func(row int) sample.Result { return sample.Result{ID: ids[row]} }, err
 }
 
-// queue launches one step without waiting for its tokens: its argmax, or
-// its sampling with rows.
-func (e *Engine) queue(plan *sched.Plan, b *backend.Batch, rows []backend.SampleRow, start time.Time) *queued {
-	q := &queued{plan: *plan, start: start}
+// queue launches one step without waiting for its tokens: its argmax, its
+// sampling (rows for output positions advanced by ahead), or only its
+// forward (deferred).
+func (e *Engine) queue(plan *sched.Plan, b *backend.Batch, ahead uint64, start time.Time) *queued {
+	q := &queued{plan: *plan, start: start, kind: aheadArgmax}
+	if e.sampleAhead {
+		q.kind = e.kindOf(plan)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			q.err = fmt.Errorf("panic: %v", p)
 		}
 	}()
-	if rows != nil {
-		q.sampled, q.err = e.m.(asyncSampler).ForwardSampleAsync(b, e.kvStore, rows)
-	} else {
+	switch q.kind {
+	case aheadArgmax:
 		q.ids, q.err = e.m.(asyncArgmaxer).ForwardArgmaxAsync(b, e.kvStore)
+	case aheadSample:
+		q.sampled, q.err = e.m.(asyncSampler).ForwardSampleAsync(b, e.kvStore, e.aheadRows(plan, ahead))
+	case aheadDeferred:
+		q.logits, q.err = e.m.(asyncSampler).ForwardQueued(b, e.kvStore)
 	}
 	return q
 }
@@ -237,12 +303,12 @@ func (e *Engine) queueAhead(cur *queued) *queued {
 	if len(plan.Items) == 0 {
 		return nil
 	}
-	rows := e.aheadRows(&plan, 1)
+	q := e.queue(&plan, b, 1, time.Now())
 	e.statsMu.Lock()
 	e.stats.RunAheadSteps++
-	if rows != nil {
+	if q.kind != aheadArgmax {
 		e.stats.RunAheadSampled++
 	}
 	e.statsMu.Unlock()
-	return e.queue(&plan, b, rows, time.Now())
+	return q
 }

@@ -15,8 +15,8 @@ import (
 
 // aheadRequests are seeded requests of every kind a sampled step ahead
 // holds (temperature, top-k, top-p, min-p, logprobs, greedy rows beside
-// them) and one with penalties, which must not run ahead: its history
-// would lack the token still on the device.
+// them) and one with penalties, whose steps run ahead deferred: sampled
+// once the step before is accepted, its history then complete.
 func aheadRequests() []engine.Request {
 	ps := []sample.Params{
 		{Temperature: 1, TopP: 1, RepetitionPenalty: 1},
@@ -37,7 +37,7 @@ func aheadRequests() []engine.Request {
 		}
 		n := 14 + 7*i
 		if penalised := i == len(ps)-1; penalised {
-			n = 9 // ends early: the others run ahead after it
+			n = 9 // ends early: the others run ahead undeferred after it
 		}
 		reqs = append(reqs, engine.Request{Prompt: prompt, MaxTokens: n, IgnoreEOS: true, Params: p, NeedLogprob: i%2 == 0})
 	}
@@ -82,12 +82,13 @@ func sameOutputs(t *testing.T, what string, reqs []engine.Request, got, want []e
 }
 
 // TestRunAheadSampledMatchesStepByStep: sampled steps queued before the
-// previous step's tokens are read (model.ForwardSampleAsync; on the CPU
-// the model resolves the feed tokens from the last sampled ids) draw
-// sample.Uniform(seed, output position) with the position one past the
-// host's count, so seeded requests emit exactly the tokens, logprobs and
-// alternatives of step-by-step decode, batched or alone, also when two of
-// them end mid-way on stop ids.
+// previous step's tokens are read (model.ForwardSampleAsync, or deferred
+// for the penalised row: ForwardQueued, then SampleQueued; on the CPU the
+// model resolves the feed tokens from the last sampled ids) draw
+// sample.Uniform(seed, output position) at the right position, so seeded
+// requests emit exactly the tokens, logprobs and alternatives of
+// step-by-step decode, batched or alone, also when two of them end
+// mid-way on stop ids.
 func TestRunAheadSampledMatchesStepByStep(t *testing.T) {
 	m := loadStories(t)
 	reqs := aheadRequests()
@@ -112,8 +113,8 @@ func TestRunAheadSampledMatchesStepByStep(t *testing.T) {
 	for i, r := range reqs {
 		alone, st := runReqs(t, m, cfg(engine.RunAheadAlways, 1), []engine.Request{r})
 		sameOutputs(t, "alone, run ahead", reqs[i:i+1], alone, want[i:i+1])
-		if ahead := st.RunAheadSteps > 0; ahead == (i == len(reqs)-1) {
-			t.Errorf("request %d alone: %d steps run ahead (none only for the penalised one)", i, st.RunAheadSteps)
+		if st.RunAheadSteps == 0 || st.RunAheadSampled != st.RunAheadSteps && r.Params.Temperature > 0 {
+			t.Errorf("request %d alone: %d steps run ahead, %d sampled", i, st.RunAheadSteps, st.RunAheadSampled)
 		}
 	}
 	t.Logf("run ahead: %d of %d steps, %d of them sampled", gst.RunAheadSteps, gst.Steps, gst.RunAheadSampled)
@@ -122,17 +123,20 @@ func TestRunAheadSampledMatchesStepByStep(t *testing.T) {
 // TestRunAheadPreemption: with blocks too few for every sequence, running
 // ahead stops where a block is short (sched.Ahead never preempts), the
 // next schedule preempts, and the preempted sequences recompute and go on:
-// greedy and seeded sampled requests emit what each emits alone, step by
-// step.
+// greedy, seeded sampled and penalised (deferred) requests emit what each
+// emits alone, step by step.
 func TestRunAheadPreemption(t *testing.T) {
 	m := loadStories(t)
-	for _, kind := range []string{"greedy", "sampled"} {
+	for _, kind := range []string{"greedy", "sampled", "deferred"} {
 		t.Run(kind, func(t *testing.T) {
 			reqs := aheadRequests()[:6]
 			for i := range reqs {
 				reqs[i].MaxTokens = 40
-				if kind == "greedy" {
+				switch kind {
+				case "greedy":
 					reqs[i].Params, reqs[i].NeedLogprob = sample.Params{}, false
+				case "deferred": // penalised: sampled once the step before is accepted
+					reqs[i].Params.RepetitionPenalty, reqs[i].Params.PresencePenalty = 1.2, 0.3
 				}
 			}
 			want := make([]enginetest.Output, len(reqs))
@@ -143,7 +147,7 @@ func TestRunAheadPreemption(t *testing.T) {
 			got, st := runReqs(t, m, engine.Config{Parallel: 6, MaxQueue: 8, BlockSize: 16, NumBlocks: 14, PrefillChunk: 16,
 				RunAhead: engine.RunAheadAlways}, reqs)
 			sameOutputs(t, "batched, preempted, run ahead", reqs, got, want)
-			if st.Preemptions == 0 || st.RunAheadSteps == 0 || (kind == "sampled") != (st.RunAheadSampled > 0) {
+			if st.Preemptions == 0 || st.RunAheadSteps == 0 || (kind != "greedy") != (st.RunAheadSampled > 0) {
 				t.Errorf("%d preemptions, %d steps run ahead, %d sampled: want preemptions and run-ahead steps", st.Preemptions,
 					st.RunAheadSteps, st.RunAheadSampled)
 			}
@@ -205,11 +209,13 @@ func (c *failingConstraint) Mask(allowed []uint64) error {
 }
 
 // TestConstrainedPreparedMatchesMasksFirst: constrained rows whose masks
-// are computed while the step's forward runs (ForwardSamplePrepared) give
-// the tokens, logprobs and accepted sequences of masks computed before
-// the step and of the host path, beside greedy and sampled unconstrained
-// rows; a constraint failing mid-way ends its request with the same error
-// on every path and leaves the others alone.
+// are computed while the step's forward runs (ForwardSamplePrepared; and
+// running ahead, the forward queued with FeedTokens and the masks computed
+// once the step before is accepted) give the tokens, logprobs and
+// accepted sequences of masks computed before the step and of the host
+// path, beside greedy and sampled unconstrained rows; a constraint failing
+// mid-way ends its request with the same error on every path and leaves
+// the others alone.
 func TestConstrainedPreparedMatchesMasksFirst(t *testing.T) {
 	m := loadStories(t)
 	base := aheadRequests()
@@ -219,8 +225,9 @@ func TestConstrainedPreparedMatchesMasksFirst(t *testing.T) {
 		reasons  []string
 		errs     []error
 		accepted [][]int32
+		ahead    uint64 // steps run ahead deferred
 	}
-	run := func(mm engine.Model) result {
+	run := func(mm engine.Model, mode engine.RunAheadMode) result {
 		reqs := slices.Clone(base)
 		cs := map[int]*failingConstraint{}
 		for i := range reqs {
@@ -233,7 +240,7 @@ func TestConstrainedPreparedMatchesMasksFirst(t *testing.T) {
 			}
 			reqs[i].Constraint, cs[i] = c, c
 		}
-		e, err := engine.New(mm, engine.Config{Parallel: 7, MaxQueue: 8})
+		e, err := engine.New(mm, engine.Config{Parallel: 7, MaxQueue: 8, RunAhead: mode})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,15 +269,18 @@ func TestConstrainedPreparedMatchesMasksFirst(t *testing.T) {
 				res.accepted[i] = c.accepted
 			}
 		}
+		e.Stop()
+		res.ahead = e.Stats().RunAheadSampled
 		return res
 	}
 	prepared := 0
-	got := run(preparedCounter{m, t, &prepared})
-	first, host := run(masksFirst{m, m}), run(logitsOnly{m})
-	if prepared == 0 {
-		t.Fatal("no step took the prepared path")
+	got := run(preparedCounter{m, t, &prepared}, engine.RunAheadOff)
+	first, host := run(masksFirst{m, m}, engine.RunAheadOff), run(logitsOnly{m}, engine.RunAheadOff)
+	ahead := run(m, engine.RunAheadAlways)
+	if prepared == 0 || ahead.ahead == 0 {
+		t.Fatalf("%d steps took the prepared path, %d ran ahead deferred", prepared, ahead.ahead)
 	}
-	for name, want := range map[string]result{"masks first": first, "host path": host} {
+	for name, want := range map[string]result{"masks first": first, "host path": host, "run ahead, deferred": ahead} {
 		for i := range base {
 			if !slices.Equal(got.tokens[i], want.tokens[i]) || !slices.Equal(got.logprobs[i], want.logprobs[i]) ||
 				got.reasons[i] != want.reasons[i] || !slices.Equal(got.accepted[i], want.accepted[i]) {

@@ -350,6 +350,44 @@ func (m *Model) ForwardSampleAsync(b *backend.Batch, kv backend.KVStore, rows []
 	return a.SampleRowsAsync(logits, rows), nil
 }
 
+// ForwardQueued queues one step's forward and returns its logits where
+// they are, for SampleQueued once the rows' parameters are known: a
+// constrained row's mask, or a penalised row's history, needs the
+// previous step's token, which this step may name with a FeedToken. The
+// logits stay valid until the next step is recorded; sample them first.
+func (m *Model) ForwardQueued(b *backend.Batch, kv backend.KVStore) (backend.Tensor, error) {
+	if _, ok := m.be.(backend.RowSampler); !ok || len(b.LogitRows) == 0 {
+		return nil, fmt.Errorf("backend %s does not sample rows, or the step has no logit rows", m.be.Name())
+	}
+	b, err := m.resolveFed(b)
+	if err != nil {
+		return nil, err
+	}
+	logits, err := m.forward(b, kv)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := m.be.(backend.PreparedRowSampler); ok {
+		p.LaunchRecorded()
+	}
+	return logits, nil
+}
+
+// SampleQueued samples ForwardQueued's logits with rows, without waiting
+// on a backend.AsyncRowSampler (synchronously elsewhere); the ids become
+// the rows the next step's FeedTokens name.
+func (m *Model) SampleQueued(logits backend.Tensor, rows []backend.SampleRow) (backend.PendingSamples, error) {
+	if a, ok := m.be.(backend.AsyncRowSampler); ok {
+		return a.SampleRowsAsync(logits, rows), nil
+	}
+	res, err := m.be.(backend.RowSampler).SampleRows(logits, rows)
+	if err == nil {
+		m.keepFed(res)
+		err = m.be.Sync()
+	}
+	return backend.ReadySamples{Rows: res, Err: err}, err
+}
+
 // resolveFed replaces b's FeedTokens with the last step's ids kept on the
 // host (backends without AsyncArgmaxer); b itself is left as it is.
 func (m *Model) resolveFed(b *backend.Batch) (*backend.Batch, error) {
