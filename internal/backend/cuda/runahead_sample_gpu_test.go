@@ -14,8 +14,9 @@ import (
 	"github.com/mlxcel/mlxcel/internal/sample"
 )
 
-// aheadGPURequests are 12 seeded requests a sampled step ahead holds
-// (no penalty, no constraint): sampled, greedy with logprobs, greedy.
+// aheadGPURequests are 12 seeded requests: sampled, greedy with logprobs,
+// greedy, and one penalised (request 6), whose steps run ahead deferred
+// until it ends (its 42nd token), the others' undeferred after.
 func aheadGPURequests(vocab int) []engine.Request {
 	ps := []sample.Params{
 		{Temperature: 1, TopP: 1},
@@ -24,6 +25,7 @@ func aheadGPURequests(vocab int) []engine.Request {
 		{Temperature: 0, Logprobs: 2},
 		{Temperature: 0.8, TopP: 0.95},
 		{},
+		{Temperature: 1.1, RepetitionPenalty: 1.2, PresencePenalty: 0.3},
 	}
 	var reqs []engine.Request
 	for i := range 12 {
@@ -42,7 +44,9 @@ func aheadGPURequests(vocab int) []engine.Request {
 // TestEngineRunAheadSampledGPU: on the GPU sampled decode runs ahead by
 // default (the backend is an AsyncRowSampler): sample_rows leaves each
 // step's ids in the feed buffer the next step's embedding reads, and the
-// results come back through the argmax path's queued copies. Seeded
+// results come back through the argmax path's queued copies; while the
+// penalised request runs, each step's sample_rows is launched after its
+// forward, once the step before is accepted (deferred). Seeded
 // requests, two ending on stop ids mid-way, must emit exactly what
 // step-by-step decode emits on the same device: the same batches, the
 // same kernels, the same draws.
@@ -122,23 +126,26 @@ func (w masksBefore) ForwardSample(b *backend.Batch, kv backend.KVStore, rows []
 	return w.m.ForwardSample(b, kv, rows)
 }
 
-// TestEnginePreparedConstrainedGPU: constrained rows whose masks are
-// computed while the forward runs (LaunchRecorded, then sample_rows
-// launched alone) sample exactly what the masks computed before the step
-// give (sample_rows in the step's graph): the same logits, masks and draws.
+// TestEnginePreparedConstrainedGPU: constrained rows sample exactly what
+// masks computed before each step give (sample_rows in the step's graph):
+// run one step at a time, each step's forward launched first
+// (LaunchRecorded) and sample_rows alone once the host has the masks; and
+// running ahead deferred, each decode step's forward queued with
+// FeedTokens before the step before is read, its masks computed once that
+// step is accepted. The same logits, masks and draws.
 func TestEnginePreparedConstrainedGPU(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
 	m := loadTinyLlamaQ4(t, b)
 	reqs := rowSamplingRequests(m.Vocab())
-	run := func(mm engine.Model) []enginetest.Output {
+	run := func(mm engine.Model, mode engine.RunAheadMode) ([]enginetest.Output, engine.Stats) {
 		rs := slices.Clone(reqs)
 		for i := range rs {
 			if i%2 == 0 {
 				rs[i].Constraint = &stepHashConstraint{vocab: m.Vocab(), salt: uint32(i)}
 			}
 		}
-		e, err := engine.New(mm, engine.Config{Parallel: 16, MaxContext: 256})
+		e, err := engine.New(mm, engine.Config{Parallel: 16, MaxContext: 256, RunAhead: mode})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,14 +156,22 @@ func TestEnginePreparedConstrainedGPU(t *testing.T) {
 				t.Errorf("request %d: its constraint accepted %d tokens, want %d", i, c.accepted, rs[i].MaxTokens)
 			}
 		}
-		return out
+		e.Stop()
+		return out, e.Stats()
 	}
-	got, want := run(m), run(masksBefore{m, m})
-	for i := range reqs {
-		if !slices.Equal(got[i].Tokens, want[i].Tokens) || !slices.Equal(got[i].Logprobs, want[i].Logprobs) {
-			t.Errorf("request %d: prepared %v\nmasks first %v", i, got[i].Tokens, want[i].Tokens)
+	want, _ := run(masksBefore{m, m}, engine.RunAheadAuto)
+	prepared, _ := run(m, engine.RunAheadOff)
+	ahead, st := run(m, engine.RunAheadAuto)
+	for name, got := range map[string][]enginetest.Output{"prepared": prepared, "run ahead, deferred": ahead} {
+		for i := range reqs {
+			if !slices.Equal(got[i].Tokens, want[i].Tokens) || !slices.Equal(got[i].Logprobs, want[i].Logprobs) {
+				t.Errorf("request %d: %s %v\nmasks first %v", i, name, got[i].Tokens, want[i].Tokens)
+			}
 		}
 	}
+	if st.RunAheadSampled == 0 {
+		t.Error("no constrained step ran ahead")
+	}
 	c, r, _, f, lastErr := b.GraphStats()
-	t.Logf("graphs: %d captured, %d replays, %d failed (%v)", c, r, f, lastErr)
+	t.Logf("run ahead: %d of %d steps; graphs: %d captured, %d replays, %d failed (%v)", st.RunAheadSampled, st.Steps, c, r, f, lastErr)
 }
