@@ -119,3 +119,44 @@ func HostSample(logits []float32, r SampleRow) Sampled {
 	}
 	return out
 }
+
+// PendingSamples is a queued SampleRows whose results are still on their
+// way to the host.
+type PendingSamples interface {
+	// Wait blocks until the results are on the host. It reports the first
+	// failure of the queued work, as Sync would.
+	Wait() ([]Sampled, error)
+}
+
+// ReadySamples is a PendingSamples that is already done (backends that
+// sample synchronously).
+type ReadySamples struct {
+	Rows []Sampled
+	Err  error
+}
+
+func (r ReadySamples) Wait() ([]Sampled, error) { return r.Rows, r.Err }
+
+// AsyncRowSampler is a backend that queues a sampling without waiting for
+// it, as ArgmaxAsync queues an argmax: the sampled ids become the rows
+// that FeedTokens of the next steps name, so a sampled decode step can be
+// queued before the previous step's tokens reach the host.
+type AsyncRowSampler interface {
+	AsyncArgmaxer
+	RowSampler
+	// SampleRowsAsync queues SampleRows(logits, rows). rows is only read
+	// during the call.
+	SampleRowsAsync(logits Tensor, rows []SampleRow) PendingSamples
+}
+
+// PreparedRowSampler is a RowSampler that can start a step's recorded
+// work on the device before the step's sampling parameters are known: a
+// constrained row's mask depends on the tokens so far only, so the host
+// computes it while the device runs the forward, and the SampleRows call
+// that follows adds only the sampling.
+type PreparedRowSampler interface {
+	RowSampler
+	// LaunchRecorded starts the work recorded so far without waiting for
+	// it. A failure stays for the next SampleRows or Sync to report.
+	LaunchRecorded()
+}

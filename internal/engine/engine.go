@@ -129,8 +129,8 @@ type Config struct {
 	// has recurrent layers (see New).
 	DisablePrefixCache bool
 
-	// RunAhead selects pipelined greedy decode (pipeline.go): by default
-	// on when the backend queues steps asynchronously.
+	// RunAhead selects pipelined decode (pipeline.go): by default on when
+	// the backend queues steps asynchronously.
 	RunAhead RunAheadMode
 
 	// OnFinish is called once per finished request (any reason), from the
@@ -186,6 +186,8 @@ type Engine struct {
 	newSampler func(p sample.Params, vocab int) Sampler
 	workers    int  // goroutines for parallel sampling
 	runAhead   bool // pipelined greedy decode (pipeline.go)
+	// sampleAhead: sampled steps run ahead too (sampledAhead rows).
+	sampleAhead bool
 
 	mu      sync.Mutex
 	inbox   []*request // submitted, not yet seen by the loop
@@ -287,12 +289,12 @@ func New(m Model, cfg Config) (*Engine, error) {
 		sched:      s,
 		newSampler: func(p sample.Params, vocab int) Sampler { return sample.New(p, vocab) },
 		workers:    max(1, runtime.GOMAXPROCS(0)),
-		runAhead:   runsAhead(m, cfg.RunAhead),
 		wake:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
 		done:       make(chan struct{}),
 		reqs:       map[kvcache.SeqID]*request{},
 	}
+	e.runAhead, e.sampleAhead = runsAhead(m, cfg.RunAhead)
 	e.stats.KVBlocksTotal = cfg.NumBlocks
 	return e, nil
 }
@@ -500,10 +502,11 @@ type Stats struct {
 
 	Steps, PrefillTokens, DecodeTokens uint64
 	// RunAheadSteps counts the decode steps queued before the previous
-	// step's ids came back (pipelined greedy decode); DecodeTokens counts
-	// only the tokens emitted.
-	RunAheadSteps uint64
-	Preemptions   uint64
+	// step's ids came back (pipelined decode), RunAheadSampled those of
+	// them that sampled on the device; DecodeTokens counts only the
+	// tokens emitted.
+	RunAheadSteps, RunAheadSampled uint64
+	Preemptions                    uint64
 	// PrefixCacheQueries is the tokens of admitted sequences looked up in
 	// the prefix cache, PrefixCacheHits how many were found there and not
 	// computed (as vLLM's prefix_cache_queries/hits; re-admissions after a

@@ -63,7 +63,8 @@ func BenchmarkEngineDecodeStep(bm *testing.B) {
 // instantRowModel is instantModel sampling on its "backend": ForwardSample
 // answers at once with the token after each row's position, so a
 // benchmark over it measures the engine's host work of a sampled or
-// constrained step (which cannot run ahead).
+// constrained step. Its asynchronous and prepared forms answer at once
+// too (the engine's side of run-ahead and of the prepared path).
 type instantRowModel struct{ instantModel }
 
 func (instantRowModel) CanSampleRows() bool { return true }
@@ -79,6 +80,41 @@ func (m instantRowModel) ForwardSample(b *backend.Batch, _ backend.KVStore, rows
 	return out, nil
 }
 
+func (m instantRowModel) ForwardArgmaxAsync(b *backend.Batch, kv backend.KVStore) (backend.PendingIDs, error) {
+	ids, err := m.ForwardArgmax(b, kv)
+	return backend.ReadyIDs{IDs: ids, Err: err}, err
+}
+
+func (m instantRowModel) ForwardSampleAsync(b *backend.Batch, kv backend.KVStore, rows []backend.SampleRow) (backend.PendingSamples, error) {
+	res, err := m.ForwardSample(b, kv, rows)
+	return backend.ReadySamples{Rows: res, Err: err}, err
+}
+
+// ForwardQueued hands the batch over as the "logits" SampleQueued samples
+// (the engine samples a queued step before it builds the next batch).
+func (m instantRowModel) ForwardQueued(b *backend.Batch, _ backend.KVStore) (backend.Tensor, error) {
+	return instantLogits{b: b}, nil
+}
+
+func (m instantRowModel) SampleQueued(logits backend.Tensor, rows []backend.SampleRow) (backend.PendingSamples, error) {
+	res, err := m.ForwardSample(logits.(instantLogits).b, nil, rows)
+	return backend.ReadySamples{Rows: res, Err: err}, err
+}
+
+// instantLogits is instantRowModel's queued step.
+type instantLogits struct {
+	backend.Tensor
+	b *backend.Batch
+}
+
+func (m instantRowModel) ForwardSamplePrepared(b *backend.Batch, kv backend.KVStore, prepare func() ([]backend.SampleRow, error)) ([]backend.Sampled, error) {
+	rows, err := prepare()
+	if err != nil {
+		return nil, err
+	}
+	return m.ForwardSample(b, kv, rows)
+}
+
 // cachedMask is a constraint whose mask is a copy of a precomputed one,
 // as a grammar's warm state is (grammar.Matcher.Mask).
 type cachedMask struct{ mask []uint64 }
@@ -87,22 +123,25 @@ func (c cachedMask) Mask(allowed []uint64) error { copy(allowed, c.mask); return
 func (c cachedMask) Accept(int32) error          { return nil }
 
 // BenchmarkEngineStep64 is the engine's host time per step of 64 decoding
-// sequences on the row-sampling path, plain sampled and constrained (a
-// 128k-vocabulary mask a row): the time a GPU step waits on between
-// steps when it cannot run ahead.
+// sequences on the row-sampling path, sampled and constrained (a
+// 128k-vocabulary mask a row), one step at a time and running ahead. One
+// at a time, a GPU waits on this between steps (a constrained step's masks
+// excepted: they overlap its forward); running ahead, it overlaps the
+// GPU's step instead.
 func BenchmarkEngineStep64(bm *testing.B) {
 	const vocab, seqs, tokens = 128256, 64, 256
 	full := make([]uint64, (vocab+63)/64)
 	for i := range full {
 		full[i] = ^uint64(0)
 	}
-	for _, constrained := range []bool{false, true} {
-		name := "sampled"
-		if constrained {
-			name = "constrained"
-		}
-		bm.Run(name, func(bm *testing.B) {
-			e, err := New(instantRowModel{instantModel{vocab: vocab}}, Config{Parallel: seqs, NumBlocks: 8192, MaxContext: 4096})
+	for _, c := range []struct {
+		name        string
+		ahead       RunAheadMode
+		constrained bool
+	}{{"sampled", RunAheadOff, false}, {"sampled-ahead", RunAheadAlways, false}, {"constrained", RunAheadOff, true},
+		{"constrained-ahead", RunAheadAlways, true}} {
+		bm.Run(c.name, func(bm *testing.B) {
+			e, err := New(instantRowModel{instantModel{vocab: vocab}}, Config{Parallel: seqs, NumBlocks: 8192, MaxContext: 4096, RunAhead: c.ahead})
 			if err != nil {
 				bm.Fatal(err)
 			}
@@ -114,7 +153,7 @@ func BenchmarkEngineStep64(bm *testing.B) {
 				for range seqs {
 					r := Request{Prompt: []int32{1, 2, 3}, MaxTokens: tokens, IgnoreEOS: true}
 					r.Params.Temperature = 0.7
-					if constrained {
+					if c.constrained {
 						r.Constraint = cachedMask{full}
 					}
 					s, err := e.Submit(context.Background(), r)
@@ -127,6 +166,11 @@ func BenchmarkEngineStep64(bm *testing.B) {
 					for range s.Events() {
 					}
 				}
+			}
+			bm.StopTimer()
+			st := e.Stats()
+			if ahead := st.RunAheadSampled > 0; ahead != (c.ahead == RunAheadAlways) {
+				bm.Fatalf("%d sampled steps ran ahead", st.RunAheadSampled)
 			}
 			bm.ReportMetric(float64(bm.Elapsed().Microseconds())/float64(bm.N*tokens), "us/step")
 		})

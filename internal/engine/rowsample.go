@@ -28,10 +28,18 @@ type rowSampling interface {
 	ForwardSample(b *backend.Batch, kv backend.KVStore, rows []backend.SampleRow) ([]backend.Sampled, error)
 }
 
+// preparedSampling is a model that launches a step's forward before its
+// rows are known (*model.Model): prepare computes the constrained rows'
+// masks while the device runs the forward.
+type preparedSampling interface {
+	ForwardSamplePrepared(b *backend.Batch, kv backend.KVStore, prepare func() ([]backend.SampleRow, error)) ([]backend.Sampled, error)
+}
+
 // rowSampleable reports whether r's next token can be sampled by the
 // backend: the logit bias stays on the host path. A constraint's mask
 // travels with the row (SampleRow.Allowed): it depends only on the tokens
-// so far, so it is computed before the step and the logits never come
+// so far, so it is computed while the step's forward runs (or before it,
+// on a model without ForwardSamplePrepared) and the logits never come
 // back.
 func rowSampleable(r *Request) bool {
 	return len(r.Params.LogitBias) == 0
@@ -39,7 +47,9 @@ func rowSampleable(r *Request) bool {
 
 // trySampleRows runs the step through the model's row sampling when the
 // backend samples and every sampled row is rowSampleable; ok is false when
-// the logits path must run instead.
+// the logits path must run instead. A constrained row whose mask fails
+// has its request ended here with the constraint's error, and its token
+// is dropped.
 func (e *Engine) trySampleRows(plan *sched.Plan, b *backend.Batch) (res []sample.Result, ok bool, err error) {
 	m, can := e.m.(rowSampling)
 	if !can || len(b.LogitRows) == 0 || !m.CanSampleRows() {
@@ -60,7 +70,8 @@ func (e *Engine) trySampleRows(plan *sched.Plan, b *backend.Batch) (res []sample
 		}
 		rows = append(rows, r.sampleRow())
 	}
-	if !e.maskRows(masked, rows) {
+	pm, prepared := e.m.(preparedSampling)
+	if len(masked) > 0 && !prepared && !e.maskRows(masked, rows) {
 		return nil, false, nil // the host path reports the constraint's error
 	}
 	defer func() {
@@ -68,14 +79,32 @@ func (e *Engine) trySampleRows(plan *sched.Plan, b *backend.Batch) (res []sample
 			err = fmt.Errorf("panic: %v", p)
 		}
 	}()
-	got, err := m.ForwardSample(b, e.kvStore, rows)
+	var got []backend.Sampled
+	if len(masked) > 0 && prepared {
+		got, err = pm.ForwardSamplePrepared(b, e.kvStore, func() ([]backend.SampleRow, error) {
+			e.maskRows(masked, rows)
+			return rows, nil
+		})
+	} else {
+		got, err = m.ForwardSample(b, e.kvStore, rows)
+	}
 	if err == nil && len(got) != len(rows) {
 		err = fmt.Errorf("model returned %d tokens for %d rows", len(got), len(rows))
 	}
 	if err != nil {
 		return nil, true, err
 	}
-	res = make([]sample.Result, len(got))
+	for _, j := range masked {
+		if j.err != nil { // sampled unmasked: never emitted
+			e.finish(j.r, FinishError, fmt.Errorf("engine: constraint: %w", j.err), nil)
+		}
+	}
+	return sampledResults(got), true, nil
+}
+
+// sampledResults converts a backend's tokens to the sampler's results.
+func sampledResults(got []backend.Sampled) []sample.Result {
+	res := make([]sample.Result, len(got))
 	for i, g := range got {
 		res[i] = sample.Result{ID: g.ID, Logprob: g.Logprob}
 		if len(g.Top) > 0 {
@@ -85,7 +114,7 @@ func (e *Engine) trySampleRows(plan *sched.Plan, b *backend.Batch) (res []sample
 			}
 		}
 	}
-	return res, true, nil
+	return res
 }
 
 // maskJob is a constrained request's row in a row-sampled step.
@@ -98,8 +127,8 @@ type maskJob struct {
 // maskRows writes each constrained row's mask (its request's own buffer)
 // into rows[j.row].Allowed, in parallel as sampleAll samples: a grammar's
 // mask is a cached copy, but 64 rows of a 128k vocabulary are 1 MB. It
-// reports false when a constraint failed: its request then takes the host
-// path, which asks again and ends it with the error.
+// reports false when a constraint failed (that job's err; its row keeps
+// no mask).
 func (e *Engine) maskRows(jobs []maskJob, rows []backend.SampleRow) bool {
 	words := (e.vocab + 63) / 64
 	run := func(j *maskJob) {

@@ -136,14 +136,26 @@ type rowCounter struct {
 	masked *int
 }
 
-func (m rowCounter) ForwardSample(b *backend.Batch, kv backend.KVStore, rows []backend.SampleRow) ([]backend.Sampled, error) {
+func (m rowCounter) count(rows []backend.SampleRow) {
 	for _, r := range rows {
 		if r.Allowed != nil {
 			*m.masked++
 			break
 		}
 	}
+}
+
+func (m rowCounter) ForwardSample(b *backend.Batch, kv backend.KVStore, rows []backend.SampleRow) ([]backend.Sampled, error) {
+	m.count(rows)
 	return m.Model.ForwardSample(b, kv, rows)
+}
+
+func (m rowCounter) ForwardSamplePrepared(b *backend.Batch, kv backend.KVStore, prepare func() ([]backend.SampleRow, error)) ([]backend.Sampled, error) {
+	return m.Model.ForwardSamplePrepared(b, kv, func() ([]backend.SampleRow, error) {
+		rows, err := prepare()
+		m.count(rows)
+		return rows, err
+	})
 }
 
 // TestRowSamplingConstrained: constrained requests sample on the backend

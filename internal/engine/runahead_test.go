@@ -2,11 +2,13 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/engine/enginetest"
+	"github.com/mlxcel/mlxcel/internal/sample"
 )
 
 // TestRunAheadMatchesStepByStep: greedy decode with each step queued
@@ -64,14 +66,26 @@ func TestRunAheadMatchesStepByStep(t *testing.T) {
 
 // TestRunAheadStopsForCancelAndArrivals: a request cancelled while steps
 // run ahead ends and frees its blocks, and a request submitted meanwhile
-// is admitted; the others keep their step-by-step output.
+// is admitted; the others keep their step-by-step output, greedy and
+// seeded sampled (the steps ahead then sample on the device).
 func TestRunAheadStopsForCancelAndArrivals(t *testing.T) {
 	m := loadStories(t)
+	seed := uint64(77)
+	for _, p := range []sample.Params{{}, {Temperature: 0.9, TopP: 0.95, Seed: &seed}} {
+		t.Run(fmt.Sprintf("temperature %g", p.Temperature), func(t *testing.T) { runAheadCancel(t, m, p) })
+	}
+}
+
+func runAheadCancel(t *testing.T, m engine.Model, p sample.Params) {
 	base := []engine.Request{
 		{Prompt: []int32{1, 40, 41}, MaxTokens: 60, IgnoreEOS: true},
 		{Prompt: []int32{1, 90}, MaxTokens: 60, IgnoreEOS: true},
 	}
 	late := engine.Request{Prompt: []int32{1, 300, 301, 302}, MaxTokens: 20, IgnoreEOS: true}
+	for i := range base {
+		base[i].Params = p
+	}
+	late.Params = p
 	ref, err := engine.New(m, engine.Config{Parallel: 3, RunAhead: engine.RunAheadOff})
 	if err != nil {
 		t.Fatal(err)
@@ -124,8 +138,13 @@ func TestRunAheadStopsForCancelAndArrivals(t *testing.T) {
 	if !slices.Equal(first, want[0].Tokens) || !slices.Equal(lateTokens, want[1].Tokens) {
 		t.Errorf("outputs differ from step by step:\n%v\n%v\nlate %v\n%v", first, want[0].Tokens, lateTokens, want[1].Tokens)
 	}
-	if st := e.Stats(); st.KVBlocksUsed != 0 || st.RunAheadSteps == 0 || st.Cancelled != 1 || st.Finished != 3 {
+	e.Stop()
+	st := e.Stats()
+	if st.KVBlocksUsed != 0 || st.RunAheadSteps == 0 || st.Cancelled != 1 || st.Finished != 3 {
 		t.Errorf("after all ended: %d blocks in use, %d steps run ahead, %d cancelled, %d finished", st.KVBlocksUsed,
 			st.RunAheadSteps, st.Cancelled, st.Finished)
+	}
+	if sampled := p.Temperature > 0; sampled != (st.RunAheadSampled > 0) {
+		t.Errorf("%d sampled steps run ahead at temperature %g", st.RunAheadSampled, p.Temperature)
 	}
 }

@@ -248,28 +248,52 @@ func (m *Model) CanSampleRows() bool {
 // on the backend: only the ids and the logprobs asked for come back, as
 // ForwardArgmax's ids do (the logits of the rows stay where they are).
 func (m *Model) ForwardSample(b *backend.Batch, kv backend.KVStore, rows []backend.SampleRow) ([]backend.Sampled, error) {
+	return m.ForwardSamplePrepared(b, kv, func() ([]backend.SampleRow, error) { return rows, nil })
+}
+
+// ForwardSamplePrepared is ForwardSample with the rows supplied by
+// prepare, called once the step's forward is on its way: on a
+// backend.PreparedRowSampler the device runs the forward while prepare
+// works (a constrained row's mask, which needs only the tokens so far),
+// and the sampling follows. A prepare failure ends the step with it.
+func (m *Model) ForwardSamplePrepared(b *backend.Batch, kv backend.KVStore, prepare func() ([]backend.SampleRow, error)) ([]backend.Sampled, error) {
 	rs, ok := m.be.(backend.RowSampler)
 	if !ok {
 		return nil, fmt.Errorf("backend %s does not sample rows", m.be.Name())
 	}
-	if len(rows) != len(b.LogitRows) {
-		return nil, fmt.Errorf("%d sampling rows for %d logit rows", len(rows), len(b.LogitRows))
-	}
 	logits, err := m.forward(b, kv)
 	if err != nil || logits == nil {
+		return nil, err
+	}
+	if p, ok := m.be.(backend.PreparedRowSampler); ok {
+		p.LaunchRecorded()
+	}
+	rows, err := prepare()
+	if err == nil && len(rows) != len(b.LogitRows) {
+		err = fmt.Errorf("%d sampling rows for %d logit rows", len(rows), len(b.LogitRows))
+	}
+	if err != nil {
+		_ = m.be.Sync() // the forward's writes land; its own failure is secondary
 		return nil, err
 	}
 	res, err := rs.SampleRows(logits, rows)
 	if err != nil {
 		return nil, err
 	}
-	if _, async := m.be.(backend.AsyncArgmaxer); !async {
-		m.fed = make([]int32, len(res))
-		for i, r := range res {
-			m.fed[i] = r.ID
-		}
-	}
+	m.keepFed(res)
 	return res, m.be.Sync()
+}
+
+// keepFed keeps a sampled step's ids for the FeedTokens of the next step
+// on a backend that does not resolve them itself.
+func (m *Model) keepFed(res []backend.Sampled) {
+	if _, async := m.be.(backend.AsyncArgmaxer); async {
+		return
+	}
+	m.fed = make([]int32, len(res))
+	for i, r := range res {
+		m.fed[i] = r.ID
+	}
 }
 
 // ForwardArgmaxAsync queues one step and its argmax without waiting for
@@ -281,20 +305,9 @@ func (m *Model) ForwardSample(b *backend.Batch, kv backend.KVStore, rows []backe
 func (m *Model) ForwardArgmaxAsync(b *backend.Batch, kv backend.KVStore) (backend.PendingIDs, error) {
 	a, async := m.be.(backend.AsyncArgmaxer)
 	if !async {
-		if slices.ContainsFunc(b.Tokens, func(id int32) bool { return id < 0 }) {
-			resolved := *b
-			resolved.Tokens = slices.Clone(b.Tokens)
-			for i, id := range resolved.Tokens {
-				if j, fed := backend.FedRow(id); fed {
-					if j >= len(m.fed) {
-						return nil, fmt.Errorf("feed token for argmax row %d, but the last argmax had %d rows", j, len(m.fed))
-					}
-					// A non-finite row's successor embeds token 0: the
-					// engine fails that request and drops the step's result.
-					resolved.Tokens[i] = max(m.fed[j], 0)
-				}
-			}
-			b = &resolved
+		b, err := m.resolveFed(b)
+		if err != nil {
+			return nil, err
 		}
 		ids, err := m.ForwardArgmax(b, kv)
 		return backend.ReadyIDs{IDs: ids, Err: err}, err
@@ -307,6 +320,93 @@ func (m *Model) ForwardArgmaxAsync(b *backend.Batch, kv backend.KVStore) (backen
 		return backend.ReadyIDs{}, nil
 	}
 	return a.ArgmaxAsync(logits), nil
+}
+
+// ForwardSampleAsync is ForwardSample without waiting for the tokens, as
+// ForwardArgmaxAsync is ForwardArgmax: the next step may name them with
+// backend.FeedToken. rows is only read during the call. Backends without
+// AsyncRowSampler run the step synchronously and resolve FeedTokens on
+// the host.
+func (m *Model) ForwardSampleAsync(b *backend.Batch, kv backend.KVStore, rows []backend.SampleRow) (backend.PendingSamples, error) {
+	a, async := m.be.(backend.AsyncRowSampler)
+	if !async {
+		b, err := m.resolveFed(b)
+		if err != nil {
+			return nil, err
+		}
+		res, err := m.ForwardSample(b, kv, rows)
+		return backend.ReadySamples{Rows: res, Err: err}, err
+	}
+	if len(rows) != len(b.LogitRows) {
+		return nil, fmt.Errorf("%d sampling rows for %d logit rows", len(rows), len(b.LogitRows))
+	}
+	logits, err := m.forward(b, kv)
+	if err != nil {
+		return nil, err
+	}
+	if logits == nil {
+		return backend.ReadySamples{}, nil
+	}
+	return a.SampleRowsAsync(logits, rows), nil
+}
+
+// ForwardQueued queues one step's forward and returns its logits where
+// they are, for SampleQueued once the rows' parameters are known: a
+// constrained row's mask, or a penalised row's history, needs the
+// previous step's token, which this step may name with a FeedToken. The
+// logits stay valid until the next step is recorded; sample them first.
+func (m *Model) ForwardQueued(b *backend.Batch, kv backend.KVStore) (backend.Tensor, error) {
+	if _, ok := m.be.(backend.RowSampler); !ok || len(b.LogitRows) == 0 {
+		return nil, fmt.Errorf("backend %s does not sample rows, or the step has no logit rows", m.be.Name())
+	}
+	b, err := m.resolveFed(b)
+	if err != nil {
+		return nil, err
+	}
+	logits, err := m.forward(b, kv)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := m.be.(backend.PreparedRowSampler); ok {
+		p.LaunchRecorded()
+	}
+	return logits, nil
+}
+
+// SampleQueued samples ForwardQueued's logits with rows, without waiting
+// on a backend.AsyncRowSampler (synchronously elsewhere); the ids become
+// the rows the next step's FeedTokens name.
+func (m *Model) SampleQueued(logits backend.Tensor, rows []backend.SampleRow) (backend.PendingSamples, error) {
+	if a, ok := m.be.(backend.AsyncRowSampler); ok {
+		return a.SampleRowsAsync(logits, rows), nil
+	}
+	res, err := m.be.(backend.RowSampler).SampleRows(logits, rows)
+	if err == nil {
+		m.keepFed(res)
+		err = m.be.Sync()
+	}
+	return backend.ReadySamples{Rows: res, Err: err}, err
+}
+
+// resolveFed replaces b's FeedTokens with the last step's ids kept on the
+// host (backends without AsyncArgmaxer); b itself is left as it is.
+func (m *Model) resolveFed(b *backend.Batch) (*backend.Batch, error) {
+	if _, async := m.be.(backend.AsyncArgmaxer); async || !slices.ContainsFunc(b.Tokens, func(id int32) bool { return id < 0 }) {
+		return b, nil
+	}
+	resolved := *b
+	resolved.Tokens = slices.Clone(b.Tokens)
+	for i, id := range resolved.Tokens {
+		if j, fed := backend.FedRow(id); fed {
+			if j >= len(m.fed) {
+				return nil, fmt.Errorf("feed token for argmax row %d, but the last argmax had %d rows", j, len(m.fed))
+			}
+			// A non-finite row's successor embeds token 0: the
+			// engine fails that request and drops the step's result.
+			resolved.Tokens[i] = max(m.fed[j], 0)
+		}
+	}
+	return &resolved, nil
 }
 
 // forward runs the layers and the head; it returns nil when no logits

@@ -140,7 +140,8 @@ func newMetrics(stats func() (engine.Stats, bool)) *metrics {
 	engineCounter("mlxcel_engine_steps_total", "Engine steps (forward passes).", func(s engine.Stats) uint64 { return s.Steps })
 	engineCounter("mlxcel_engine_prefill_tokens_total", "Prompt tokens processed by the engine (recomputed ones included).", func(s engine.Stats) uint64 { return s.PrefillTokens })
 	engineCounter("mlxcel_engine_decode_tokens_total", "Decode tokens processed by the engine.", func(s engine.Stats) uint64 { return s.DecodeTokens })
-	engineCounter("mlxcel_engine_run_ahead_steps_total", "Greedy decode steps queued before the previous step's tokens were read (run-ahead).", func(s engine.Stats) uint64 { return s.RunAheadSteps })
+	engineCounter("mlxcel_engine_run_ahead_steps_total", "Decode steps queued before the previous step's tokens were read (run-ahead).", func(s engine.Stats) uint64 { return s.RunAheadSteps })
+	engineCounter("mlxcel_engine_run_ahead_sampled_steps_total", "Run-ahead steps that sampled on the device (temperature, top-p, ...).", func(s engine.Stats) uint64 { return s.RunAheadSampled })
 	engineCounter("mlxcel_engine_preemptions_total", "Sequences preempted (KV freed, recomputed later) for lack of KV blocks.", func(s engine.Stats) uint64 { return s.Preemptions })
 	// Like vllm:prefix_cache_queries/hits: their ratio is the hit rate.
 	engineCounter("mlxcel_prefix_cache_query_tokens_total", "Prompt tokens of admitted sequences looked up in the prefix cache (re-admissions after preemption included).", func(s engine.Stats) uint64 { return s.PrefixCacheQueries })

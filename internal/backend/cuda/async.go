@@ -20,6 +20,9 @@ import (
 //     synchronous copy that waited for the device to drain;
 //   - ArgmaxAsync writes the ids into one device buffer (feed) and queues
 //     their copy to a pinned slot, marked by an event;
+//   - SampleRowsAsync does the same for a sampled step: sample_rows writes
+//     the ids into feed too, and its ids and logprobs take the same queued
+//     copy (queueCopy);
 //   - a token given as backend.FeedToken(j) is read by the embedding
 //     kernel from feed[j], so step N+1 can be queued before step N's id
 //     reaches the host.
@@ -113,25 +116,28 @@ func (b *Backend) checkFeed(tokens []int32) error {
 	return nil
 }
 
-// idSlot receives one argmax's ids; p is that argmax until collected.
+// idSlot receives one queued copy of a step's results (an argmax's ids,
+// a sampling's ids and logprobs); p is that copy until collected.
 type idSlot struct {
 	pinnedSlot
-	p *pendingIDs
+	p *pendingCopy
 }
 
-// pendingIDs is a queued argmax (backend.PendingIDs).
-type pendingIDs struct {
-	b    *Backend
-	slot *idSlot
-	rows int
-	seq  uint64 // b.queued right after its copy: equal at collection means nothing runs behind it
-	ids  []int32
-	err  error
-	done bool
+// pendingCopy is n words of results on their way to the host: the part
+// of a queued argmax or sampling (backend.PendingIDs, PendingSamples)
+// that both share.
+type pendingCopy struct {
+	b     *Backend
+	slot  *idSlot
+	n     int
+	seq   uint64 // b.queued right after its copy: equal at collection means nothing runs behind it
+	words []int32
+	err   error
+	done  bool
 }
 
-// Wait returns the ids, and the first failure since the last Sync.
-func (p *pendingIDs) Wait() ([]int32, error) {
+// wait returns the words, and the first failure since the last Sync.
+func (p *pendingCopy) wait() ([]int32, error) {
 	b := p.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -143,35 +149,28 @@ func (p *pendingIDs) Wait() ([]int32, error) {
 	if err == nil {
 		err, b.err = b.err, nil
 	}
-	return p.ids, err
+	return p.words, err
 }
 
-// collect waits for p's copy and moves its ids off the pinned slot.
-func (b *Backend) collect(p *pendingIDs) {
+// collect waits for p's copy and moves its words off the pinned slot.
+func (b *Backend) collect(p *pendingCopy) {
 	s := p.slot
 	p.err = b.d.Call("cuEventSynchronize", b.d.EventSynchronize, s.ev)
 	s.used, s.p, p.done = false, nil, true
-	p.ids = make([]int32, p.rows)
-	copy(p.ids, unsafe.Slice((*int32)(unsafe.Pointer(&s.buf[0])), p.rows))
+	p.words = make([]int32, p.n)
+	copy(p.words, unsafe.Slice((*int32)(unsafe.Pointer(&s.buf[0])), p.n))
 	if p.seq == b.queued {
 		b.idle.drained() // nothing was queued behind it: the device waits from here
 	}
 }
 
-// ArgmaxAsync queues the argmax of each row of x (backend.AsyncArgmaxer).
-func (b *Backend) ArgmaxAsync(x backend.Tensor) backend.PendingIDs {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t := b.tt(x)
-	p := &pendingIDs{b: b, rows: t.rows, ids: []int32{}, done: true}
-	if t.rows == 0 {
-		return p
-	}
-	defer b.bind()()
-	if err := b.argmaxInto(t); err != nil {
-		b.fail(err)
-	}
+// queueCopy flushes what was recorded and queues a copy of n words at src
+// to the next pinned id slot, behind it on the stream. A failure so far
+// (sticky b.err) is the pending copy's. Call with mu held and the context
+// bound.
+func (b *Backend) queueCopy(src uintptr, n int) *pendingCopy {
 	b.flush()
+	p := &pendingCopy{b: b, n: n, words: []int32{}, done: true}
 	if b.err != nil {
 		p.err, b.err = b.err, nil
 		return p
@@ -179,11 +178,11 @@ func (b *Backend) ArgmaxAsync(x backend.Tensor) backend.PendingIDs {
 	s := &b.idSlots[b.nextID]
 	b.nextID = (b.nextID + 1) % len(b.idSlots)
 	if s.p != nil {
-		b.collect(s.p) // an argmax nobody waited for yet: its ids move to its pendingIDs
+		b.collect(s.p) // a copy nobody waited for yet: its words move to its pendingCopy
 	}
-	err := b.ready(&s.pinnedSlot, 4*t.rows)
+	err := b.ready(&s.pinnedSlot, 4*n)
 	if err == nil {
-		err = b.d.Call("cuMemcpyDtoHAsync", b.d.MemcpyDtoHAsync, uintptr(unsafe.Pointer(&s.buf[0])), b.feed.ptr, uintptr(4*t.rows), b.strm)
+		err = b.d.Call("cuMemcpyDtoHAsync", b.d.MemcpyDtoHAsync, uintptr(unsafe.Pointer(&s.buf[0])), src, uintptr(4*n), b.strm)
 	}
 	if err == nil {
 		err = b.marked(&s.pinnedSlot)
@@ -192,10 +191,34 @@ func (b *Backend) ArgmaxAsync(x backend.Tensor) backend.PendingIDs {
 		p.err = err
 		return p
 	}
-	p.slot, p.seq, p.done, p.ids = s, b.queued, false, nil
+	p.slot, p.seq, p.done, p.words = s, b.queued, false, nil
 	s.p = p
-	b.feedRows = t.rows
 	return p
+}
+
+// pendingIDs is a queued argmax (backend.PendingIDs).
+type pendingIDs struct{ *pendingCopy }
+
+// Wait returns the ids, and the first failure since the last Sync.
+func (p pendingIDs) Wait() ([]int32, error) { return p.wait() }
+
+// ArgmaxAsync queues the argmax of each row of x (backend.AsyncArgmaxer).
+func (b *Backend) ArgmaxAsync(x backend.Tensor) backend.PendingIDs {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.tt(x)
+	if t.rows == 0 {
+		return pendingIDs{&pendingCopy{b: b, words: []int32{}, done: true}}
+	}
+	defer b.bind()()
+	if err := b.argmaxInto(t); err != nil {
+		b.fail(err)
+	}
+	p := b.queueCopy(b.feed.ptr, t.rows)
+	if p.err == nil {
+		b.feedRows = t.rows
+	}
+	return pendingIDs{p}
 }
 
 // Argmax runs ArgmaxAsync and waits. A failure stays for Sync to report.
@@ -218,6 +241,7 @@ func (b *Backend) closeAsync() {
 	for i := range b.idSlots {
 		b.freeSlot(&b.idSlots[i].pinnedSlot, true)
 	}
-	b.freeSlot(&b.sampleIn, true)
-	b.freeSlot(&b.sampleOut, true)
+	for i := range b.sampleIn {
+		b.freeSlot(&b.sampleIn[i], true)
+	}
 }

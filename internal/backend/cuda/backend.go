@@ -90,12 +90,14 @@ type Backend struct {
 	feedRows int           // rows of that argmax
 	inSlots  [3]pinnedSlot // BeginStep's uploads, in turn
 	nextIn   int
-	idSlots  [4]idSlot // ArgmaxAsync's copies to the host, in turn
+	idSlots  [4]idSlot // ArgmaxAsync's and SampleRowsAsync's copies to the host, in turn
 	nextID   int
-	// SampleRows' parameter upload and result copy (sample.go).
-	sampleIn, sampleOut pinnedSlot
-	queued              uint64 // copies and flushes queued on the stream so far
-	err                 error  // first asynchronous failure, sticky
+	// SampleRowsAsync's parameter uploads, in turn (sample.go): two, so a
+	// step queued ahead does not wait for the running step's upload.
+	sampleIn     [2]pinnedSlot
+	nextSampleIn int
+	queued       uint64 // copies and flushes queued on the stream so far
+	err          error  // first asynchronous failure, sticky
 }
 
 type devBuf struct {

@@ -5,7 +5,6 @@ package cuda
 import (
 	"fmt"
 	"math"
-	"unsafe"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/sample"
@@ -16,6 +15,13 @@ import (
 // penalised rows' token histories), runs one block per logit row, and
 // copies back the ids and logprobs: 8 + 8*logprobs bytes a row instead of
 // the 512 KB of a 128k-vocabulary row of logits.
+
+// The engine finds these by type assertion: a lost method would silently
+// turn sampled run-ahead and the prepared constrained step off.
+var (
+	_ backend.AsyncRowSampler    = (*Backend)(nil)
+	_ backend.PreparedRowSampler = (*Backend)(nil)
+)
 
 // sampleParamWords is the words of one row's parameters (SAMPLE_PARAMS).
 const sampleParamWords = 16
@@ -121,17 +127,27 @@ func penalised(r *backend.SampleRow) bool {
 	return rep != 1 || pres != 0 || freq != 0
 }
 
-// sampleResults reads sample_rows' output (os words a row).
-func sampleResults(out []int32, rows []backend.SampleRow, cols, os int) []backend.Sampled {
-	res := make([]backend.Sampled, len(rows))
+// sampleTops is each row's count of top logprobs to return.
+func sampleTops(rows []backend.SampleRow, cols int) []int {
+	tops := make([]int, len(rows))
 	for i := range rows {
+		tops[i] = min(max(rows[i].Logprobs, 0), sample.MaxLogprobs, cols)
+	}
+	return tops
+}
+
+// sampleResults reads sample_rows' output (os words a row, tops[i] top
+// logprobs in row i).
+func sampleResults(out []int32, tops []int, os int) []backend.Sampled {
+	res := make([]backend.Sampled, len(tops))
+	for i, n := range tops {
 		o := out[os*i : os*(i+1)]
 		res[i] = backend.Sampled{ID: o[0], Logprob: math.Float32frombits(uint32(o[1]))}
 		if o[0] == backend.NonFiniteRow {
 			res[i].Logprob = 0
 			continue
 		}
-		if n := min(max(rows[i].Logprobs, 0), sample.MaxLogprobs, cols); n > 0 {
+		if n > 0 {
 			res[i].Top = make([]backend.TokenLogprob, n)
 			for j := range n {
 				res[i].Top[j] = backend.TokenLogprob{ID: o[2+2*j], Logprob: math.Float32frombits(uint32(o[3+2*j]))}
@@ -141,39 +157,69 @@ func sampleResults(out []int32, rows []backend.SampleRow, cols, os int) []backen
 	return res
 }
 
-// SampleRows samples each row of x with rows (backend.RowSampler). The
-// step's recorded launches and the sampling kernel go out together, so a
-// decode step that samples is still one graph; the parameters travel by an
-// asynchronous copy queued before it, and only the results are waited for.
-// The ids also land in the feed buffer, where FeedTokens name them.
+// SampleRows samples each row of x with rows (backend.RowSampler): it
+// queues the sampling and waits for it.
 func (b *Backend) SampleRows(x backend.Tensor, rows []backend.SampleRow) ([]backend.Sampled, error) {
+	return b.SampleRowsAsync(x, rows).Wait()
+}
+
+// pendingSamples is a queued sampling (backend.PendingSamples): the copy
+// of its output words, read back by sampleResults.
+type pendingSamples struct {
+	c    *pendingCopy
+	tops []int
+	os   int
+}
+
+func (p pendingSamples) Wait() ([]backend.Sampled, error) {
+	words, err := p.c.wait()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: sampling %d rows: %w", len(p.tops), err)
+	}
+	return sampleResults(words, p.tops, p.os), nil
+}
+
+// SampleRowsAsync queues the sampling of each row of x with rows
+// (backend.AsyncRowSampler). The step's recorded launches and the sampling
+// kernel go out together, so a decode step that samples is still one
+// graph; the parameters travel by an asynchronous copy queued before it,
+// and the results come back as an argmax's ids do (queueCopy). The ids
+// also land in the feed buffer, where FeedTokens name them.
+func (b *Backend) SampleRowsAsync(x backend.Tensor, rows []backend.SampleRow) backend.PendingSamples {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := b.tt(x)
 	if len(rows) != t.rows {
-		return nil, fmt.Errorf("cuda: SampleRows got %d parameter rows for %d logit rows", len(rows), t.rows)
+		return backend.ReadySamples{Err: fmt.Errorf("cuda: SampleRows got %d parameter rows for %d logit rows", len(rows), t.rows)}
 	}
 	if t.rows == 0 {
-		return nil, nil
+		return backend.ReadySamples{}
 	}
 	if t.cols == 0 {
-		return nil, fmt.Errorf("cuda: SampleRows of empty rows")
+		return backend.ReadySamples{Err: fmt.Errorf("cuda: SampleRows of empty rows")}
 	}
 	words, os := sampleWords(rows, t.cols)
 	defer b.bind()()
 	out, err := b.sampleLaunch(t, words, os)
-	if err == nil {
-		err = b.sampleCollect(out, t.rows*os)
-	}
-	if err == nil {
-		err, b.err = b.err, nil
-	}
 	if err != nil {
-		return nil, fmt.Errorf("cuda: sampling %d rows: %w", t.rows, err)
+		b.err = nil // reported here, not again by the next Sync
+		return backend.ReadySamples{Err: fmt.Errorf("cuda: sampling %d rows: %w", t.rows, err)}
 	}
-	b.feedRows = t.rows
-	res := unsafe.Slice((*int32)(unsafe.Pointer(&b.sampleOut.buf[0])), t.rows*os)
-	return sampleResults(res, rows, t.cols, os), nil
+	p := b.queueCopy(out, t.rows*os)
+	if p.err == nil {
+		b.feedRows = t.rows
+	}
+	return pendingSamples{c: p, tops: sampleTops(rows, t.cols), os: os}
+}
+
+// LaunchRecorded starts the step recorded so far (backend.PreparedRowSampler):
+// a constrained step's forward runs while the host computes its masks, and
+// the SampleRows after it launches sample_rows alone.
+func (b *Backend) LaunchRecorded() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	defer b.bind()()
+	b.flush()
 }
 
 // sampleLaunch uploads words and records sample_rows behind the step's
@@ -193,31 +239,15 @@ func (b *Backend) sampleLaunch(t *Tensor, words []int32, os int) (uintptr, error
 	if err != nil {
 		return 0, err
 	}
-	// Nothing queued reads prm (fresh in this step's arena): the copy may
-	// run ahead of the launches still being recorded.
-	if err := b.uploadVia(&b.sampleIn, prm, words); err != nil {
+	// Nothing queued reads prm (fresh in this step's arena, and the copy
+	// is ordered on the stream behind the step before): it may be queued
+	// ahead of the launches still being recorded.
+	in := &b.sampleIn[b.nextSampleIn]
+	b.nextSampleIn = (b.nextSampleIn + 1) % len(b.sampleIn)
+	if err := b.uploadVia(in, prm, words); err != nil {
 		return 0, err
 	}
 	hist := prm + uintptr(4*sampleParamWords*t.rows)
 	b.newLaunch("sample_rows", t.rows, 1, 1, sampleThreads).p(out).p(b.feed.ptr).p(t.ptr).p(prm).p(hist).i(t.cols).i(os)
-	b.flush()
 	return out, b.err
-}
-
-// sampleCollect copies n words of results from out to the host and waits.
-func (b *Backend) sampleCollect(out uintptr, n int) error {
-	s := &b.sampleOut
-	if err := b.ready(s, 4*n); err != nil {
-		return err
-	}
-	if err := b.d.Call("cuMemcpyDtoHAsync", b.d.MemcpyDtoHAsync, uintptr(unsafe.Pointer(&s.buf[0])), out, uintptr(4*n), b.strm); err != nil {
-		return err
-	}
-	if err := b.marked(s); err != nil {
-		return err
-	}
-	s.used = false
-	err := b.d.Call("cuEventSynchronize", b.d.EventSynchronize, s.ev)
-	b.idle.drained() // nothing was queued behind the copy
-	return err
 }
