@@ -31,8 +31,9 @@ const dncLD = 68 // DNC_LD
 
 func dncKP(kd int) int { return (kd + 63) / 64 * 64 }
 
-// stageQK is dn_stage_qk for nrows rows of width w, ld apart.
-func (m *dncModel) stageQK(sq, sk []float32, ld, w int, xs []float32, row0, L, nrows, kh int) {
+// stageQK is dn_stage_qk for nrows rows of width w, ld apart, writing the
+// rows' norm factors to inv (q's at t*istride, k's after it) unless nil.
+func (m *dncModel) stageQK(sq, sk []float32, ld, w int, xs []float32, row0, L, nrows, kh int, inv []float32, istride int) {
 	p := m.p
 	C, KD := p.Channels(), p.KDim
 	qscale := float32(1 / math.Sqrt(float64(KD)))
@@ -55,15 +56,18 @@ func (m *dncModel) stageQK(sq, sk []float32, ld, w int, xs []float32, row0, L, n
 		for _, v := range src {
 			ss += v * v
 		}
-		inv := 1 / float32(math.Sqrt(float64(ss+1e-6)))
+		f := 1 / float32(math.Sqrt(float64(ss+1e-6)))
 		if isk == 0 {
-			inv *= qscale
+			f *= qscale
 		}
 		for i := range w {
 			d[i] = 0
 			if i < KD {
-				d[i] = src[i] * inv
+				d[i] = src[i] * f
 			}
+		}
+		if inv != nil {
+			inv[t*istride+isk] = f
 		}
 	}
 }
@@ -93,7 +97,7 @@ func mm(out []float32, ldo int, a []float32, am, ak int, b []float32, bk, bn, K 
 }
 
 // prep is deltanet_chunk_prep for the chunk of L rows at r0 and head h.
-func (m *dncModel) prep(tb, pm, cum, xs, a, b []float32, r0, L, h int) {
+func (m *dncModel) prep(tb, pm, cum, invn, xs, a, b []float32, r0, L, h int) {
 	p := m.p
 	vh, kd := p.VHeads, p.KDim
 	ldk := dncKP(kd) + 4
@@ -101,7 +105,11 @@ func (m *dncModel) prep(tb, pm, cum, xs, a, b []float32, r0, L, h int) {
 	sq, sk := make([]float32, 64*ldk), make([]float32, 64*ldk)
 	sa, st := make([]float32, 64*dncLD), make([]float32, 64*dncLD)
 	sc, sb := make([]float32, 64), make([]float32, 64)
-	m.stageQK(sq, sk, ldk, ldk, xs, r0, L, 64, kh)
+	var inv []float32
+	if h%(vh/p.KHeads) == 0 {
+		inv = invn[(r0*p.KHeads+kh)*2:]
+	}
+	m.stageQK(sq, sk, ldk, ldk, xs, r0, L, 64, kh, inv, 2*p.KHeads)
 	for t := range L {
 		sc[t], sb[t] = m.gate(a, b, r0+t, h)
 	}
@@ -159,15 +167,15 @@ func (m *dncModel) prep(tb, pm, cum, xs, a, b []float32, r0, L, h int) {
 
 // scan is deltanet_chunk_scan's block for value columns j0.. of head h
 // over the sequence (start, n) whose state is S [KD][VD].
-func (m *dncModel) scan(out, xs, tb, pm, cum, S []float32, start, n, h, j0 int) {
+func (m *dncModel) scan(out, xs, tb, pm, cum, invn, S []float32, start, n, h, j0 int) {
 	p := m.p
 	vh, kd, vd := p.VHeads, p.KDim, p.VDim
 	C, kp := p.Channels(), dncKP(kd)
 	ldk, kh := kp+4, h/(vh/p.KHeads)
 	sq, sk := make([]float32, 64*ldk), make([]float32, 64*ldk)
-	sS, sR, sV := make([]float32, kp*32), make([]float32, 64*32), make([]float32, 64*32)
+	sS, sR, sV, sVd := make([]float32, kp*32), make([]float32, 64*32), make([]float32, 64*32), make([]float32, 64*32)
 	sT, sP := make([]float32, 64*dncLD), make([]float32, 64*dncLD)
-	se, sd := make([]float32, 64), make([]float32, 64)
+	fq, fk, fd := make([]float32, 64), make([]float32, 64), make([]float32, 64)
 	for i := range kd {
 		for j := range 32 {
 			if j0+j < vd {
@@ -177,7 +185,15 @@ func (m *dncModel) scan(out, xs, tb, pm, cum, S []float32, start, n, h, j0 int) 
 	}
 	for c0 := 0; c0 < n; c0 += 64 {
 		L, r0 := min(64, n-c0), start+c0
-		m.stageQK(sq, sk, ldk, kp, xs, r0, L, 64, kh)
+		// q and k raw, zero past KDim and L (the cp.async copies).
+		clear(sq)
+		clear(sk)
+		for t := range L {
+			for i := range kd {
+				g := (r0+t)*C + kh*kd + i
+				sq[t*ldk+i], sk[t*ldk+i] = xs[g], xs[g+p.KHeads*kd]
+			}
+		}
 		clear(sR)
 		clear(sT)
 		clear(sP)
@@ -194,13 +210,13 @@ func (m *dncModel) scan(out, xs, tb, pm, cum, S []float32, start, n, h, j0 int) 
 		}
 		cL := cum[(r0+L-1)*vh+h]
 		for t := range 64 {
-			c := float32(0)
+			fq[t], fk[t], fd[t] = 0, 0, 0
 			if t < L {
-				c = cum[(r0+t)*vh+h]
-			}
-			se[t], sd[t] = float32(math.Exp(float64(c))), 0
-			if t < L {
-				sd[t] = float32(math.Exp(float64(cL - c)))
+				r := r0 + t
+				c := cum[r*vh+h]
+				q, k := invn[(r*p.KHeads+kh)*2], invn[(r*p.KHeads+kh)*2+1]
+				e, d := float32(math.Exp(float64(c))), float32(math.Exp(float64(cL-c)))
+				fq[t], fk[t], fd[t] = e*q, e*k, d*k
 			}
 		}
 		ks, qs := make([]float32, 64*32), make([]float32, 64*32)
@@ -209,12 +225,17 @@ func (m *dncModel) scan(out, xs, tb, pm, cum, S []float32, start, n, h, j0 int) 
 		o := make([]float32, 64*32)
 		for t := range 64 {
 			for j := range 32 {
-				sR[t*32+j] -= se[t] * ks[t*32+j]
-				o[t*32+j] = qs[t*32+j] * se[t]
+				sR[t*32+j] -= fk[t] * ks[t*32+j]
+				o[t*32+j] = qs[t*32+j] * fq[t]
 			}
 		}
 		clear(sV)
 		mm(sV, 32, sT, dncLD, 1, sR, 32, 1, 64)
+		for t := range 64 {
+			for j := range 32 {
+				sVd[t*32+j] = sV[t*32+j] * fd[t]
+			}
+		}
 		pv := make([]float32, 64*32)
 		mm(pv, 32, sP, dncLD, 1, sV, 32, 1, 64)
 		for t := range L {
@@ -224,15 +245,10 @@ func (m *dncModel) scan(out, xs, tb, pm, cum, S []float32, start, n, h, j0 int) 
 				}
 			}
 		}
-		for t := range 64 {
-			for i := range kp {
-				sk[t*ldk+i] *= sd[t]
-			}
-		}
 		eL := float32(math.Exp(float64(cL)))
 		for i0 := 0; i0 < kp; i0 += 64 {
 			upd := make([]float32, 64*32)
-			mm(upd, 32, sk[i0:], 1, ldk, sV, 32, 1, 64)
+			mm(upd, 32, sk[i0:], 1, ldk, sVd, 32, 1, 64)
 			for i := range 64 {
 				for j := range 32 {
 					sS[(i0+i)*32+j] = eL*sS[(i0+i)*32+j] + upd[i*32+j]
@@ -257,6 +273,7 @@ func (m *dncModel) step(out, qkv, a, b []float32, batch *backend.Batch) {
 	xs := make([]float32, len(qkv))
 	T := len(batch.Positions)
 	tb, pm, cum := make([]float32, T*vh*64), make([]float32, T*vh*64), make([]float32, T*vh)
+	invn := make([]float32, T*p.KHeads*2)
 	for _, s := range batch.Seqs {
 		st := m.state[s.Slot]
 		if batch.Positions[s.Start] == 0 {
@@ -287,13 +304,13 @@ func (m *dncModel) step(out, qkv, a, b []float32, batch *backend.Batch) {
 		}
 		for c0 := 0; c0 < s.Len; c0 += 64 {
 			for h := range vh {
-				m.prep(tb, pm, cum, xs, a, b, s.Start+c0, min(64, s.Len-c0), h)
+				m.prep(tb, pm, cum, invn, xs, a, b, s.Start+c0, min(64, s.Len-c0), h)
 			}
 		}
 		for h := range vh {
 			S := st[(K-1)*C+h*p.KDim*p.VDim : (K-1)*C+(h+1)*p.KDim*p.VDim]
 			for j0 := 0; j0 < p.VDim; j0 += 32 {
-				m.scan(out, xs, tb, pm, cum, S, s.Start, s.Len, h, j0)
+				m.scan(out, xs, tb, pm, cum, invn, S, s.Start, s.Len, h, j0)
 			}
 		}
 	}

@@ -78,9 +78,9 @@ func TestRecordDeltaChunk(t *testing.T) {
 				var g, cmin string
 				switch name {
 				case "deltanet_chunk_prep":
-					g, cmin = fmt.Sprintf("%dx%dx1 smem %d", 2*ntiles, hv, prep), fmt.Sprint(int32(l.args[12]))
+					g, cmin = fmt.Sprintf("%dx%dx1 smem %d", 2*ntiles, hv, prep), fmt.Sprint(int32(l.args[13]))
 				case "deltanet_chunk_scan":
-					g, cmin = fmt.Sprintf("4x%dx%d smem %d", hv, S, scan), fmt.Sprint(int32(l.args[11]))
+					g, cmin = fmt.Sprintf("4x%dx%d smem %d", hv, S, scan), fmt.Sprint(int32(l.args[12]))
 				case "deltanet_scan_128":
 					g, cmin = fmt.Sprintf("4x%dx%d smem 0", hv, S), fmt.Sprint(int32(l.args[12]))
 				default:
@@ -101,9 +101,9 @@ func TestRecordDeltaChunk(t *testing.T) {
 // they serve fits the H200's 227 KiB opt-in (232448 bytes).
 func TestDeltaChunkSmem(t *testing.T) {
 	for _, c := range []struct{ kd, prep, scan int }{
-		{128, 4 * (2*64*132 + 2*64*68 + 128), 4 * (2*64*132 + 128*32 + 2*64*32 + 2*64*68 + 128)},
-		{256, 4 * (2*64*260 + 2*64*68 + 128), 4 * (2*64*260 + 256*32 + 2*64*32 + 2*64*68 + 128)},
-		{24, 4 * (2*64*68 + 2*64*68 + 128), 4 * (2*64*68 + 64*32 + 2*64*32 + 2*64*68 + 128)},
+		{128, 4 * (2*64*132 + 2*64*68 + 128), 4 * (2*64*132 + 128*32 + 3*64*32 + 2*64*68 + 192)},
+		{256, 4 * (2*64*260 + 2*64*68 + 128), 4 * (2*64*260 + 256*32 + 3*64*32 + 2*64*68 + 192)},
+		{24, 4 * (2*64*68 + 2*64*68 + 128), 4 * (2*64*68 + 64*32 + 3*64*32 + 2*64*68 + 192)},
 	} {
 		prep, scan := deltaChunkSmem(c.kd)
 		if prep != c.prep || scan != c.scan || scan > 232448 {

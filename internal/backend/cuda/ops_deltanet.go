@@ -127,9 +127,9 @@ func (b *Backend) GatedDeltaNet(dst, qkv, a, bt backend.Tensor, w backend.DeltaN
 		long = long || s.Len >= cmin
 		short = short || s.Len < cmin
 	}
-	var tb, pm, cum uintptr
+	var tb, pm, cum, invn uintptr
 	if long {
-		tb, pm, cum, err = b.deltaChunkPrep(xs, at.ptr, btt.ptr, alog.w, dtb.w, cmin, T, p)
+		tb, pm, cum, invn, err = b.deltaChunkPrep(xs, at.ptr, btt.ptr, alog.w, dtb.w, cmin, T, p)
 		if err != nil {
 			b.fail(err)
 			return
@@ -144,7 +144,7 @@ func (b *Backend) GatedDeltaNet(dst, qkv, a, bt backend.Tensor, w backend.DeltaN
 	if long {
 		_, smem := deltaChunkSmem(p.KDim)
 		l := b.newLaunch("deltanet_chunk_scan", (p.VDim+deltaCols-1)/deltaCols, hv, b.step.seqs, deltaThreads).p(o.ptr).
-			i(o.cols).p(xs).p(in.ptr).p(tb).p(pm).p(cum).p(ds.ptr).i(sf).p(b.step.pos).p(b.step.sinfo).i(cmin).
+			i(o.cols).p(xs).p(in.ptr).p(tb).p(pm).p(cum).p(invn).p(ds.ptr).i(sf).p(b.step.pos).p(b.step.sinfo).i(cmin).
 			i(p.KHeads).i(hv).i(p.KDim).i(p.VDim).i(K)
 		l.smem = uint32(smem)
 	}
@@ -163,8 +163,8 @@ func (b *Backend) deltaChunkMin(kd int) int {
 // deltaChunkPrep records deltanet_chunk_prep over the step's flash query
 // tiles (whole chunks of one sequence each) and returns its outputs: per
 // row and value head a row of Tb and of P (deltaChunk floats each) and
-// the cumulative log decay.
-func (b *Backend) deltaChunkPrep(xs, a, bt, alog, dtb uintptr, cmin, T int, p backend.DeltaNetParams) (tb, pm, cum uintptr, err error) {
+// the cumulative log decay; per row and key head q's and k's norm factors.
+func (b *Backend) deltaChunkPrep(xs, a, bt, alog, dtb uintptr, cmin, T int, p backend.DeltaNetParams) (tb, pm, cum, invn uintptr, err error) {
 	rows := T * p.VHeads
 	if tb, err = b.arenaAlloc(4 * rows * deltaChunk); err != nil {
 		return
@@ -175,9 +175,12 @@ func (b *Backend) deltaChunkPrep(xs, a, bt, alog, dtb uintptr, cmin, T int, p ba
 	if cum, err = b.arenaAlloc(4 * rows); err != nil {
 		return
 	}
+	if invn, err = b.arenaAlloc(4 * 2 * T * p.KHeads); err != nil {
+		return
+	}
 	smem, _ := deltaChunkSmem(p.KDim)
 	l := b.newLaunch("deltanet_chunk_prep", b.step.ntiles*(plan.FlashTile/deltaChunk), p.VHeads, 1, deltaThreads).
-		p(tb).p(pm).p(cum).p(xs).p(a).p(bt).p(alog).p(dtb).p(b.step.tiles).i(plan.FlashTile).p(b.step.tok2seq).
+		p(tb).p(pm).p(cum).p(invn).p(xs).p(a).p(bt).p(alog).p(dtb).p(b.step.tiles).i(plan.FlashTile).p(b.step.tok2seq).
 		p(b.step.sinfo).i(cmin).i(p.KHeads).i(p.VHeads).i(p.KDim).i(p.Channels())
 	l.smem = uint32(smem)
 	return
@@ -192,7 +195,7 @@ func deltaChunkSmem(kd int) (prep, scan int) {
 	kp := (kd + 63) / 64 * 64
 	qk := 2 * deltaChunk * (kp + 4)
 	prep = 4 * (qk + 2*deltaChunk*ld + 2*deltaChunk)
-	scan = 4 * (qk + kp*deltaCols + 2*deltaChunk*deltaCols + 2*deltaChunk*ld + 2*deltaChunk)
+	scan = 4 * (qk + kp*deltaCols + 3*deltaChunk*deltaCols + 2*deltaChunk*ld + 3*deltaChunk)
 	return
 }
 

@@ -101,9 +101,10 @@ DEV void dn_window(float* win, const float* in, int start, int len, bool fresh, 
 // dn_stage_qk writes the q and k of key head kh at rows row0..row0+L-1,
 // L2-normalised (eps 1e-6 inside the root) and q also times KDim^-0.5,
 // to sq and sk (ld floats a row), zero from KDim to w and for rows L to
-// nrows-1: a warp a vector.
+// nrows-1: a warp a vector. With inv, it also writes each row's factors
+// there (q's at inv[t*istride], k's after it).
 DEV void dn_stage_qk(float* sq, float* sk, int ld, int w, const float* xs, long long row0, int L, int nrows, int C, int KH,
-        int KD, int kh) {
+        int KD, int kh, float* inv = nullptr, int istride = 0) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     const float qscale = 1.f / sqrtf((float)KD);
     for (int e = warp; e < 2 * nrows; e += nw) {
@@ -117,8 +118,9 @@ DEV void dn_stage_qk(float* sq, float* sk, int ld, int w, const float* xs, long 
         float ss = 0.f;
         for (int i = lane; i < KD; i += 32) ss += src[i] * src[i];
         ss = warp_sum(ss);
-        const float inv = (1.f / sqrtf(ss + 1e-6f)) * (isk ? 1.f : qscale);
-        for (int i = lane; i < w; i += 32) d[i] = i < KD ? src[i] * inv : 0.f;
+        const float f = (1.f / sqrtf(ss + 1e-6f)) * (isk ? 1.f : qscale);
+        for (int i = lane; i < w; i += 32) d[i] = i < KD ? src[i] * f : 0.f;
+        if (inv && lane == 0) inv[(long long)t * istride + isk] = f;
     }
 }
 

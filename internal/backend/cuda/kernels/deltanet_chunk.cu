@@ -29,6 +29,12 @@ DEV int dnc_kp(int KD) { return (KD + 63) / 64 * 64; }
 
 extern __shared__ float dnc_sm[];
 
+// dn_cp4 copies a float global -> shared by cp.async, or writes a zero
+// when ok is false (g is then not read).
+DEV void dn_cp4(float* s, const float* g, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(fa_smem(s)), "l"(g), "r"(ok ? 4 : 0) : "memory");
+}
+
 // dn_mm adds to acc[x][i][j] the sum over k < K of A_x(m, k) B(k, n) for
 // the thread's rows m = 16i (+ tr) and columns n = 8j (+ tc) of a 64x32
 // tile: A_x(m, k) = ax[m*am + k*ak], B(k, n) = b[k*bk + n*bn], pointers
@@ -70,9 +76,9 @@ DEV void dn_zero(float (&acc)[NA][4][4]) {
 // rows, tile/DNC_L chunks each, all inside one sequence), value head
 // blockIdx.y. Writes, per row r of the chunk and head h, tb and pm rows
 // [(r*VH + h)*DNC_L ...] (Tb and P above) and cum[r*VH + h] (c).
-extern "C" __global__ void __launch_bounds__(DNC_THREADS) deltanet_chunk_prep(float* tb, float* pm, float* cum, const float* xs,
-        const float* ga, const float* gb, const float* alog, const float* dtb, const int* tiles, int tile, const int* tok2seq,
-        const int* sinfo, int cmin, int KH, int VH, int KD, int C) {
+extern "C" __global__ void __launch_bounds__(DNC_THREADS) deltanet_chunk_prep(float* tb, float* pm, float* cum, float* invn,
+        const float* xs, const float* ga, const float* gb, const float* alog, const float* dtb, const int* tiles, int tile,
+        const int* tok2seq, const int* sinfo, int cmin, int KH, int VH, int KD, int C) {
     grid_dep_start();
     const int per = tile / DNC_L, ti = blockIdx.x / per, part = blockIdx.x % per, h = blockIdx.y;
     const int r0 = tiles[2 * ti] + part * DNC_L, L = min(DNC_L, tiles[2 * ti + 1] - part * DNC_L);
@@ -80,7 +86,10 @@ extern "C" __global__ void __launch_bounds__(DNC_THREADS) deltanet_chunk_prep(fl
     const int tid = threadIdx.x, tr = tid >> 3, tc = tid & 7, ldk = dnc_kp(KD) + 4, kh = h / (VH / KH);
     float *sq = dnc_sm, *sk = sq + DNC_L * ldk, *sa = sk + DNC_L * ldk, *st = sa + DNC_L * DNC_LD;
     float *sc = st + DNC_L * DNC_LD, *sb = sc + DNC_L;
-    dn_stage_qk(sq, sk, ldk, ldk, xs, r0, L, DNC_L, C, KH, KD, kh);
+    // The first value head of each key head also keeps q's and k's norm
+    // factors for the scan, which stages them raw.
+    const bool lead = h % (VH / KH) == 0;
+    dn_stage_qk(sq, sk, ldk, ldk, xs, r0, L, DNC_L, C, KH, KD, kh, lead ? invn + ((long long)r0 * KH + kh) * 2 : nullptr, 2 * KH);
     if (tid < DNC_L) {
         float beta = 0.f, g = 0.f; // padding rows: no decay, no update
         if (tid < L) g = dn_gate(ga, gb, r0 + tid, h, VH, expf(alog[h]), dtb[h], &beta);
@@ -141,11 +150,14 @@ extern "C" __global__ void __launch_bounds__(DNC_THREADS) deltanet_chunk_prep(fl
 
 // deltanet_chunk_scan: value columns blockIdx.x*DNC_CT.. of head
 // blockIdx.y over sequence blockIdx.z's chunks (sequences of fewer than
-// cmin positions are the recurrent scan's). Padding rows of a last,
-// shorter chunk are zero in q, k, v, Tb and P, so they change nothing.
+// cmin positions are the recurrent scan's). A chunk's q, k, v, Tb and P
+// land by cp.async all at once (zero past KDim, VDim and the chunk's
+// rows, so padding rows change nothing); q's and k's norm factors (invn,
+// from the prep) and the decays are folded into per-row factors of the
+// products instead: fq = exp(c) nq, fk = exp(c) nk, fd = exp(c_L - c) nk.
 extern "C" __global__ void __launch_bounds__(DNC_THREADS) deltanet_chunk_scan(float* out, int ldo, const float* xs,
-        const float* in, const float* tb, const float* pm, const float* cum, float* state, int sf, const int* pos,
-        const int* sinfo, int cmin, int KH, int VH, int KD, int VD, int K) {
+        const float* in, const float* tb, const float* pm, const float* cum, const float* invn, float* state, int sf,
+        const int* pos, const int* sinfo, int cmin, int KH, int VH, int KD, int VD, int K) {
     grid_dep_start();
     const int s = blockIdx.z, h = blockIdx.y, tid = threadIdx.x, tr = tid >> 3, tc = tid & 7;
     const int start = sinfo[3 * s], len = sinfo[3 * s + 1], slot = sinfo[3 * s + 2];
@@ -154,8 +166,8 @@ extern "C" __global__ void __launch_bounds__(DNC_THREADS) deltanet_chunk_scan(fl
     const int C = 2 * KH * KD + VH * VD, kh = h / (VH / KH), j0 = blockIdx.x * DNC_CT;
     const int KP = dnc_kp(KD), ldk = KP + 4;
     float *sq = dnc_sm, *sk = sq + DNC_L * ldk, *sS = sk + DNC_L * ldk, *sR = sS + KP * DNC_CT;
-    float *sV = sR + DNC_L * DNC_CT, *sT = sV + DNC_L * DNC_CT, *sP = sT + DNC_L * DNC_LD;
-    float *se = sP + DNC_L * DNC_LD, *sd = se + DNC_L;
+    float *sV = sR + DNC_L * DNC_CT, *sVd = sV + DNC_L * DNC_CT, *sT = sVd + DNC_L * DNC_CT, *sP = sT + DNC_L * DNC_LD;
+    float *fq = sP + DNC_L * DNC_LD, *fk = fq + DNC_L, *fd = fk + DNC_L;
     float* base = state + (long long)slot * sf;
     float* S = base + (long long)(K - 1) * C + (long long)h * KD * VD;
     for (int e = tid; e < KP * DNC_CT; e += blockDim.x) {
@@ -165,23 +177,41 @@ extern "C" __global__ void __launch_bounds__(DNC_THREADS) deltanet_chunk_scan(fl
     for (int c0 = 0; c0 < len; c0 += DNC_L) {
         const int L = min(DNC_L, len - c0);
         const long long r0 = start + c0;
-        dn_stage_qk(sq, sk, ldk, KP, xs, r0, L, DNC_L, C, KH, KD, kh);
+        for (int e = tid; e < DNC_L * KP; e += blockDim.x) {
+            const int t = e / KP, i = e % KP;
+            const bool ok = t < L && i < KD;
+            const float* g = xs + (r0 + (ok ? t : 0)) * C + kh * KD + (ok ? i : 0);
+            dn_cp4(sq + t * ldk + i, g, ok);
+            dn_cp4(sk + t * ldk + i, g + KH * KD, ok);
+        }
         for (int e = tid; e < DNC_L * DNC_CT; e += blockDim.x) {
             const int t = e / DNC_CT, j = j0 + e % DNC_CT;
-            sR[e] = (t < L && j < VD) ? xs[(r0 + t) * C + 2 * KH * KD + h * VD + j] : 0.f;
+            const bool ok = t < L && j < VD;
+            dn_cp4(sR + e, xs + (r0 + (ok ? t : 0)) * C + 2 * KH * KD + h * VD + (ok ? j : 0), ok);
         }
         for (int e = tid; e < DNC_L * DNC_L; e += blockDim.x) {
             const int t = e / DNC_L, u = e % DNC_L;
-            const long long g = ((r0 + t) * VH + h) * DNC_L + u;
-            sT[t * DNC_LD + u] = t < L ? tb[g] : 0.f;
-            sP[t * DNC_LD + u] = t < L ? pm[g] : 0.f;
+            const long long g = ((r0 + (t < L ? t : 0)) * VH + h) * DNC_L + u;
+            dn_cp4(sT + t * DNC_LD + u, tb + g, t < L);
+            dn_cp4(sP + t * DNC_LD + u, pm + g, t < L);
         }
+        fa_commit();
         const float cL = cum[(r0 + L - 1) * VH + h];
         if (tid < DNC_L) {
-            const float c = tid < L ? cum[(r0 + tid) * VH + h] : 0.f;
-            se[tid] = expf(c);
-            sd[tid] = tid < L ? expf(cL - c) : 0.f;
+            float q = 0.f, k = 0.f, e = 0.f, d = 0.f;
+            if (tid < L) {
+                const long long r = r0 + tid;
+                const float c = cum[r * VH + h];
+                q = invn[(r * KH + kh) * 2];
+                k = invn[(r * KH + kh) * 2 + 1];
+                e = expf(c);
+                d = expf(cL - c);
+            }
+            fq[tid] = e * q;
+            fk[tid] = e * k;
+            fd[tid] = d * k;
         }
+        fa_wait0();
         __syncthreads();
         // K S and Q S together (one pass over S): R = V - exp(c) K S in
         // place of V (each thread rewrites only its own elements), the
@@ -197,8 +227,8 @@ extern "C" __global__ void __launch_bounds__(DNC_THREADS) deltanet_chunk_scan(fl
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     float* r = &sR[t * DNC_CT + tc + 8 * j];
-                    *r -= se[t] * acc[0][i][j];
-                    o[i][j] = acc[1][i][j] * se[t];
+                    *r -= fk[t] * acc[0][i][j];
+                    o[i][j] = acc[1][i][j] * fq[t];
                 }
             }
         }
@@ -208,9 +238,14 @@ extern "C" __global__ void __launch_bounds__(DNC_THREADS) deltanet_chunk_scan(fl
             dn_zero(acc);
             dn_mm<1>(acc, sT + tr * DNC_LD, nullptr, DNC_LD, 1, sR + tc, DNC_CT, 1, DNC_L);
 #pragma unroll
-            for (int i = 0; i < 4; i++)
+            for (int i = 0; i < 4; i++) {
+                const int t = tr + 16 * i;
 #pragma unroll
-                for (int j = 0; j < 4; j++) sV[(tr + 16 * i) * DNC_CT + tc + 8 * j] = acc[0][i][j];
+                for (int j = 0; j < 4; j++) {
+                    sV[t * DNC_CT + tc + 8 * j] = acc[0][i][j];
+                    sVd[t * DNC_CT + tc + 8 * j] = acc[0][i][j] * fd[t];
+                }
+            }
         }
         __syncthreads();
         {
@@ -227,14 +262,11 @@ extern "C" __global__ void __launch_bounds__(DNC_THREADS) deltanet_chunk_scan(fl
                 }
             }
         }
-        // K's rows times exp(c_L - c_t) for the state update (K S is done).
-        for (int e = tid; e < DNC_L * KP; e += blockDim.x) sk[(e / KP) * ldk + e % KP] *= sd[e / KP];
-        __syncthreads();
         const float eL = expf(cL);
         for (int i0 = 0; i0 < KP; i0 += 64) {
             float acc[1][4][4];
             dn_zero(acc);
-            dn_mm<1>(acc, sk + i0 + tr, nullptr, 1, ldk, sV + tc, DNC_CT, 1, DNC_L);
+            dn_mm<1>(acc, sk + i0 + tr, nullptr, 1, ldk, sVd + tc, DNC_CT, 1, DNC_L);
 #pragma unroll
             for (int i = 0; i < 4; i++)
 #pragma unroll
