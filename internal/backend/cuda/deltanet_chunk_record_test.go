@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
@@ -98,8 +99,12 @@ func TestRecordDeltaChunk(t *testing.T) {
 }
 
 // TestDeltaChunkSmem: the chunked kernels' shared memory at the key dims
-// they serve fits the H200's 227 KiB opt-in (232448 bytes).
+// they serve fits the H200's 227 KiB opt-in (232448 bytes), and the flash
+// query tiles the prep's grid is cut from hold whole chunks.
 func TestDeltaChunkSmem(t *testing.T) {
+	if plan.FlashTile%deltaChunk != 0 {
+		t.Errorf("flash query tiles of %d rows do not hold whole chunks of %d", plan.FlashTile, deltaChunk)
+	}
 	for _, c := range []struct{ kd, prep, scan int }{
 		{128, 4 * (2*64*132 + 2*64*68 + 128), 4 * (2*64*132 + 128*32 + 3*64*32 + 2*64*68 + 192)},
 		{256, 4 * (2*64*260 + 2*64*68 + 128), 4 * (2*64*260 + 256*32 + 3*64*32 + 2*64*68 + 192)},

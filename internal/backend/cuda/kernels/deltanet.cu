@@ -15,13 +15,15 @@
 // sequence whose first position in the step is 0 reads a zero state.
 // sinfo holds per sequence (first row, rows, slot).
 //
-// The delta rule runs as the one-token recurrence over the sequence's
-// positions, not in the chunked matrix form: its columns are independent
-// (S[:, j] evolves from k, q, beta, decay and v[j] alone), so each block
-// keeps its 32 columns of a head's state in registers for the whole
-// sequence, read once and written once, and the positions go through one
-// at a time with no barrier between them. The chunked form is the same
-// function up to rounding (the CPU backend's tests).
+// Here the delta rule runs as the one-token recurrence over a sequence's
+// positions, for sequences of fewer than cmin positions in the step
+// (decode, short chunks); longer ones take the chunked matrix form in
+// deltanet_chunk.cu, which reads and writes the same state (the same
+// function up to rounding: the CPU backend's tests). The columns are
+// independent (S[:, j] evolves from k, q, beta, decay and v[j] alone), so
+// each block keeps its 32 columns of a head's state in registers for the
+// whole sequence, read once and written once, and the positions go
+// through one at a time with no barrier between them.
 
 #define DN_KMAX 8 // largest conv kernel
 #define DN_THREADS 128 // a scan block: 128/RP value columns, RP threads a column
