@@ -23,6 +23,9 @@ import (
 func TestDeltaChunkGPU(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
+	if b.deltaChunkKD < deltaMaxKDim { // the H200 grants the 226 KB of key dim 256
+		t.Errorf("the chunked kernels got shared memory up to key dim %d, want %d", b.deltaChunkKD, deltaMaxKDim)
+	}
 	p := backend.DeltaNetParams{KHeads: 16, VHeads: 32, KDim: 128, VDim: 128, ConvKernel: 4, ChunkSize: 64}
 	C, hv := p.Channels(), p.VHeads
 	steps := []int{8192, 100, 1}
@@ -51,6 +54,9 @@ func TestDeltaChunkGPU(t *testing.T) {
 	var outs [2][][]float32
 	for form, min := range []int{0, plan.DeltaChunkMin} {
 		b.DeltaChunkMin = min
+		if chunked := b.deltaChunkMin(p.KDim) <= steps[0]; chunked != (form == 1) {
+			t.Errorf("DeltaChunkMin %d: the 8192-token step chunked %v", min, chunked)
+		}
 		kv, err := b.NewKVStore(backend.KVSpec{NumBlocks: 1, BlockSize: 16, Slots: 1, Layers: []backend.KVLayer{{DeltaNet: p}}})
 		if err != nil {
 			t.Fatal(err)

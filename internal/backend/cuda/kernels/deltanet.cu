@@ -100,30 +100,44 @@ DEV void dn_window(float* win, const float* in, int start, int len, bool fresh, 
     }
 }
 
+// dn_cp4 copies a float global -> shared by cp.async, or writes a zero
+// when ok is false (g is then not read).
+DEV void dn_cp4(float* s, const float* g, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(fa_smem(s)), "l"(g), "r"(ok ? 4 : 0));
+}
+
 // dn_stage_qk writes the q and k of key head kh at rows row0..row0+L-1,
 // L2-normalised (eps 1e-6 inside the root) and q also times KDim^-0.5,
 // to sq and sk (ld floats a row), zero from KDim to w and for rows L to
-// nrows-1: a warp a vector. With inv, it also writes each row's factors
-// there (q's at inv[t*istride], k's after it).
+// nrows-1. The rows land by cp.async all at once (one memory latency, not
+// one per vector), then a warp a vector scales them in place. With inv,
+// it also writes each row's factors there (q's at inv[t*istride], k's
+// after it). Every thread of the block calls it; it ends with a barrier.
 DEV void dn_stage_qk(float* sq, float* sk, int ld, int w, const float* xs, long long row0, int L, int nrows, int C, int KH,
         int KD, int kh, float* inv = nullptr, int istride = 0) {
+    for (int e = threadIdx.x; e < nrows * w; e += blockDim.x) {
+        const int t = e / w, i = e % w;
+        const bool ok = t < L && i < KD;
+        const float* g = xs + (row0 + (ok ? t : 0)) * C + kh * KD + (ok ? i : 0);
+        dn_cp4(sq + t * ld + i, g, ok);
+        dn_cp4(sk + t * ld + i, g + KH * KD, ok);
+    }
+    fa_commit();
+    fa_wait0();
+    __syncthreads();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     const float qscale = 1.f / sqrtf((float)KD);
-    for (int e = warp; e < 2 * nrows; e += nw) {
+    for (int e = warp; e < 2 * L; e += nw) {
         const int t = e >> 1, isk = e & 1;
         float* d = (isk ? sk : sq) + (long long)t * ld;
-        if (t >= L) {
-            for (int i = lane; i < w; i += 32) d[i] = 0.f;
-            continue;
-        }
-        const float* src = xs + (row0 + t) * C + (isk ? KH * KD : 0) + kh * KD;
         float ss = 0.f;
-        for (int i = lane; i < KD; i += 32) ss += src[i] * src[i];
+        for (int i = lane; i < w; i += 32) ss += d[i] * d[i]; // (zero past KDim)
         ss = warp_sum(ss);
         const float f = (1.f / sqrtf(ss + 1e-6f)) * (isk ? 1.f : qscale);
-        for (int i = lane; i < w; i += 32) d[i] = i < KD ? src[i] * f : 0.f;
+        for (int i = lane; i < w; i += 32) d[i] *= f;
         if (inv && lane == 0) inv[(long long)t * istride + isk] = f;
     }
+    __syncthreads();
 }
 
 // dn_gate returns row r's log decay for value head h, -exp(A_log) *

@@ -29,12 +29,6 @@ DEV int dnc_kp(int KD) { return (KD + 63) / 64 * 64; }
 
 extern __shared__ float dnc_sm[];
 
-// dn_cp4 copies a float global -> shared by cp.async, or writes a zero
-// when ok is false (g is then not read).
-DEV void dn_cp4(float* s, const float* g, bool ok) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(fa_smem(s)), "l"(g), "r"(ok ? 4 : 0) : "memory");
-}
-
 // dn_mm adds to acc[x][i][j] the sum over k < K of A_x(m, k) B(k, n) for
 // the thread's rows m = 16i (+ tr) and columns n = 8j (+ tc) of a 64x32
 // tile: A_x(m, k) = ax[m*am + k*ak], B(k, n) = b[k*bk + n*bn], pointers
