@@ -9,7 +9,15 @@ import (
 
 func init() {
 	register("GatedDeltaNet", needs(runGatedDeltaNet, backend.FeatureGatedDeltaNet))
+	register("GatedDeltaNetChunks", needs(runGatedDeltaNetChunks, backend.FeatureGatedDeltaNet))
 	register("GatedActSigmoid", needs(runGatedActSigmoid, backend.FeatureSigmoidGate))
+}
+
+// deltaStep is one step of a GatedDeltaNet case: new tokens per sequence
+// (0: absent), and whether sequence 0 starts again at position 0.
+type deltaStep struct {
+	plan    []int
+	restart bool
 }
 
 // runGatedDeltaNet: Qwen3.5's linear attention over three sequences in
@@ -31,26 +39,46 @@ func runGatedDeltaNet(e *env) {
 		{backend.DeltaNetParams{KHeads: 1, VHeads: 3, KDim: 24, VDim: 40, ConvKernel: 3, ChunkSize: 64}, tensor.F32},
 		{backend.DeltaNetParams{KHeads: 1, VHeads: 1, KDim: 200, VDim: 20, ConvKernel: 2, ChunkSize: 64}, tensor.F32},
 	} {
-		runDeltaNetShape(e, c.p, c.dt)
+		runDeltaNetShape(e, c.p, c.dt, "", []deltaStep{
+			{plan: []int{150, 9, 0}}, {plan: []int{1, 1, 0}}, {plan: []int{1, 1, 5}}, {plan: []int{1, 1, 1}},
+			{plan: []int{0, 21, 2}}, {plan: []int{1, 0, 1}}, {plan: []int{3, 1, 1}, restart: true}, {plan: []int{1, 1, 0}},
+		})
 	}
 }
 
-func runDeltaNetShape(e *env, p backend.DeltaNetParams, dt tensor.DType) {
+// runGatedDeltaNetChunks: ragged steps of four sequences whose chunks run
+// from 1 to 300 positions, around the lengths where a backend may switch
+// between the recurrent and the chunked form (16, 32, 64 and their
+// neighbours) and across chunks of 64 with a short last one, each
+// continuing the states (and conv windows) the earlier steps left, one
+// restart at position 0, then decode steps after the long chunks.
+func runGatedDeltaNetChunks(e *env) {
+	steps := []deltaStep{
+		{plan: []int{300, 1, 33, 31}}, {plan: []int{64, 65, 1, 32}}, {plan: []int{1, 129, 63, 2}},
+		{plan: []int{40, 0, 16, 15}, restart: true}, {plan: []int{1, 17, 128, 1}}, {plan: []int{1, 1, 1, 1}},
+	}
+	for _, c := range []struct {
+		p  backend.DeltaNetParams
+		dt tensor.DType
+	}{
+		{backend.DeltaNetParams{KHeads: 2, VHeads: 4, KDim: 128, VDim: 128, ConvKernel: 4, ChunkSize: 64}, tensor.BF16},
+		{backend.DeltaNetParams{KHeads: 1, VHeads: 3, KDim: 24, VDim: 40, ConvKernel: 3, ChunkSize: 64}, tensor.F32},
+		{backend.DeltaNetParams{KHeads: 1, VHeads: 1, KDim: 200, VDim: 20, ConvKernel: 2, ChunkSize: 64}, tensor.F32},
+	} {
+		runDeltaNetShape(e, c.p, c.dt, "Chunks", steps)
+	}
+}
+
+func runDeltaNetShape(e *env, p backend.DeltaNetParams, dt tensor.DType, name string, steps []deltaStep) {
 	C, hv := p.Channels(), p.VHeads
 	conv := e.weight(denseHost("conv", []int{C, 1, p.ConvKernel}, e.randn(C*p.ConvKernel, 0.5), dt))
 	alog := e.weight(denseHost("A_log", []int{hv}, e.randn(hv, 0.5), tensor.BF16))
 	dtb := e.weight(denseHost("dt_bias", []int{hv}, e.randn(hv, 0.5), tensor.BF16))
 	ws := [2]backend.DeltaNetWeights{{Conv: conv.a, ALog: alog.a, DtBias: dtb.a}, {Conv: conv.b, ALog: alog.b, DtBias: dtb.b}}
 	kva, kvb := e.kvStores(backend.KVSpec{NumBlocks: 1, BlockSize: 16, Slots: 4, Layers: []backend.KVLayer{{DeltaNet: p}}})
-	slots := []int{2, 0, 1}
-	lens := []int{0, 0, 0}
-	for si, st := range []struct {
-		plan    []int // new tokens per sequence (0: absent)
-		restart bool  // sequence 0 starts again at position 0
-	}{
-		{plan: []int{150, 9, 0}}, {plan: []int{1, 1, 0}}, {plan: []int{1, 1, 5}}, {plan: []int{1, 1, 1}},
-		{plan: []int{0, 21, 2}}, {plan: []int{1, 0, 1}}, {plan: []int{3, 1, 1}, restart: true}, {plan: []int{1, 1, 0}},
-	} {
+	slots := []int{2, 0, 1, 3}
+	lens := []int{0, 0, 0, 0}
+	for si, st := range steps {
 		if st.restart {
 			lens[0] = 0
 		}
@@ -75,7 +103,7 @@ func runDeltaNetShape(e *env, p backend.DeltaNetParams, dt tensor.DType) {
 			pick := func(p pair) backend.Tensor { return []backend.Tensor{p.a, p.b}[i] }
 			be.(backend.DeltaNetBackend).GatedDeltaNet(pick(out), pick(qkv), pick(ga), pick(gb), ws[i], []backend.KVStore{kva, kvb}[i], 0, p)
 		}
-		e.check(fmt.Sprintf("GatedDeltaNet/k%dx%d/v%dx%d/conv%d/step%d", p.KHeads, p.KDim, p.VHeads, p.VDim, p.ConvKernel, si), out, T)
+		e.check(fmt.Sprintf("GatedDeltaNet"+name+"/k%dx%d/v%dx%d/conv%d/step%d", p.KHeads, p.KDim, p.VHeads, p.VDim, p.ConvKernel, si), out, T)
 	}
 }
 

@@ -75,6 +75,9 @@ type Backend struct {
 	// (optInDecodeTile).
 	flash2 map[string]map[int]bool
 	dtile  map[string]map[int]bool
+	// deltaChunkKD: the largest key dim whose chunked delta-rule kernels
+	// got their dynamic shared memory (optInDeltaChunk; 0: none).
+	deltaChunkKD int
 
 	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
 	cntN   int    // counters zeroed so far
@@ -182,6 +185,7 @@ func New(dev int) (*Backend, error) {
 	b.setDefaults()
 	b.flash2 = map[string]map[int]bool{"": b.optInFlash2(""), "_f8": b.optInFlash2("_f8")}
 	b.dtile = map[string]map[int]bool{"": b.optInDecodeTile(""), "_f8": b.optInDecodeTile("_f8")}
+	b.deltaChunkKD = b.optInDeltaChunk()
 	// PDL (griddepcontrol) and decode attention's cluster merge (the _c
 	// kernels) need Hopper and cuLaunchKernelEx; 16 blocks a cluster need
 	// the non-portable opt-in.

@@ -117,7 +117,8 @@ func TestGraphReplay(t *testing.T) {
 // context (DecLongHeads 4; AttentionLong's 1100 keys take two by default);
 // shorter and longer splits; each form of the qmm4 kernel for every
 // product; attn_decode for the decode steps attn_dtile takes by default;
-// the generic kernel for head dims 256 and 512.
+// the generic kernel for head dims 256 and 512; Gated DeltaNet all
+// recurrent or all chunked.
 func TestConformanceVariants(t *testing.T) {
 	for _, v := range []struct {
 		name string
@@ -141,6 +142,10 @@ func TestConformanceVariants(t *testing.T) {
 		{"notileticket", func(u *plan.Tuning) { u.DecTileMinTokens, u.DecClusterMax = 0, 0 }},
 		// The generic kernel for head dims 256/512 decode steps (before attn_decode/attn_dtile took them).
 		{"genericwide", func(u *plan.Tuning) { u.DecGenericWide = true }},
+		// Gated DeltaNet's recurrent scan for every sequence, and the
+		// chunked form for every one (decode tokens and 1-position chunks too).
+		{"nochunk", func(u *plan.Tuning) { u.DeltaChunkMin = 0 }},
+		{"chunk1", func(u *plan.Tuning) { u.DeltaChunkMin = 1 }},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			b := newOrSkip(t)

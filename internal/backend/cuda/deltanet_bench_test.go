@@ -8,14 +8,18 @@ import (
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
-// TestBenchDeltaNet times one Gated DeltaNet layer's two launches (conv,
-// scan) at Qwen3.5-35B-A3B's shapes (16 key and 32 value heads of 128,
-// conv 4): decode of 1 and 64 sequences whose states hold 4 positions (so
-// the scan reads and writes them), and prefills of 512 and 8192 tokens.
-// The GB/s column counts the state read and written and the conv's rows.
+// TestBenchDeltaNet times one Gated DeltaNet layer's launches (conv, then
+// the recurrent scan or the chunked prep and scan) at Qwen3.5-35B-A3B's
+// shapes (16 key and 32 value heads of 128, conv 4): decode of 1 and 64
+// sequences whose states hold 4 positions (so the scan reads and writes
+// them), and prefills of 64, 512, 2048 and 8192 tokens, each in the
+// recurrent form (Tuning.DeltaChunkMin 0) and the chunked one (the
+// default). The GB/s column counts the state read and written and the
+// conv's rows.
 // MLXCEL_CUDA_BENCH=1 enables it (-test.run TestBenchDeltaNet alone).
 func TestBenchDeltaNet(t *testing.T) {
 	o := benchEnabled(t)
@@ -40,11 +44,18 @@ func TestBenchDeltaNet(t *testing.T) {
 		return w
 	}
 	w := backend.DeltaNetWeights{Conv: up(randn(C*p.ConvKernel, 0.5), C, 1, p.ConvKernel), ALog: up(randn(hv, 0.5), hv), DtBias: up(randn(hv, 0.5), hv)}
-	for _, c := range []struct {
+	type benchCase struct {
 		name       string
 		seqs, lead int // sequences, positions each state holds before the timed step
 		n          int // tokens of each sequence in the timed step
-	}{{"decode", 1, 4, 1}, {"decode", 64, 4, 1}, {"prefill", 1, 0, 512}, {"prefill", 1, 0, 8192}} {
+		chunkMin   int // Tuning.DeltaChunkMin
+	}
+	cases := []benchCase{{"decode", 1, 4, 1, plan.DeltaChunkMin}, {"decode", 64, 4, 1, plan.DeltaChunkMin}}
+	for _, n := range []int{64, 512, 2048, 8192} {
+		cases = append(cases, benchCase{"prefill-recurrent", 1, 0, n, 0}, benchCase{"prefill-chunked", 1, 0, n, plan.DeltaChunkMin})
+	}
+	for _, c := range cases {
+		b.DeltaChunkMin = c.chunkMin
 		kv, err := b.NewKVStore(backend.KVSpec{NumBlocks: 1, BlockSize: 16, Slots: c.seqs, Layers: []backend.KVLayer{{DeltaNet: p}}})
 		if err != nil {
 			t.Fatal(err)
@@ -63,10 +74,13 @@ func TestBenchDeltaNet(t *testing.T) {
 			}
 			T := c.seqs * n
 			in, ga, gb, out := b.NewTensor(T, C), b.NewTensor(T, hv), b.NewTensor(T, hv), b.NewTensor(T, hv*p.VDim)
+			b.mu.Lock()
+			n0 := len(b.rec.ls)
+			b.mu.Unlock()
 			b.GatedDeltaNet(out, in, ga, gb, w, kv, 0, p)
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			return append([]launch(nil), b.rec.ls[len(b.rec.ls)-2:]...)
+			return append([]launch(nil), b.rec.ls[n0:]...)
 		}
 		if c.lead > 0 {
 			step(0, c.lead)

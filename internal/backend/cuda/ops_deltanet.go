@@ -4,8 +4,11 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/cudalib"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
@@ -17,7 +20,9 @@ import (
 const (
 	deltaMaxConv = 8
 	deltaMaxKDim = 256
-	deltaThreads = 128 // DN_THREADS
+	deltaThreads = 128 // DN_THREADS, DNC_THREADS
+	deltaChunk   = 64  // DNC_L: positions a chunk of the chunked form
+	deltaCols    = 32  // DNC_CT: value columns a chunked scan block
 )
 
 // deltaState is a recurrent layer's state in the KV store: per slot the
@@ -113,10 +118,102 @@ func (b *Backend) GatedDeltaNet(dst, qkv, a, bt backend.Tensor, w backend.DeltaN
 	sf := p.StateFloats()
 	b.newLaunch("deltanet_conv", (C+deltaThreads-1)/deltaThreads, b.step.ntiles, 1, deltaThreads).p(xs).p(in.ptr).
 		p(conv.w).i(denseCode(conv.dtype)).p(ds.ptr).i(sf).p(b.step.tiles).p(b.step.pos).p(b.step.tok2seq).p(b.step.sinfo).i(C).i(K)
-	name, cols := deltaScanKernel(p.KDim)
-	b.newLaunch(name, (p.VDim+cols-1)/cols, hv, b.step.seqs, deltaThreads).p(o.ptr).i(o.cols).p(xs).p(in.ptr).
-		p(at.ptr).p(btt.ptr).p(alog.w).p(dtb.w).p(ds.ptr).i(sf).p(b.step.pos).p(b.step.sinfo).
-		i(p.KHeads).i(hv).i(p.KDim).i(p.VDim).i(K)
+	// Sequences of cmin positions or more take the chunked form, the
+	// others the recurrent scan; each kernel's blocks of the other kind's
+	// sequences return at once, and a kind no sequence needs is not
+	// launched.
+	cmin, long, short := b.deltaChunkMin(p.KDim), false, false
+	for _, s := range b.step.hostSeqs {
+		long = long || s.Len >= cmin
+		short = short || s.Len < cmin
+	}
+	var tb, pm, cum, invn uintptr
+	if long {
+		tb, pm, cum, invn, err = b.deltaChunkPrep(xs, at.ptr, btt.ptr, alog.w, dtb.w, cmin, T, p)
+		if err != nil {
+			b.fail(err)
+			return
+		}
+	}
+	if short {
+		name, cols := deltaScanKernel(p.KDim)
+		b.newLaunch(name, (p.VDim+cols-1)/cols, hv, b.step.seqs, deltaThreads).p(o.ptr).i(o.cols).p(xs).p(in.ptr).
+			p(at.ptr).p(btt.ptr).p(alog.w).p(dtb.w).p(ds.ptr).i(sf).p(b.step.pos).p(b.step.sinfo).i(cmin).
+			i(p.KHeads).i(hv).i(p.KDim).i(p.VDim).i(K)
+	}
+	if long {
+		_, smem := deltaChunkSmem(p.KDim)
+		l := b.newLaunch("deltanet_chunk_scan", (p.VDim+deltaCols-1)/deltaCols, hv, b.step.seqs, deltaThreads).p(o.ptr).
+			i(o.cols).p(xs).p(in.ptr).p(tb).p(pm).p(cum).p(invn).p(ds.ptr).i(sf).p(b.step.pos).p(b.step.sinfo).i(cmin).
+			i(p.KHeads).i(hv).i(p.KDim).i(p.VDim).i(K)
+		l.smem = uint32(smem)
+	}
+}
+
+// deltaChunkMin is the fewest positions of a sequence that take the
+// chunked delta rule at key dim kd (math.MaxInt32: none, where the tuning
+// turns it off or the device refused its kernels' shared memory).
+func (b *Backend) deltaChunkMin(kd int) int {
+	if b.DeltaChunkMin <= 0 || kd > b.deltaChunkKD {
+		return math.MaxInt32
+	}
+	return b.DeltaChunkMin
+}
+
+// deltaChunkPrep records deltanet_chunk_prep over the step's flash query
+// tiles (whole chunks of one sequence each) and returns its outputs: per
+// row and value head a row of Tb and of P (deltaChunk floats each) and
+// the cumulative log decay; per row and key head q's and k's norm factors.
+func (b *Backend) deltaChunkPrep(xs, a, bt, alog, dtb uintptr, cmin, T int, p backend.DeltaNetParams) (tb, pm, cum, invn uintptr, err error) {
+	rows := T * p.VHeads
+	if tb, err = b.arenaAlloc(4 * rows * deltaChunk); err != nil {
+		return
+	}
+	if pm, err = b.arenaAlloc(4 * rows * deltaChunk); err != nil {
+		return
+	}
+	if cum, err = b.arenaAlloc(4 * rows); err != nil {
+		return
+	}
+	if invn, err = b.arenaAlloc(4 * 2 * T * p.KHeads); err != nil {
+		return
+	}
+	smem, _ := deltaChunkSmem(p.KDim)
+	l := b.newLaunch("deltanet_chunk_prep", b.step.ntiles*(plan.FlashTile/deltaChunk), p.VHeads, 1, deltaThreads).
+		p(tb).p(pm).p(cum).p(invn).p(xs).p(a).p(bt).p(alog).p(dtb).p(b.step.tiles).i(plan.FlashTile).p(b.step.tok2seq).
+		p(b.step.sinfo).i(cmin).i(p.KHeads).i(p.VHeads).i(p.KDim).i(p.Channels())
+	l.smem = uint32(smem)
+	return
+}
+
+// deltaChunkSmem is the dynamic shared memory of deltanet_chunk_prep and
+// deltanet_chunk_scan at key dim kd (kernels/deltanet_chunk.cu's
+// layouts: q and k rows of the key dim padded to 64, +4; the 64x64
+// matrices DNC_LD floats a row).
+func deltaChunkSmem(kd int) (prep, scan int) {
+	const ld = 68 // DNC_LD
+	kp := (kd + 63) / 64 * 64
+	qk := 2 * deltaChunk * (kp + 4)
+	prep = 4 * (qk + 2*deltaChunk*ld + 2*deltaChunk)
+	scan = 4 * (qk + kp*deltaCols + 3*deltaChunk*deltaCols + 2*deltaChunk*ld + 3*deltaChunk)
+	return
+}
+
+// optInDeltaChunk gives the chunked kernels the shared memory of the
+// largest key dim the device allows, 256 or else 128, and returns it (0:
+// neither; every sequence then takes the recurrent scan).
+func (b *Backend) optInDeltaChunk() int {
+	for _, kd := range []int{deltaMaxKDim, 128} {
+		prep, scan := deltaChunkSmem(kd)
+		if scan > b.d.Attr(b.dev, cudalib.AttrMaxSmemOptin) {
+			continue
+		}
+		if b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, b.fns["deltanet_chunk_prep"], funcAttrMaxDynamicSmem, uintptr(prep)) == nil &&
+			b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, b.fns["deltanet_chunk_scan"], funcAttrMaxDynamicSmem, uintptr(scan)) == nil {
+			return kd
+		}
+	}
+	return 0
 }
 
 // advanceDeltaSlots checks the step's sequences against the positions

@@ -15,13 +15,15 @@
 // sequence whose first position in the step is 0 reads a zero state.
 // sinfo holds per sequence (first row, rows, slot).
 //
-// The delta rule runs as the one-token recurrence over the sequence's
-// positions, not in the chunked matrix form: its columns are independent
-// (S[:, j] evolves from k, q, beta, decay and v[j] alone), so each block
-// keeps its 32 columns of a head's state in registers for the whole
-// sequence, read once and written once, and the positions go through one
-// at a time with no barrier between them. The chunked form is the same
-// function up to rounding (the CPU backend's tests).
+// Here the delta rule runs as the one-token recurrence over a sequence's
+// positions, for sequences of fewer than cmin positions in the step
+// (decode, short chunks); longer ones take the chunked matrix form in
+// deltanet_chunk.cu, which reads and writes the same state (the same
+// function up to rounding: the CPU backend's tests). The columns are
+// independent (S[:, j] evolves from k, q, beta, decay and v[j] alone), so
+// each block keeps its 32 columns of a head's state in registers for the
+// whole sequence, read once and written once, and the positions go
+// through one at a time with no barrier between them.
 
 #define DN_KMAX 8 // largest conv kernel
 #define DN_THREADS 128 // a scan block: 128/RP value columns, RP threads a column
@@ -98,6 +100,55 @@ DEV void dn_window(float* win, const float* in, int start, int len, bool fresh, 
     }
 }
 
+// dn_cp4 copies a float global -> shared by cp.async, or writes a zero
+// when ok is false (g is then not read).
+DEV void dn_cp4(float* s, const float* g, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(fa_smem(s)), "l"(g), "r"(ok ? 4 : 0));
+}
+
+// dn_stage_qk writes the q and k of key head kh at rows row0..row0+L-1,
+// L2-normalised (eps 1e-6 inside the root) and q also times KDim^-0.5,
+// to sq and sk (ld floats a row), zero from KDim to w and for rows L to
+// nrows-1. The rows land by cp.async all at once (one memory latency, not
+// one per vector), then a warp a vector scales them in place. With inv,
+// it also writes each row's factors there (q's at inv[t*istride], k's
+// after it). Every thread of the block calls it; it ends with a barrier.
+DEV void dn_stage_qk(float* sq, float* sk, int ld, int w, const float* xs, long long row0, int L, int nrows, int C, int KH,
+        int KD, int kh, float* inv = nullptr, int istride = 0) {
+    for (int e = threadIdx.x; e < nrows * w; e += blockDim.x) {
+        const int t = e / w, i = e % w;
+        const bool ok = t < L && i < KD;
+        const float* g = xs + (row0 + (ok ? t : 0)) * C + kh * KD + (ok ? i : 0);
+        dn_cp4(sq + t * ld + i, g, ok);
+        dn_cp4(sk + t * ld + i, g + KH * KD, ok);
+    }
+    fa_commit();
+    fa_wait0();
+    __syncthreads();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    const float qscale = 1.f / sqrtf((float)KD);
+    for (int e = warp; e < 2 * L; e += nw) {
+        const int t = e >> 1, isk = e & 1;
+        float* d = (isk ? sk : sq) + (long long)t * ld;
+        float ss = 0.f;
+        for (int i = lane; i < w; i += 32) ss += d[i] * d[i]; // (zero past KDim)
+        ss = warp_sum(ss);
+        const float f = (1.f / sqrtf(ss + 1e-6f)) * (isk ? 1.f : qscale);
+        for (int i = lane; i < w; i += 32) d[i] *= f;
+        if (inv && lane == 0) inv[(long long)t * istride + isk] = f;
+    }
+    __syncthreads();
+}
+
+// dn_gate returns row r's log decay for value head h, -exp(A_log) *
+// softplus(a + dt_bias) (A = exp(A_log)), and sets beta = sigmoid(b).
+DEV float dn_gate(const float* ga, const float* gb, long long r, int h, int VH, float A, float bias, float* beta) {
+    const float x = ga[r * VH + h] + bias;
+    const float sp = x > 20.f ? x : log1pf(expf(x));
+    *beta = 1.f / (1.f + expf(-gb[r * VH + h]));
+    return -A * sp;
+}
+
 // deltanet_scan_impl runs value head blockIdx.y over sequence blockIdx.z
 // for the CT value columns of tile blockIdx.x. Thread (col, part) holds
 // rows i = r*RP + part (r < R) of column col: R*RP >= KDim, rows past
@@ -110,12 +161,13 @@ DEV void dn_window(float* win, const float* in, int start, int len, bool fresh, 
 // q in distinct banks.
 template <int R, int RP>
 DEV void deltanet_scan_impl(float* out, int ldo, const float* xs, const float* in, const float* ga, const float* gb,
-        const float* alog, const float* dtb, float* state, int sf, const int* pos, const int* sinfo, int KH, int VH,
-        int KD, int VD, int K) {
+        const float* alog, const float* dtb, float* state, int sf, const int* pos, const int* sinfo, int cmin, int KH,
+        int VH, int KD, int VD, int K) {
     constexpr int KP = R * RP, CT = DN_THREADS / RP;
     __shared__ float sq[DN_LC][KP], sk[DN_LC][KP], sv[DN_LC][CT], sdec[DN_LC], sbeta[DN_LC];
     const int s = blockIdx.z, h = blockIdx.y, tid = threadIdx.x;
     const int start = sinfo[3 * s], len = sinfo[3 * s + 1], slot = sinfo[3 * s + 2];
+    if (len >= cmin) return; // deltanet_chunk_scan's
     const bool fresh = pos[start] == 0;
     const int C = 2 * KH * KD + VH * VD, kh = h / (VH / KH);
     const int col = tid / RP, part = tid % RP, j = blockIdx.x * CT + col;
@@ -128,33 +180,15 @@ DEV void deltanet_scan_impl(float* out, int ldo, const float* xs, const float* i
         const int i = r * RP + part;
         st[r] = (!fresh && jok && i < KD) ? S[(long long)i * VD + j] : 0.f;
     }
-    const float A = expf(alog[h]), bias = dtb[h], qscale = 1.f / sqrtf((float)KD);
-    const int warp = tid >> 5, lane = tid & 31, nw = blockDim.x >> 5;
+    const float A = expf(alog[h]), bias = dtb[h];
     for (int c0 = 0; c0 < len; c0 += DN_LC) {
         const int L = min(DN_LC, len - c0);
-        // q and k of each position, L2-normalised (eps 1e-6 inside the
-        // root), q also times KDim^-0.5: a warp a vector.
-        for (int e = warp; e < 2 * L; e += nw) {
-            const int t = e >> 1, isk = e & 1;
-            const float* src = xs + (long long)(start + c0 + t) * C + (isk ? KH * KD : 0) + kh * KD;
-            float ss = 0.f;
-            for (int i = lane; i < KD; i += 32) ss += src[i] * src[i];
-            ss = warp_sum(ss);
-            const float inv = (1.f / sqrtf(ss + 1e-6f)) * (isk ? 1.f : qscale);
-            float* d = isk ? sk[t] : sq[t];
-            for (int i = lane; i < KP; i += 32) d[i] = i < KD ? src[i] * inv : 0.f;
-        }
+        dn_stage_qk(&sq[0][0], &sk[0][0], KP, KP, xs, start + c0, L, L, C, KH, KD, kh);
         for (int e = tid; e < L * CT; e += blockDim.x) {
             const int t = e / CT, cj = blockIdx.x * CT + e % CT;
             sv[t][e % CT] = cj < VD ? xs[(long long)(start + c0 + t) * C + 2 * KH * KD + h * VD + cj] : 0.f;
         }
-        if (tid < L) { // decay = exp(-exp(A_log) * softplus(a + dt_bias)), beta = sigmoid(b)
-            const long long r = start + c0 + tid;
-            const float x = ga[r * VH + h] + bias;
-            const float sp = x > 20.f ? x : log1pf(expf(x));
-            sdec[tid] = expf(-A * sp);
-            sbeta[tid] = 1.f / (1.f + expf(-gb[r * VH + h]));
-        }
+        if (tid < L) sdec[tid] = expf(dn_gate(ga, gb, start + c0 + tid, h, VH, A, bias, &sbeta[tid]));
         __syncthreads();
         for (int t = 0; t < L; t++) {
             const float dec = sdec[t];
@@ -191,8 +225,8 @@ DEV void deltanet_scan_impl(float* out, int ldo, const float* xs, const float* i
 // that covers KDim (ops_deltanet.go: deltaScanKernel). 256 takes 8 threads
 // a column, so a thread still holds 32 rows (64 spilled registers).
 #define DN_SCAN_ARGS float *out, int ldo, const float *xs, const float *in, const float *ga, const float *gb, \
-    const float *alog, const float *dtb, float *state, int sf, const int *pos, const int *sinfo, int KH, int VH, int KD, int VD, int K
-#define DN_SCAN_PASS out, ldo, xs, in, ga, gb, alog, dtb, state, sf, pos, sinfo, KH, VH, KD, VD, K
+    const float *alog, const float *dtb, float *state, int sf, const int *pos, const int *sinfo, int cmin, int KH, int VH, int KD, int VD, int K
+#define DN_SCAN_PASS out, ldo, xs, in, ga, gb, alog, dtb, state, sf, pos, sinfo, cmin, KH, VH, KD, VD, K
 extern "C" __global__ void __launch_bounds__(DN_THREADS) deltanet_scan_16(DN_SCAN_ARGS) { grid_dep_start(); deltanet_scan_impl<4, 4>(DN_SCAN_PASS); }
 extern "C" __global__ void __launch_bounds__(DN_THREADS) deltanet_scan_32(DN_SCAN_ARGS) { grid_dep_start(); deltanet_scan_impl<8, 4>(DN_SCAN_PASS); }
 extern "C" __global__ void __launch_bounds__(DN_THREADS) deltanet_scan_64(DN_SCAN_ARGS) { grid_dep_start(); deltanet_scan_impl<16, 4>(DN_SCAN_PASS); }

@@ -14,7 +14,7 @@ var files embed.FS
 // order is the order the sources are concatenated in: NVRTC has no
 // include path, so common.cu is prepended rather than #included, and each
 // file may use what the files before it define.
-var order = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu", "qmm.cu", "qmm_wgmma.cu", "flash.cu", "decode_tile.cu", "moe.cu", "moe_decode.cu", "deltanet.cu", "sample.cu"}
+var order = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu", "qmm.cu", "qmm_wgmma.cu", "flash.cu", "decode_tile.cu", "moe.cu", "moe_decode.cu", "deltanet.cu", "deltanet_chunk.cu", "sample.cu"}
 
 // Files lists the source files in concatenation order.
 func Files() []string { return append([]string(nil), order...) }

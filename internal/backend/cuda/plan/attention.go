@@ -32,12 +32,16 @@ type Tuning struct {
 	// generic attention kernel, as before attn_decode and attn_dtile took
 	// them (TestWideDecodeBench's baseline; false by default).
 	DecGenericWide bool
+	// DeltaChunkMin: fewest positions of a sequence in a step for which
+	// Gated DeltaNet runs the chunked delta rule (DeltaChunk; 0: never).
+	DeltaChunkMin int
 }
 
 // DefaultTuning is what a default run uses.
 func DefaultTuning() Tuning {
 	return Tuning{DecSplitKeys: DecSplitKeys, DecHeads: DecHeadsPerBlock, DecHeadsMaxCtx: DecHeadsMaxCtx, DecLongHeads: -1, DecClusterMax: 16,
-		QMMMinRows: QMMMinRows, QMMMaxRows: QMMMaxRows, DecTileMinTokens: DecTileMinTokens}
+		QMMMinRows: QMMMinRows, QMMMaxRows: QMMMaxRows, DecTileMinTokens: DecTileMinTokens,
+		DeltaChunkMin: DeltaChunkMin}
 }
 
 // DecHeadsPerBlock is attn_decode's default number of query heads a block
