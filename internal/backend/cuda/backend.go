@@ -79,6 +79,8 @@ type Backend struct {
 	// got their dynamic shared memory (optInDeltaChunk; 0: none).
 	deltaChunkKD int
 
+	tmaps tensorMaps // TMA descriptors of bf16 activations (tensormap.go)
+
 	cntBuf devBuf // decode attention: per-(token, head) split counters, kept zero
 	cntN   int    // counters zeroed so far
 
@@ -210,14 +212,21 @@ func nvrtcArch(major, minor int) string {
 }
 
 // optInQMMW grants the warpgroup qmm4 forms their dynamic shared memory
-// (over the 48 KB default); false when the device refuses either.
+// (over the 48 KB default); false when the device refuses any, or the
+// driver cannot encode the tensor maps they read x through.
 func (b *Backend) optInQMMW() bool {
-	for _, bn := range []int{64, 128} {
-		n := plan.QMMWSmem(bn)
+	if b.d.TensorMapEncodeTiled == 0 {
+		return false
+	}
+	for _, name := range plan.QMMWKernels() {
+		n := plan.QMMWSmem(64)
+		if name == "qmm4_w128" {
+			n = plan.QMMWSmem(128)
+		}
 		if n > b.d.Attr(b.dev, cudalib.AttrMaxSmemOptin) {
 			return false
 		}
-		f := b.fns[fmt.Sprintf("qmm4_w%d", bn)]
+		f := b.fns[name]
 		if b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrMaxDynamicSmem, uintptr(n)) != nil {
 			return false
 		}
@@ -515,7 +524,7 @@ func (b *Backend) Close() error {
 		_ = b.d.Call("cuMemFree", b.d.MemFree, c.ptr)
 	}
 	b.closeAsync()
-	for _, p := range []*devBuf{&b.stepBuf, &b.scratch, &b.scratchX, &b.wsBuf, &b.cntBuf, &b.feed} {
+	for _, p := range []*devBuf{&b.stepBuf, &b.scratch, &b.scratchX, &b.wsBuf, &b.cntBuf, &b.feed, &b.tmaps.buf} {
 		if p.ptr != 0 {
 			_ = b.d.Call("cuMemFree", b.d.MemFree, p.ptr)
 		}

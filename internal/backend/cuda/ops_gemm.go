@@ -120,6 +120,15 @@ func (b *Backend) qmm(d, s *Tensor, w *weight, bias uintptr, q plan.QMM) {
 	if ready && b.joinQMM(d, w, bias, q) {
 		return
 	}
+	var tmap uintptr
+	if q.Smem > 0 {
+		if tmap = b.bf16RowsMap(b.scratchX.ptr, M, K, q.TileRows); tmap == 0 {
+			// No tensor map (slots used up): qmm4's mma.sync forms.
+			t := b.Tuning
+			t.QMMWarpgroup, t.QMMVariant = false, ""
+			q, _ = plan.PlanQMM(w.plan(), M, b.SMs, t)
+		}
+	}
 	if !ready {
 		b.convertX(s)
 	}
@@ -129,6 +138,9 @@ func (b *Backend) qmm(d, s *Tensor, w *weight, bias uintptr, q plan.QMM) {
 		l.p(0).p(0).p(0).p(0).i(0)
 	}
 	l.i(q.GridY).i(q.GridY)
+	if q.Smem > 0 { // the warpgroup forms: x's tensor map (QMMW_PARAMS)
+		l.p(tmap)
+	}
 	l.smem = uint32(q.Smem)
 	if q.Split > 1 {
 		l.cz = uint32(q.Split)

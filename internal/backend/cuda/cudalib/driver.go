@@ -75,6 +75,7 @@ type Driver struct {
 	GraphDestroy, GraphGetNodes, EventCreate, EventRecord, EventSynchronize, EventElapsed uintptr
 	EventDestroy, GetErrorName, GetErrorString                                            uintptr
 	LaunchKernelEx                                                                        uintptr // optional (CUDA 11.8+)
+	TensorMapEncodeTiled                                                                  uintptr // optional (CUDA 12.0+)
 	LibPath                                                                               string
 }
 
@@ -110,6 +111,9 @@ func LoadDriver() (*Driver, error) {
 	}
 	if p, err := purego.Dlsym(h, "cuLaunchKernelEx"); err == nil {
 		d.LaunchKernelEx = p
+	}
+	if p, err := purego.Dlsym(h, "cuTensorMapEncodeTiled"); err == nil {
+		d.TensorMapEncodeTiled = p
 	}
 	return d, nil
 }

@@ -103,9 +103,36 @@ DEV void cp_async4(u32 dst, const void* src) {
 }
 template <int N> DEV void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
+// A ring slot: x's tile first (1024-byte aligned for the 128-byte swizzle:
+// slots are multiples of 1024 bytes from an aligned base), the weights,
+// the scales.
 template <int BN> struct QmmwRing {
-    static constexpr int W = QMM_BN * 32, X = BN * 128, SC = QMM_BN * QMMW_SCW * 4, SLOT = W + X + SC;
+    static constexpr int X = BN * 128, W = QMM_BN * 32, SC = QMM_BN * QMMW_SCW * 4, SLOT = X + W + SC;
+    static constexpr int XO = 0, WO = X, SCO = X + W;
+    static_assert(SLOT % 1024 == 0, "slots keep the x tiles 1024-byte aligned");
 };
+
+// The mbarrier a ring slot's TMA copy completes (arrive with the expected
+// bytes, the copy's complete_tx, waits on the phase parity).
+DEV void mbar_init(u32 bar, u32 count) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory"); }
+DEV void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+DEV void mbar_expect(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+DEV void mbar_wait(u32 bar, u32 parity) {
+    asm volatile("{\n.reg .pred p;\nQMMW_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra QMMW_WAIT;\n}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+// tma_load_2d copies the box at (c0 columns, c1 rows) of the tensor map at
+// tmap (device memory) to shared address dst, completing on bar.
+DEV void tma_load_2d(u32 dst, const void* tmap, int c0, int c1, u32 bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+                 "l"(tmap), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
 
 // qmmw_dq is the two weights of byte t of word v (k 2t, 2t+1 of its 8) as
 // the bf16 pair (q*s+b): the byte's nibbles moved to bits 0-3 and 16-19
@@ -124,11 +151,11 @@ DEV void qmmw_frag(u32 (&a)[4][4], const unsigned char* slot, int lr, int t, int
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int r = lr + 8 * h, sw = (r >> 2) & 1;
-        const uint4 lo = *reinterpret_cast<const uint4*>(slot + r * 32 + 16 * sw);
-        const uint4 hi = *reinterpret_cast<const uint4*>(slot + r * 32 + 16 * (1 - sw));
+        const uint4 lo = *reinterpret_cast<const uint4*>(slot + R::WO + r * 32 + 16 * sw);
+        const uint4 hi = *reinterpret_cast<const uint4*>(slot + R::WO + r * 32 + 16 * (1 - sw));
         wd[h][0] = lo.x, wd[h][1] = lo.y, wd[h][2] = lo.z, wd[h][3] = lo.w;
         wd[h][4] = hi.x, wd[h][5] = hi.y, wd[h][6] = hi.z, wd[h][7] = hi.w;
-        const uint4 sc = *reinterpret_cast<const uint4*>(slot + R::W + R::X + r * QMMW_SCW * 4);
+        const uint4 sc = *reinterpret_cast<const uint4*>(slot + R::SCO + r * QMMW_SCW * 4);
 #pragma unroll
         for (int c = 0; c < 4; c++) {
             const int j = (16 * c) >> gshift; // the group of k 16c..16c+15
@@ -154,16 +181,27 @@ DEV void qmmw_keep(u32 (&a)[4][4]) {
         for (int j = 0; j < 4; j++) asm volatile("" : "+r"(a[c][j]));
 }
 
+// How x reaches the ring (the A/B of session 15; notes/cuda-session-15.md):
+// QMMW_TMA one cp.async.bulk.tensor a slab (async proxy, 128-byte swizzle,
+// zero rows past M), QMMW_CPA 16-byte cp.async into the no-swizzle layout
+// with the proxy fence the wgmma reads need, QMMW_CPN the same without it.
+#define QMMW_TMA 0
+#define QMMW_CPA 1
+#define QMMW_CPN 2
+
+// QMMW_PARAMS: qmm4's, and the tensor map of x's bf16 copy (QMMW_TMA).
+#define QMMW_PARAMS QMM_PARAMS, const void* tmap
+
 // qmmw_impl: a block is two warpgroups over QMM_BN weight rows and BN
 // activation rows (grid x), grid y the weight-row blocks of up to three
 // segments (QMM_PARAMS), grid z the split-K cluster. The ring holds ST
 // slabs: ST-2 being copied, one in the MMAs of the slab before, one being
 // dequantized.
-template <int BN, int ST>
-DEV void qmmw_impl(QMM_PARAMS) {
+template <int BN, int ST, int XM>
+DEV void qmmw_impl(QMMW_PARAMS) {
     typedef QmmwRing<BN> R;
     constexpr int P = ST - 2, NB = BN / 8;
-    extern __shared__ __align__(128) unsigned char qmmw_smem[];
+    extern __shared__ __align__(1024) unsigned char qmmw_raw[];
     int by = blockIdx.y;
     float* y = y0;
     const u32 *w = w0, *sb = sb0;
@@ -178,7 +216,10 @@ DEV void qmmw_impl(QMM_PARAMS) {
     const int ns = K >> 6, m0 = blockIdx.x * BN, nblk = by * QMM_BN;
     const int S = gridDim.z, rank = blockIdx.z;
     const int s_begin = (int)((long long)ns * rank / S), nsl = (int)((long long)ns * (rank + 1) / S) - s_begin;
-    const u32 ring = fa_smem(qmmw_smem);
+    // The ring from the first 1024-byte boundary; the slots' mbarriers after it.
+    const u32 raw = fa_smem(qmmw_raw), ring = (raw + 1023u) & ~1023u;
+    unsigned char* const smem = qmmw_raw + (ring - raw);
+    const u32 bars = ring + ST * R::SLOT;
     const int tid = threadIdx.x, nw = K >> 3, ng = K >> gshift, nsc = max(1, 64 >> gshift);
     // One slab's weights and scales, or its x, into slot i % ST.
     auto issue_w = [&](int i) {
@@ -186,36 +227,60 @@ DEV void qmmw_impl(QMM_PARAMS) {
         const int s = s_begin + i;
         {
             const int r = tid >> 1, h = tid & 1, row = min(nblk + r, N - 1);
-            fa_cp16(p + r * 32 + 16 * (h ^ ((r >> 2) & 1)), w + (long long)row * nw + s * 8 + h * 4, 16);
+            fa_cp16(p + R::WO + r * 32 + 16 * (h ^ ((r >> 2) & 1)), w + (long long)row * nw + s * 8 + h * 4, 16);
         }
         const int g0 = (s << 6) >> gshift;
         for (int e = tid; e < QMM_BN * nsc; e += QMMW_THREADS) {
             const int r = e / nsc, j = e - r * nsc, row = min(nblk + r, N - 1);
-            cp_async4(p + R::W + R::X + (r * QMMW_SCW + j) * 4, sb + (long long)row * ng + g0 + j);
+            cp_async4(p + R::SCO + (r * QMMW_SCW + j) * 4, sb + (long long)row * ng + g0 + j);
         }
     };
     auto issue_x = [&](int i) {
-        const u32 p = ring + (i % ST) * R::SLOT + R::W;
+        const u32 p = ring + (i % ST) * R::SLOT + R::XO;
         const int s = s_begin + i;
+        if constexpr (XM == QMMW_TMA) {
+            if (tid == 0) {
+                mbar_expect(bars + (i % ST) * 8, R::X);
+                tma_load_2d(p, tmap, s * 64, m0, bars + (i % ST) * 8);
+            }
+        } else {
 #pragma unroll
-        for (int e = tid; e < BN * 8; e += QMMW_THREADS) {
-            const int n = e >> 3, kc = e & 7;
-            const bool ok = m0 + n < M;
-            fa_cp16(p + kc * BN * 16 + n * 16, x + (ok ? (long long)(m0 + n) * K + s * 64 + kc * 8 : 0), ok ? 16 : 0);
+            for (int e = tid; e < BN * 8; e += QMMW_THREADS) {
+                const int n = e >> 3, kc = e & 7;
+                const bool ok = m0 + n < M;
+                fa_cp16(p + kc * BN * 16 + n * 16, x + (ok ? (long long)(m0 + n) * K + s * 64 + kc * 8 : 0), ok ? 16 : 0);
+            }
         }
     };
+    if constexpr (XM == QMMW_TMA) {
+        if (tid == 0) {
+            for (int i = 0; i < ST; i++) mbar_init(bars + i * 8, 1);
+            mbar_init_fence();
+        }
+        __syncthreads();
+    }
     // The weights are constant: the first slabs' copies start before the
-    // wait for the kernel that writes x. Groups: the weights of slabs
-    // 0..P-1, then each of their x, then one whole slab an iteration (empty
-    // past the end), so slab i is complete when at most P-1 groups remain.
+    // wait for the kernel that writes x. cp.async groups: the weights of
+    // slabs 0..P-1 one a group (with their x when it goes by cp.async), then
+    // one slab an iteration (empty past the end), so slab i is complete
+    // when at most P-1 groups remain.
     grid_dep_launch();
-    for (int i = 0; i < P; i++)
-        if (i < nsl) issue_w(i);
-    fa_commit();
-    grid_dep_wait();
-    for (int i = 0; i < P; i++) {
-        if (i < nsl) issue_x(i);
+    if constexpr (XM == QMMW_TMA) {
+        for (int i = 0; i < P; i++) {
+            if (i < nsl) issue_w(i);
+            fa_commit();
+        }
+        grid_dep_wait();
+        for (int i = 0; i < P && i < nsl; i++) issue_x(i);
+    } else {
+        for (int i = 0; i < P; i++)
+            if (i < nsl) issue_w(i);
         fa_commit();
+        grid_dep_wait();
+        for (int i = 0; i < P; i++) {
+            if (i < nsl) issue_x(i);
+            fa_commit();
+        }
     }
 
     float acc[NB * 4];
@@ -224,18 +289,22 @@ DEV void qmmw_impl(QMM_PARAMS) {
     u32 a0[4][4], a1[4][4];
     const int lr = warp * 16 + g;
     auto step = [&](int i, u32 (&a)[4][4], u32 (&prev)[4][4]) {
+        // Step nsl (an even count's last pair) repeats slab nsl-1 with zero
+        // weights: a branch around it would serialize the MMAs as above.
+        const int si = min(i, nsl - 1);
         cp_async_wait<P - 1>();
-        fence_proxy_async(); // this thread's copies, visible to the tensor cores' reads
-        __syncthreads();     // everyone's copies; every warpgroup past the MMAs of slab i-2
+        if constexpr (XM == QMMW_TMA) {
+            if (i < nsl) mbar_wait(bars + (i % ST) * 8, (u32)(i / ST) & 1u);
+        } else if constexpr (XM == QMMW_CPA) {
+            fence_proxy_async(); // this thread's copies, visible to the tensor cores' reads
+        }
+        __syncthreads(); // everyone's copies; every warpgroup past the MMAs of slab i-2
         if (i + P < nsl) {
             issue_w(i + P);
             issue_x(i + P);
         }
         fa_commit();
-        // Step nsl (an even count's last pair) repeats slab nsl-1 with zero
-        // weights: a branch around it would serialize the MMAs as above.
-        const int si = min(i, nsl - 1);
-        const unsigned char* slot = qmmw_smem + (si % ST) * R::SLOT;
+        const unsigned char* slot = smem + (si % ST) * R::SLOT;
         qmmw_frag<BN>(a, slot, lr, t, gshift);
         if (i == nsl) {
 #pragma unroll
@@ -243,11 +312,18 @@ DEV void qmmw_impl(QMM_PARAMS) {
 #pragma unroll
                 for (int j = 0; j < 4; j++) a[c][j] = 0u;
         }
-        const u32 xb = ring + (si % ST) * R::SLOT + R::W;
+        const u32 xb = ring + (si % ST) * R::SLOT + R::XO;
         qmmw_keep(a); // every fragment defined before the fence
         wg_fence();
+        if constexpr (XM == QMMW_TMA) {
+            // 128-byte swizzle, K-major: a row's 64 k are its 128 bytes, step c
+            // starts 32 bytes in; 8-row groups 1024 bytes apart.
 #pragma unroll
-        for (int c = 0; c < 4; c++) wg_mma<BN>(acc, a[c], wg_desc(xb + 2 * c * BN * 16, BN * 16, 128));
+            for (int c = 0; c < 4; c++) wg_mma<BN>(acc, a[c], wg_desc(xb + 32 * c, 16, 1024) | (1ull << 62));
+        } else {
+#pragma unroll
+            for (int c = 0; c < 4; c++) wg_mma<BN>(acc, a[c], wg_desc(xb + 2 * c * BN * 16, BN * 16, 128));
+        }
         wg_commit();
         wg_wait<1>(); // slab i-1's MMAs are done: prev is free
         qmmw_keep(prev);
@@ -263,13 +339,14 @@ DEV void qmmw_impl(QMM_PARAMS) {
     wg_wait<0>();
     wg_hold(acc);
     __syncthreads(); // the ring becomes the partial tile
-    qmm_store_tile<NB, 1>(acc, reinterpret_cast<float*>(qmmw_smem), y, bias, N, M, m0, nblk, warp, g, t, QMMW_THREADS);
+    qmm_store_tile<NB, 1>(acc, reinterpret_cast<float*>(smem), y, bias, N, M, m0, nblk, warp, g, t, QMMW_THREADS);
 }
 
 // Two blocks an SM (registers: at most 128 a thread). The 64-row tile
 // keeps 4 slabs in flight; the 128-row tile 2 (its slot is 22.5 KB).
-#define QMMW(NAME, BN, ST)                                                                                     \
-    extern "C" __global__ void __launch_bounds__(QMMW_THREADS, 2) NAME(QMM_PARAMS) {                          \
-        qmmw_impl<BN, ST>(QMM_ARGS);                                                                           \
+#define QMMW(NAME, BN, ST, XM)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(QMMW_THREADS, 2) NAME(QMMW_PARAMS) {                         \
+        qmmw_impl<BN, ST, XM>(QMM_ARGS, tmap);                                                                 \
     }
-QMMW(qmm4_w64, 64, 6) QMMW(qmm4_w128, 128, 4)
+QMMW(qmm4_w64, 64, 6, QMMW_TMA) QMMW(qmm4_w128, 128, 4, QMMW_TMA)
+QMMW(qmm4_w64c, 64, 6, QMMW_CPA) QMMW(qmm4_w64n, 64, 6, QMMW_CPN)

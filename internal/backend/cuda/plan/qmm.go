@@ -39,18 +39,23 @@ var qmmKernels = map[string]qmmKernel{
 	"m2d1": {"qmm4_bf_64_m2d1", 128, 3, 64, 0},
 	"w64":  {"qmm4_w64", 256, 2, 64, QMMWSmem(64)},
 	"w128": {"qmm4_w128", 256, 2, 128, QMMWSmem(128)},
+	// x by 16-byte cp.async with (c) and without (n) the proxy fence: s15's A/B.
+	"w64c": {"qmm4_w64c", 256, 2, 64, QMMWSmem(64)},
+	"w64n": {"qmm4_w64n", 256, 2, 64, QMMWSmem(64)},
 }
 
 // QMMWSmem is the dynamic shared memory of the warpgroup form with a tile
 // of bn activation rows: its slab ring (weights 128 x 32 bytes, x bn x
 // 128 bytes, scales 128 x 16 bytes a slab; 6 slabs at 64 rows, 4 at 128),
-// which the partial tile (bn x 132 floats) reuses after the loop.
+// which the partial tile (bn x 132 floats) reuses after the loop, and the
+// slots' mbarriers.
 func QMMWSmem(bn int) int {
 	st := 6
 	if bn > 64 {
 		st = 4
 	}
-	return max(st*(128*32+bn*128+128*16), bn*132*4)
+	// + 1024: the ring starts at a 1024-byte boundary (the x tiles' swizzle); + 64: a slot's mbarrier each.
+	return max(st*(128*32+bn*128+128*16), bn*132*4) + 1024 + 64
 }
 
 // QMMNarrowRows is the most weight rows a product takes the m2d1 form with.
@@ -77,11 +82,13 @@ func qmmForm(t Tuning, N, M int) (qmmKernel, bool) {
 }
 
 // QMMKernels lists the names of the qmm4 kernel forms.
-func QMMKernels() []string { return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w64", "qmm4_w128"} }
+func QMMKernels() []string {
+	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w64", "qmm4_w128", "qmm4_w64c", "qmm4_w64n"}
+}
 
 // QMMWKernels lists the warpgroup forms (they need sm_90a and their
 // dynamic shared memory opted in).
-func QMMWKernels() []string { return []string{"qmm4_w64", "qmm4_w128"} }
+func QMMWKernels() []string { return []string{"qmm4_w64", "qmm4_w128", "qmm4_w64c", "qmm4_w64n"} }
 
 // QMMWeightRows is the weight rows a qmm4 block covers (8 warps of 16).
 const QMMWeightRows = 128

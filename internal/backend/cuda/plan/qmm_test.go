@@ -55,11 +55,12 @@ func TestPlanQMM(t *testing.T) {
 
 func TestQMMWSmem(t *testing.T) {
 	// The ring: 6 slabs of 4096 + 8192 + 2048 bytes at 64 rows, 4 of 4096 +
-	// 16384 + 2048 at 128; both hold the partial tile (64 or 128 x 132 floats).
-	if got := QMMWSmem(64); got != 86016 {
+	// 16384 + 2048 at 128; both hold the partial tile (64 or 128 x 132 floats);
+	// 1024 bytes to align the ring and 64 for the mbarriers.
+	if got := QMMWSmem(64); got != 86016+1088 {
 		t.Errorf("QMMWSmem(64) = %d", got)
 	}
-	if got := QMMWSmem(128); got != 90112 {
+	if got := QMMWSmem(128); got != 90112+1088 {
 		t.Errorf("QMMWSmem(128) = %d", got)
 	}
 }
