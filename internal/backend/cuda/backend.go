@@ -38,14 +38,17 @@ type Backend struct {
 	dev  int32
 	ctx  uintptr
 	strm uintptr
-	mod  uintptr
+	mods []uintptr // a module a kernel program (loadKernels)
 	fns  map[string]uintptr
 
 	Device      string // "NVIDIA H200"
-	Arch        string // "sm_90"
+	Arch        string // "sm_90a" (nvrtcArch)
 	SMs         int
-	CompileTime time.Duration // NVRTC time at start (0 on a cache hit)
-	CacheHit    bool
+	CompileTime time.Duration // NVRTC time at start (0 when every program hit the cache)
+	CacheHit    bool          // every kernel program came from the cache
+	// ProgramTimes: each compiled program's NVRTC time (cache misses only;
+	// they ran in parallel, so CompileTime is about the longest).
+	ProgramTimes map[string]time.Duration
 
 	persistent []uintptr // device allocations freed at Close
 
@@ -161,28 +164,8 @@ func New(dev int) (*Backend, error) {
 	if err := b.bl.Init(b.strm, b.wsBuf.ptr, b.wsBuf.size); err != nil {
 		return nil, err
 	}
-	t0 := time.Now()
-	img, hit, err := b.nv.CompileCached(kernelSource(), "mlxcel", b.Arch, []string{"--std=c++17"})
-	if err != nil {
+	if err := b.loadKernels(); err != nil {
 		return nil, err
-	}
-	if !hit {
-		b.CompileTime = time.Since(t0)
-	}
-	b.CacheHit = hit
-	if err := d.Call("cuModuleLoadData", d.ModuleLoadData, uintptr(unsafe.Pointer(&b.mod)), uintptr(unsafe.Pointer(&img[0]))); err != nil {
-		return nil, err
-	}
-	cudalib.Keep(img)
-	// Resolve every kernel now, with the context current: ops look them up
-	// while recording, possibly from another OS thread.
-	for _, name := range kernelNames() {
-		var f uintptr
-		cn := cudalib.CStr(name)
-		if err := d.Call("cuModuleGetFunction "+name, d.ModuleGetFunction, uintptr(unsafe.Pointer(&f)), b.mod, uintptr(unsafe.Pointer(&cn[0]))); err != nil {
-			return nil, err
-		}
-		b.fns[name] = f
 	}
 	b.setDefaults()
 	b.flash2 = map[string]map[int]bool{"": b.optInFlash2(""), "_f8": b.optInFlash2("_f8")}
@@ -534,10 +517,7 @@ func (b *Backend) Close() error {
 		_ = b.d.Call("cuMemFreeHost", b.d.MemFreeHost, uintptr(unsafe.Pointer(&b.pinned[0])))
 		b.pinned = nil
 	}
-	if b.mod != 0 {
-		_ = b.d.Call("cuModuleUnload", b.d.ModuleUnload, b.mod)
-		b.mod = 0
-	}
+	b.unloadKernels()
 	if b.bl.Handle != 0 {
 		purego.SyscallN(b.bl.Destroy, b.bl.Handle)
 		b.bl.Handle = 0

@@ -26,7 +26,7 @@ func newOrSkip(t testing.TB) *Backend {
 	if err != nil {
 		t.Fatal(err) // the device is there but the backend failed: a bug
 	}
-	t.Logf("%s (compile %v, cache hit %v)", b.Info(), b.CompileTime, b.CacheHit)
+	t.Logf("%s (compile %v, cache hit %v; programs compiled %v)", b.Info(), b.CompileTime, b.CacheHit, b.ProgramTimes)
 	return b
 }
 

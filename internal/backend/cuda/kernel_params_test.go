@@ -20,16 +20,8 @@ import (
 // included. Types: pointers (any), int, long long, float.
 func kernelSignatures(t *testing.T) map[string][]argKind {
 	t.Helper()
-	cmd := exec.Command("cpp", "-P", "-x", "c++", "-")
-	cmd.Stdin = strings.NewReader(kernelSource())
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("cpp (gcc's preprocessor, on every CI machine) over the kernel source: %v", err)
-	}
-	src := regexp.MustCompile(`\s+`).ReplaceAllString(string(out), " ")
-	entry := regexp.MustCompile(`extern "C" __global__ void (?:__launch_bounds__ ?\((?:[^()]|\([^()]*\))*\) )?(\w+) ?\(([^)]*)\)`)
 	sigs := map[string][]argKind{}
-	for _, m := range entry.FindAllStringSubmatch(src, -1) {
+	for _, m := range kernelEntry.FindAllStringSubmatch(preprocessed(t, kernelSource()), -1) {
 		var kinds []argKind
 		for _, p := range strings.Split(m[2], ",") {
 			p = strings.TrimSpace(p)
@@ -52,6 +44,23 @@ func kernelSignatures(t *testing.T) map[string][]argKind {
 	}
 	return sigs
 }
+
+// preprocessed runs the C preprocessor over kernel source and folds its
+// white space (for kernelEntry).
+func preprocessed(t *testing.T, src string) string {
+	t.Helper()
+	cmd := exec.Command("cpp", "-P", "-x", "c++", "-")
+	cmd.Stdin = strings.NewReader(src)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("cpp (gcc's preprocessor, on every CI machine) over the kernel source: %v", err)
+	}
+	return regexp.MustCompile(`\s+`).ReplaceAllString(string(out), " ")
+}
+
+// kernelEntry matches a kernel definition in preprocessed source: its name
+// and parameters.
+var kernelEntry = regexp.MustCompile(`extern "C" __global__ void (?:__launch_bounds__ ?\((?:[^()]|\([^()]*\))*\) )?(\w+) ?\(([^)]*)\)`)
 
 // TestKernelNamesMatchSource: the names resolved at start are exactly the
 // kernels the (preprocessed) source defines.

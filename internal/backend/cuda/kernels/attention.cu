@@ -277,6 +277,7 @@ DEV void attention_impl(float* out, float* part, const float* q, const typename 
                            softcap, cnt, sinks);                                                                  \
     }
 ATTENTION(, KvF16) ATTENTION(_f8, KvF8)
+//kernels:part
 
 // attn_decode: decode steps (one query token per sequence) for head dims
 // 64 and 128 with up to 8 query heads per kv head. Grid (kvHeads, tokens,
@@ -655,8 +656,14 @@ DEV void attn_decode_impl(float* out, float* part, float* q, typename KV::T* Kc,
     AD_KERNEL(HD, _h2, 2, false, SFX, KV, (128)) AD_KERNEL(HD, _h4, 4, false, SFX, KV, LB4)                           \
     AD_KERNEL(HD, _h1c, 1, true, SFX, KV, (128)) AD_KERNEL(HD, _h2c, 2, true, SFX, KV, (128))                         \
     AD_KERNEL(HD, _h4c, 4, true, SFX, KV, LB4)
-ATTN_DECODE(64, , KvF16, (128)) ATTN_DECODE(128, , KvF16, (128))
-ATTN_DECODE(64, _f8, KvF8, (128, 4)) ATTN_DECODE(128, _f8, KvF8, (128, 4))
+ATTN_DECODE(64, , KvF16, (128))
+//kernels:part
+ATTN_DECODE(128, , KvF16, (128))
+//kernels:part
+ATTN_DECODE(64, _f8, KvF8, (128, 4))
+//kernels:part
+ATTN_DECODE(128, _f8, KvF8, (128, 4))
+//kernels:part
 // Head dims 256 and 512 (Gemma 3/4, Qwen3.5): only the small blocks, whose
 // q rows and partial outputs fit the registers (plan.DecodeAttention caps
 // a block's heads at 4 for 256 and 2 for 512; the general kernel's 8
@@ -672,6 +679,14 @@ ATTN_DECODE(64, _f8, KvF8, (128, 4)) ATTN_DECODE(128, _f8, KvF8, (128, 4))
     AD_KERNEL(HD, _h1, 1, false, SFX, KV, (128)) AD_KERNEL(HD, _h2, 2, false, SFX, KV, (128))                         \
     AD_KERNEL(HD, _h1c, 1, true, SFX, KV, (128)) AD_KERNEL(HD, _h2c, 2, true, SFX, KV, (128))                         \
     AD_KERNEL_SH(HD, _h1s, 1, SFX, KV) AD_KERNEL_SH(HD, _h2s, 2, SFX, KV)
-ATTN_DECODE_WIDE(256, , KvF16) ATTN_DECODE_WIDE(512, , KvF16) ATTN_DECODE_WIDE(256, _f8, KvF8) ATTN_DECODE_WIDE(512, _f8, KvF8)
+ATTN_DECODE_WIDE(256, , KvF16)
+//kernels:part
+ATTN_DECODE_WIDE(512, , KvF16)
+//kernels:part
+ATTN_DECODE_WIDE(256, _f8, KvF8)
+//kernels:part
+ATTN_DECODE_WIDE(512, _f8, KvF8)
+//kernels:part
 AD_KERNEL(256, _h4, 4, false, , KvF16, (128)) AD_KERNEL(256, _h4c, 4, true, , KvF16, (128)) AD_KERNEL_SH(256, _h4s, 4, , KvF16)
+//kernels:part
 AD_KERNEL(256, _h4, 4, false, _f8, KvF8, (128)) AD_KERNEL(256, _h4c, 4, true, _f8, KvF8, (128)) AD_KERNEL_SH(256, _h4s, 4, _f8, KvF8)

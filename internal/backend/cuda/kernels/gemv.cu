@@ -429,6 +429,7 @@ QMULTI_G(qgemvm8_bf_g32, 8, SBbf, 32) QMULTI_G(qgemvm8_f32_g32, 8, SBf32, 32)
 // The floating-point modes: SBfp (mxfp4 and mxfp8: groups of 32 hold
 // whole chunks) and SBfp2 (nvfp4 with rows of whole 32-element pairs of
 // groups: a scale word a chunk).
+//kernels:part
 QMULTI(qgemvm4_fp, 4, SBfp) QMULTI(qgemvm8_fp, 8, SBfp)
 QMULTI_G(qgemvm4_fp_g64, 4, SBfp, 64) QMULTI_G(qgemvm8_fp_g64, 8, SBfp, 64)
 QMULTI_G(qgemvm4_fp_g32, 4, SBfp, 32) QMULTI_G(qgemvm8_fp_g32, 8, SBfp, 32)
@@ -529,11 +530,13 @@ DEV void qgemv_rows_impl(GEMV_PARAMS) {
         grid_dep_start();                                                                     \
         qgemv_rows_impl<BITS, SBT, MR, 4, J>(GEMV_ARGS);                                      \
     }
+//kernels:part
 QGEMV1(4, bf, SBbf) QGEMV1(4, f32, SBf32) QGEMV1(8, bf, SBbf) QGEMV1(8, f32, SBf32)
 QGEMVR(4, bf, SBbf, 2, 4) QGEMVR(4, bf, SBbf, 4, 2) QGEMVR(4, bf, SBbf, 8, 1)
 QGEMVR(4, f32, SBf32, 2, 4) QGEMVR(4, f32, SBf32, 4, 2) QGEMVR(4, f32, SBf32, 8, 1)
 QGEMVR(8, bf, SBbf, 2, 4) QGEMVR(8, bf, SBbf, 4, 2) QGEMVR(8, bf, SBbf, 8, 1)
 QGEMVR(8, f32, SBf32, 2, 4) QGEMVR(8, f32, SBf32, 4, 2) QGEMVR(8, f32, SBf32, 8, 1)
+//kernels:part
 QGEMV1(4, fp, SBfp) QGEMV1(8, fp, SBfp) QGEMV1(4, fp2, SBfp2)
 QGEMVR(4, fp, SBfp, 2, 4) QGEMVR(4, fp, SBfp, 4, 2) QGEMVR(4, fp, SBfp, 8, 1)
 QGEMVR(8, fp, SBfp, 2, 4) QGEMVR(8, fp, SBfp, 4, 2) QGEMVR(8, fp, SBfp, 8, 1)
@@ -644,6 +647,7 @@ DEV void dgemv_impl(GEMV_PARAMS) {
         grid_dep_start();                                                                   \
         dgemv_impl<TT, MR, 4, J>(GEMV_ARGS);                                                \
     }
+//kernels:part
 DGEMV(f32, F32, 1, 2) DGEMV(f32, F32, 2, 2) DGEMV(f32, F32, 4, 1) DGEMV(f32, F32, 8, 1)
 DGEMV(bf16, BF16, 1, 2) DGEMV(bf16, BF16, 2, 2) DGEMV(bf16, BF16, 4, 1) DGEMV(bf16, BF16, 8, 1)
 DGEMV(f16, F16, 1, 2) DGEMV(f16, F16, 2, 2) DGEMV(f16, F16, 4, 1) DGEMV(f16, F16, 8, 1)

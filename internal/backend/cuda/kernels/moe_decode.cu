@@ -436,6 +436,7 @@ extern "C" __global__ void __launch_bounds__(128) moe_router_bf16(MR_PARAMS) { g
 extern "C" __global__ void __launch_bounds__(128) moe_router_bf16_g64(MR_PARAMS) { grid_dep_launch(); md_prefetch<16, 64>(w, E, K); grid_dep_wait(); moe_router_impl<16, SBbf, 64>(MR_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_router_bf16_g32(MR_PARAMS) { grid_dep_launch(); md_prefetch<16, 32>(w, E, K); grid_dep_wait(); moe_router_impl<16, SBbf, 32>(MR_ARGS); }
 
+//kernels:part
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf(GU_PARAMS) { moe_gateup_impl<4, SBbf, 128>(GU_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g64(GU_PARAMS) { moe_gateup_impl<4, SBbf, 64>(GU_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g32(GU_PARAMS) { moe_gateup_impl<4, SBbf, 32>(GU_ARGS); }
@@ -453,6 +454,7 @@ extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32(GU_PARAMS) { m
 extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32_g64(GU_PARAMS) { moe_gateup_impl<8, SBf32, 64>(GU_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32_g32(GU_PARAMS) { moe_gateup_impl<8, SBf32, 32>(GU_ARGS); }
 
+//kernels:part
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf(DS_PARAMS) { moe_down_sum_impl<4, SBbf, 128>(DS_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf_g64(DS_PARAMS) { moe_down_sum_impl<4, SBbf, 64>(DS_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf_g32(DS_PARAMS) { moe_down_sum_impl<4, SBbf, 32>(DS_ARGS); }
@@ -471,6 +473,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_down_acc8_bf(DS_PARAMS) { 
 extern "C" __global__ void __launch_bounds__(256) moe_down_acc8_f32(DS_PARAMS) { moe_down_acc_impl<8, SBf32, 8>(DS_ARGS); }
 // The floating-point modes: SBfp (mxfp4, mxfp8) and SBfp2 (nvfp4 with
 // rows of whole pairs of groups; other nvfp4 rows take the GEMV path).
+//kernels:part
 extern "C" __global__ void __launch_bounds__(128) moe_router4_fp(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 128>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBfp, 128>(MR_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_router4_fp_g64(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 64>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBfp, 64>(MR_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_router4_fp_g32(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 32>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBfp, 32>(MR_ARGS); }
@@ -491,6 +494,7 @@ extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_fp_g64(DS_PARAMS
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum8_fp_g32(DS_PARAMS) { moe_down_sum_impl<8, SBfp, 32>(DS_ARGS); }
 extern "C" __global__ void __launch_bounds__(256) moe_down_acc4_fp(DS_PARAMS) { moe_down_acc_impl<4, SBfp, 8>(DS_ARGS); }
 extern "C" __global__ void __launch_bounds__(256) moe_down_acc8_fp(DS_PARAMS) { moe_down_acc_impl<8, SBfp, 8>(DS_ARGS); }
+//kernels:part
 extern "C" __global__ void __launch_bounds__(128) moe_router4_fp2(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 128>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBfp2, 128>(MR_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_router4_fp2_g64(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 64>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBfp2, 64>(MR_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_router4_fp2_g32(MR_PARAMS) { grid_dep_launch(); md_prefetch<4, 32>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBfp2, 32>(MR_ARGS); }
@@ -510,6 +514,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_down_acc4_fp2(DS_PARAMS) {
 #define GUX_ARGS GU_ARGS, MDX{nullptr, gb, ub, nullptr, gdt, udt, 0, alpha, limit}
 #define DSX_PARAMS DS_PARAMS, const void *db, int ddt
 #define DSX_ARGS DS_ARGS, MDX{nullptr, nullptr, nullptr, db, 0, 0, ddt, 0.f, 0.f}
+//kernels:part
 extern "C" __global__ void __launch_bounds__(128) moe_router4_bf_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<4, 128>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 128, true>(MR_ARGS, rb); }
 extern "C" __global__ void __launch_bounds__(128) moe_router4_bf_g64_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<4, 64>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 64, true>(MR_ARGS, rb); }
 extern "C" __global__ void __launch_bounds__(128) moe_router4_bf_g32_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<4, 32>(w, E, K); grid_dep_wait(); moe_router_impl<4, SBbf, 32, true>(MR_ARGS, rb); }
@@ -525,6 +530,7 @@ extern "C" __global__ void __launch_bounds__(128) moe_router8_f32_g32_x(MRX_PARA
 extern "C" __global__ void __launch_bounds__(128) moe_router_bf16_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<16, 128>(w, E, K); grid_dep_wait(); moe_router_impl<16, SBbf, 128, true>(MR_ARGS, rb); }
 extern "C" __global__ void __launch_bounds__(128) moe_router_bf16_g64_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<16, 64>(w, E, K); grid_dep_wait(); moe_router_impl<16, SBbf, 64, true>(MR_ARGS, rb); }
 extern "C" __global__ void __launch_bounds__(128) moe_router_bf16_g32_x(MRX_PARAMS) { grid_dep_launch(); md_prefetch<16, 32>(w, E, K); grid_dep_wait(); moe_router_impl<16, SBbf, 32, true>(MR_ARGS, rb); }
+//kernels:part
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_x(GUX_PARAMS) { moe_gateup_impl<4, SBbf, 128, true>(GUX_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g64_x(GUX_PARAMS) { moe_gateup_impl<4, SBbf, 64, true>(GUX_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup4_bf_g32_x(GUX_PARAMS) { moe_gateup_impl<4, SBbf, 32, true>(GUX_ARGS); }
@@ -543,6 +549,7 @@ extern "C" __global__ void __launch_bounds__(128) moe_gateup8_f32_g32_x(GUX_PARA
 extern "C" __global__ void __launch_bounds__(128) moe_gateup8_fp_x(GUX_PARAMS) { moe_gateup_impl<8, SBfp, 128, true>(GUX_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup8_fp_g64_x(GUX_PARAMS) { moe_gateup_impl<8, SBfp, 64, true>(GUX_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_gateup8_fp_g32_x(GUX_PARAMS) { moe_gateup_impl<8, SBfp, 32, true>(GUX_ARGS); }
+//kernels:part
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf_x(DSX_PARAMS) { moe_down_sum_impl<4, SBbf, 128, true>(DSX_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf_g64_x(DSX_PARAMS) { moe_down_sum_impl<4, SBbf, 64, true>(DSX_ARGS); }
 extern "C" __global__ void __launch_bounds__(128) moe_down_sum4_bf_g32_x(DSX_PARAMS) { moe_down_sum_impl<4, SBbf, 32, true>(DSX_ARGS); }
