@@ -62,7 +62,7 @@ cat "$OUT/env.log"
 if command -v nvcc >/dev/null; then
 	# Registers, spills and shared memory of the hot kernels (ptxas -v).
 	MLXCEL_DUMP_SRC="$OUT/kernels.cu" .gpu/cuda.test -test.run TestDumpSource >/dev/null 2>&1
-	nvcc -cubin -arch=sm_90 -std=c++17 -Xptxas -v "$OUT/kernels.cu" -o "${TMPDIR:-/tmp}/kernels.cubin" >"$OUT/ptxas.log" 2>&1
+	nvcc -cubin -arch=sm_90a -std=c++17 -Xptxas -v "$OUT/kernels.cu" -o "${TMPDIR:-/tmp}/kernels.cubin" >"$OUT/ptxas.log" 2>&1
 	rm -f "$OUT/kernels.cu"
 	grep -A4 -E "Compiling entry function '(qgemvm4_bf|qmma4_bf_1|qmma4_bf_2|qmma4_bf_4|flash_attn_64|flash_attn_128|attention)'" "$OUT/ptxas.log" | grep -E "entry|registers|spill" | head -24
 fi

@@ -1,12 +1,14 @@
 #!/bin/bash
-# kernel-check.sh: compile the embedded CUDA kernels for sm_90 on a machine
+# kernel-check.sh: compile the embedded CUDA kernels for sm_90a on a machine
 # without a GPU and print ptxas's report (errors, registers, spills). It
 # needs an nvcc; on Debian bookworm the non-free packages can be unpacked
 # without installing the driver:
 #   apt-get download nvidia-cuda-toolkit nvidia-cuda-dev libnvvm4
 #   for f in *.deb; do dpkg -x $f /opt/cu; done
 # CUDA_ROOT points at the unpacked tree (default /opt/cu). The sources are
-# concatenated in the order of kernels/kernels.go, as NVRTC sees them.
+# concatenated in the order of kernels/kernels.go: one program of every
+# kernel, the same code the backend compiles as the parallel programs of
+# kernels.Programs (TestKernelProgramsCompile compiles those with NVRTC).
 # Usage: scripts/kernel-check.sh [regex of kernel names to list]
 set -u
 root=${CUDA_ROOT:-/opt/cu}
@@ -16,7 +18,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf $tmp' EXIT
 files=$(grep -o 'order = \[\]string{[^}]*}' "$dir/kernels/kernels.go" | grep -o '"[a-z_0-9]*\.cu"' | tr -d '"')
 for f in $files; do cat "$dir/kernels/$f"; echo; done >"$tmp/all.cu"
-nvcc -ccbin "${CXX:-/usr/bin/g++}" -I"$root/usr/include" -cubin -arch=sm_90 --std=c++17 \
+nvcc -ccbin "${CXX:-/usr/bin/g++}" -I"$root/usr/include" -cubin -arch=sm_90a --std=c++17 \
     -allow-unsupported-compiler -Xptxas -v "$tmp/all.cu" -o "$tmp/all.cubin" >"$tmp/log" 2>&1
 rc=$?
 grep -E 'error|warning' "$tmp/log" | head -40

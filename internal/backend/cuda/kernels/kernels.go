@@ -24,8 +24,9 @@ var order = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu"
 // ("attention.cu:4": partMark), it lists; a file of order on no line is a
 // program of its own. Balanced by compile time (CPU seconds of nvcc 12.4
 // for sm_90a, each part alone, in the comments), longest first: the
-// program waited for at the first start is the longest, about 9 s of the
-// 104 s in all. A new file needs only its place in order.
+// first start waits for the longest, 7-9 s each of 98 s in all (96 s as
+// one program). A new file needs only its place in order; a slow one can
+// be cut into parts and spread over the lines.
 var programs = [][]string{
 	// decode 512 f16, 256 fp8: 3.9 + 5.6
 	{"attention.cu:6", "attention.cu:7"},
