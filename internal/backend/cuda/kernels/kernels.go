@@ -76,8 +76,8 @@ func Source() string {
 
 // Program is one NVRTC program: Source emits the kernels of Files.
 type Program struct {
-	Name   string // "mlxcel-gemv": the cache file's and NVRTC's name
-	Files  []string
+	Name   string   // "mlxcel-attention6": the cache file's and NVRTC's name
+	Files  []string // its line of programs: files and parts ("attention.cu:6")
 	Source string
 }
 
