@@ -16,17 +16,6 @@ import (
 	"github.com/mlxcel/mlxcel/internal/backend/cuda/kernels"
 )
 
-// nvrtcArch is the target the kernels are compiled for on a device of
-// compute capability major.minor: sm_90a on 9.0, whose arch-specific
-// instructions (wgmma, setmaxnreg) exist only there and whose cubins run
-// only on 9.0 devices (the one present); sm_XY elsewhere.
-func nvrtcArch(major, minor int) string {
-	if major == 9 && minor == 0 {
-		return "sm_90a"
-	}
-	return fmt.Sprintf("sm_%d%d", major, minor)
-}
-
 // cudaErrorNotFound is CUDA_ERROR_NOT_FOUND: a module without the kernel.
 const cudaErrorNotFound = 500
 
