@@ -23,10 +23,11 @@ var order = []string{"common.cu", "gemv.cu", "misc.cu", "attention.cu", "mma.cu"
 // is a program emitting the kernels of the files, or of the parts of files
 // ("attention.cu:4": partMark), it lists; a file of order on no line is a
 // program of its own. Balanced by compile time (CPU seconds of nvcc 12.4
-// for sm_90a, each part alone, in the comments), longest first: the
-// first start waits for the longest, 7-9 s each of 98 s in all (96 s as
-// one program). A new file needs only its place in order; a slow one can
-// be cut into parts and spread over the lines.
+// for sm_90a, each part alone, in the comments), longest first: with
+// NVRTC 12.4 each takes 7-9 s, 96 s in all (104 s as one program), and
+// the first start waits about the longest where the CPUs are enough. A
+// new file needs only its place in order; a slow one can be cut into
+// parts and spread over the lines.
 var programs = [][]string{
 	// decode 512 f16, 256 fp8: 3.9 + 5.6
 	{"attention.cu:6", "attention.cu:7"},
@@ -46,12 +47,12 @@ var programs = [][]string{
 	{"moe_decode.cu:0", "moe_decode.cu:1", "moe_decode.cu:2"},
 	// multi-row GEMVs, prefill attention: 1.9 + 1.9 + 4.6
 	{"gemv.cu:0", "gemv.cu:1", "flash.cu"},
-	// kv_store, attention, decode 128 fp8: 1.2 + 6.5
-	{"attention.cu:0", "attention.cu:4"},
+	// kv_store, attention, decode 128 fp8, chunked DeltaNet: 1.2 + 6.5 + 0.8
+	{"attention.cu:0", "attention.cu:4", "deltanet_chunk.cu"},
 	// decode 64 fp8, 256 f16 4-head: 4.5 + 3.2
 	{"attention.cu:3", "attention.cu:9"},
-	// MoE decode down (_x), MMA GEMVs: 5.2 + 2.2
-	{"moe_decode.cu:7", "mma.cu"},
+	// MoE decode down (_x), MMA GEMVs, warpgroup qmm4: 5.2 + 2.2 + 1.7
+	{"moe_decode.cu:7", "mma.cu", "qmm_wgmma.cu"},
 }
 
 // Files lists the source files in concatenation order.
