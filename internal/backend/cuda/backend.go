@@ -203,7 +203,7 @@ func (b *Backend) optInQMMW() bool {
 	}
 	for _, name := range plan.QMMWKernels() {
 		n := plan.QMMWSmem(64)
-		if name == "qmm4_w128" {
+		if strings.HasPrefix(name, "qmm4_w128") {
 			n = plan.QMMWSmem(128)
 		}
 		if n > b.d.Attr(b.dev, cudalib.AttrMaxSmemOptin) {

@@ -254,11 +254,11 @@ func TestBenchQMM(t *testing.T) {
 	defer b.Close()
 	copyGB := copyRate(t, b, o)
 	def := b.Tuning
-	for _, rows := range []int{32, 64, 128} { // qmm4 from 9 rows here, to compare
+	for _, rows := range []int{64, 128, 256} { // qmm4 from 9 rows here, to compare
 		for _, s := range [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}} {
 			cfgs := []string{"before", "qmm_wide", "qmm_m2d1"}
 			if def.QMMWarpgroup {
-				cfgs = append(cfgs, "qmm_w64", "qmm_w128", "qmm_w64c", "qmm_w64n")
+				cfgs = append(cfgs, "qmm_w64", "qmm_w128", "qmm_w64h", "qmm_w128h")
 			}
 			for _, cfg := range cfgs {
 				b.Tuning = def

@@ -90,28 +90,25 @@ func TestEngineRunAheadSampledGPU(t *testing.T) {
 	}
 	t.Logf("run ahead: %d of %d steps (%d sampled); logprobs within %g", st.RunAheadSteps, st.Steps, st.RunAheadSampled, worst)
 
-	// Preempted under run-ahead: blocks for about half the sequences. The
-	// schedule differs from the run with blocks enough, so a sampled request
-	// may part where rounding moves a boundary (at most one); greedy ones
-	// must not.
+	// A tight cache (blocks for about half the sequences, prefill in
+	// chunks of 16): another schedule than the roomy run's, so on the GPU a
+	// sampled request may part from it where the other batches' kernels
+	// round a boundary differently (s15b: 3 of 12). Against step-by-step
+	// decode of the same schedule the tokens must be exactly the same.
+	// (Preemption under run-ahead token for token: TestRunAheadPreemption,
+	// CPU.)
 	tight := engine.Config{Parallel: 12, BlockSize: 16, NumBlocks: 30, PrefillChunk: 16}
+	tightWant, _ := run(engine.RunAheadOff, tight)
 	pre, pst := run(engine.RunAheadAuto, tight)
-	parted := 0
 	for i := range reqs {
-		if slices.Equal(pre[i].Tokens, want[i].Tokens) {
-			continue
-		}
-		parted++
-		t.Logf("request %d (%+v) parts preempted: %v\nwant %v", i, reqs[i].Params, pre[i].Tokens, want[i].Tokens)
-		if !(reqs[i].Params.Temperature >= 1e-5) {
-			t.Errorf("request %d is greedy: it must not part", i)
+		if !slices.Equal(pre[i].Tokens, tightWant[i].Tokens) {
+			t.Errorf("request %d (%+v), tight cache: run ahead %v\nstep by step %v", i, reqs[i].Params, pre[i].Tokens, tightWant[i].Tokens)
 		}
 	}
-	if parted > 1 || pst.Preemptions == 0 || pst.RunAheadSampled == 0 || pst.KVBlocksUsed != 0 {
-		t.Errorf("preempted run: %d parted, %d preemptions, %d sampled steps run ahead, %d blocks in use", parted,
-			pst.Preemptions, pst.RunAheadSampled, pst.KVBlocksUsed)
+	if pst.RunAheadSampled == 0 || pst.KVBlocksUsed != 0 {
+		t.Errorf("tight cache: %d sampled steps run ahead, %d blocks in use", pst.RunAheadSampled, pst.KVBlocksUsed)
 	}
-	t.Logf("preempted run: %d preemptions, %d of %d steps run ahead", pst.Preemptions, pst.RunAheadSteps, pst.Steps)
+	t.Logf("tight cache: %d preemptions, %d of %d steps run ahead", pst.Preemptions, pst.RunAheadSteps, pst.Steps)
 }
 
 // masksBefore hides the model's ForwardSamplePrepared: the engine computes

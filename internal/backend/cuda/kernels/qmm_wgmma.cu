@@ -6,9 +6,10 @@
 // come straight from global memory with two slabs in flight a warp, and at
 // 64 rows it ran at ~0.15 of the copy rate and ~0.2 of the tensor rate
 // (notes/cuda-session-15.md). Here:
-// - the weights, scales and x of a 64-wide K slab land in shared memory by
-//   cp.async, QMMW_ST slabs in a ring (several slabs of every block in
-//   flight without holding registers);
+// - the weights and scales of a 64-wide K slab land in shared memory by
+//   cp.async and its x by one TMA copy (cp.async.bulk.tensor through a
+//   tensor map, tensormap.go: 128-byte swizzled, rows past M zero), a ring
+//   of slabs (several slabs of every block in flight without registers);
 // - each warpgroup (4 warps, 64 weight rows) dequantizes its rows' slab
 //   from shared memory into registers, in the A layout of
 //   wgmma.m64nBNk16 (per warp that of mma.m16n8k16: rows g and g+8, k 2t,
@@ -22,15 +23,14 @@
 // Numbers: as qmm4, each weight is q*s+b rounded once to bf16 (the weight
 // the bf16 cuBLAS path multiplies), products accumulate in f32.
 //
-// Shared memory of a slab (one ring slot):
+// Shared memory of a slab (one ring slot), x first:
 // - W: QMM_BN rows x 32 bytes; row r's two 16-byte halves swapped when
 //   bit 2 of r is set, so the 8 rows a warp reads at once hit distinct banks.
-// - X: 8 chunks of 8 k x BN rows: chunk (n, kc) at kc*BN*16 + n*16. This is
-//   the "no swizzle" K-major canonical layout of the B operand: a core
-//   matrix (8 rows x 16 bytes) is 128 contiguous bytes, the two core
-//   matrices of one k16 step along K are BN*16 bytes apart (the leading
-//   byte offset), consecutive 8-row groups 128 bytes apart (the stride byte
-//   offset).
+// - X: BN rows of 128 bytes (64 k) as the TMA writes them with the 128-byte
+//   swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)): the K-major
+//   canonical layout of the wgmma B operand with that swizzle, 8-row groups
+//   1024 bytes apart; 1024-byte aligned. (x by 16-byte cp.async into the
+//   no-swizzle layout, with or without fence.proxy.async, was slower: s15b.)
 // - SC: the scale/bias words of the slab, 4 a row (groups of 16; fewer used
 //   for larger groups).
 
@@ -41,19 +41,18 @@
 DEV void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 DEV void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N> DEV void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
-DEV void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 #define WG_ARCH 1
 #else
 DEV void wg_fence() {}
 DEV void wg_commit() {}
 template <int N> DEV void wg_wait() {}
-DEV void fence_proxy_async() {}
 #define WG_ARCH 0
 #endif
 
-// wg_desc is the shared-memory matrix descriptor of a no-swizzle operand
-// at shared address a: start, leading and stride byte offsets in 16-byte
-// units (bits 0-13, 16-29, 32-45), base offset and swizzle mode 0.
+// wg_desc is the shared-memory matrix descriptor of an operand at shared
+// address a: start, leading and stride byte offsets in 16-byte units (bits
+// 0-13, 16-29, 32-45), base offset 0; the caller ORs in the swizzle mode
+// (bits 62-63: 1 is the 128-byte swizzle).
 DEV u64 wg_desc(u32 a, u32 lbo, u32 sbo) {
     return (u64)((a & 0x3FFFFu) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32);
 }
@@ -181,14 +180,6 @@ DEV void qmmw_keep(u32 (&a)[4][4]) {
         for (int j = 0; j < 4; j++) asm volatile("" : "+r"(a[c][j]));
 }
 
-// How x reaches the ring (the A/B of session 15; notes/cuda-session-15.md):
-// QMMW_TMA one cp.async.bulk.tensor a slab (async proxy, 128-byte swizzle,
-// zero rows past M), QMMW_CPA 16-byte cp.async into the no-swizzle layout
-// with the proxy fence the wgmma reads need, QMMW_CPN the same without it.
-#define QMMW_TMA 0
-#define QMMW_CPA 1
-#define QMMW_CPN 2
-
 // QMMW_PARAMS: qmm4's, and the tensor map of x's bf16 copy (QMMW_TMA).
 #define QMMW_PARAMS QMM_PARAMS, const void* tmap
 
@@ -197,7 +188,7 @@ DEV void qmmw_keep(u32 (&a)[4][4]) {
 // segments (QMM_PARAMS), grid z the split-K cluster. The ring holds ST
 // slabs: ST-2 being copied, one in the MMAs of the slab before, one being
 // dequantized.
-template <int BN, int ST, int XM>
+template <int BN, int ST, bool H>
 DEV void qmmw_impl(QMMW_PARAMS) {
     typedef QmmwRing<BN> R;
     constexpr int P = ST - 2, NB = BN / 8;
@@ -227,7 +218,12 @@ DEV void qmmw_impl(QMMW_PARAMS) {
         const int s = s_begin + i;
         {
             const int r = tid >> 1, h = tid & 1, row = min(nblk + r, N - 1);
-            fa_cp16(p + R::WO + r * 32 + 16 * (h ^ ((r >> 2) & 1)), w + (long long)row * nw + s * 8 + h * 4, 16);
+            const u32 dst = p + R::WO + r * 32 + 16 * (h ^ ((r >> 2) & 1));
+            const u32* src = w + (long long)row * nw + s * 8 + h * 4;
+            if constexpr (H) // the row's whole 128-byte line into L2: the next 3 slabs' copies hit it
+                asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+            else
+                fa_cp16(dst, src, 16);
         }
         const int g0 = (s << 6) >> gshift;
         for (int e = tid; e < QMM_BN * nsc; e += QMMW_THREADS) {
@@ -236,52 +232,28 @@ DEV void qmmw_impl(QMMW_PARAMS) {
         }
     };
     auto issue_x = [&](int i) {
-        const u32 p = ring + (i % ST) * R::SLOT + R::XO;
-        const int s = s_begin + i;
-        if constexpr (XM == QMMW_TMA) {
-            if (tid == 0) {
-                mbar_expect(bars + (i % ST) * 8, R::X);
-                tma_load_2d(p, tmap, s * 64, m0, bars + (i % ST) * 8);
-            }
-        } else {
-#pragma unroll
-            for (int e = tid; e < BN * 8; e += QMMW_THREADS) {
-                const int n = e >> 3, kc = e & 7;
-                const bool ok = m0 + n < M;
-                fa_cp16(p + kc * BN * 16 + n * 16, x + (ok ? (long long)(m0 + n) * K + s * 64 + kc * 8 : 0), ok ? 16 : 0);
-            }
+        if (tid == 0) {
+            mbar_expect(bars + (i % ST) * 8, R::X);
+            tma_load_2d(ring + (i % ST) * R::SLOT + R::XO, tmap, (s_begin + i) * 64, m0, bars + (i % ST) * 8);
         }
     };
-    if constexpr (XM == QMMW_TMA) {
-        if (tid == 0) {
-            for (int i = 0; i < ST; i++) mbar_init(bars + i * 8, 1);
-            mbar_init_fence();
-        }
-        __syncthreads();
+    if (tid == 0) {
+        for (int i = 0; i < ST; i++) mbar_init(bars + i * 8, 1);
+        mbar_init_fence();
     }
+    __syncthreads();
     // The weights are constant: the first slabs' copies start before the
-    // wait for the kernel that writes x. cp.async groups: the weights of
-    // slabs 0..P-1 one a group (with their x when it goes by cp.async), then
-    // one slab an iteration (empty past the end), so slab i is complete
-    // when at most P-1 groups remain.
+    // wait for the kernel that writes x. cp.async groups: the weights and
+    // scales of one slab each (empty past the end), so slab i's are complete
+    // when at most P-1 groups remain; x's copies complete on the slots'
+    // mbarriers.
     grid_dep_launch();
-    if constexpr (XM == QMMW_TMA) {
-        for (int i = 0; i < P; i++) {
-            if (i < nsl) issue_w(i);
-            fa_commit();
-        }
-        grid_dep_wait();
-        for (int i = 0; i < P && i < nsl; i++) issue_x(i);
-    } else {
-        for (int i = 0; i < P; i++)
-            if (i < nsl) issue_w(i);
+    for (int i = 0; i < P; i++) {
+        if (i < nsl) issue_w(i);
         fa_commit();
-        grid_dep_wait();
-        for (int i = 0; i < P; i++) {
-            if (i < nsl) issue_x(i);
-            fa_commit();
-        }
     }
+    grid_dep_wait();
+    for (int i = 0; i < P && i < nsl; i++) issue_x(i);
 
     float acc[NB * 4];
 #pragma unroll
@@ -293,11 +265,7 @@ DEV void qmmw_impl(QMMW_PARAMS) {
         // weights: a branch around it would serialize the MMAs as above.
         const int si = min(i, nsl - 1);
         cp_async_wait<P - 1>();
-        if constexpr (XM == QMMW_TMA) {
-            if (i < nsl) mbar_wait(bars + (i % ST) * 8, (u32)(i / ST) & 1u);
-        } else if constexpr (XM == QMMW_CPA) {
-            fence_proxy_async(); // this thread's copies, visible to the tensor cores' reads
-        }
+        if (i < nsl) mbar_wait(bars + (i % ST) * 8, (u32)(i / ST) & 1u);
         __syncthreads(); // everyone's copies; every warpgroup past the MMAs of slab i-2
         if (i + P < nsl) {
             issue_w(i + P);
@@ -315,15 +283,10 @@ DEV void qmmw_impl(QMMW_PARAMS) {
         const u32 xb = ring + (si % ST) * R::SLOT + R::XO;
         qmmw_keep(a); // every fragment defined before the fence
         wg_fence();
-        if constexpr (XM == QMMW_TMA) {
-            // 128-byte swizzle, K-major: a row's 64 k are its 128 bytes, step c
-            // starts 32 bytes in; 8-row groups 1024 bytes apart.
+        // 128-byte swizzle, K-major: a row's 64 k are its 128 bytes, step c
+        // starts 32 bytes in; 8-row groups 1024 bytes apart.
 #pragma unroll
-            for (int c = 0; c < 4; c++) wg_mma<BN>(acc, a[c], wg_desc(xb + 32 * c, 16, 1024) | (1ull << 62));
-        } else {
-#pragma unroll
-            for (int c = 0; c < 4; c++) wg_mma<BN>(acc, a[c], wg_desc(xb + 2 * c * BN * 16, BN * 16, 128));
-        }
+        for (int c = 0; c < 4; c++) wg_mma<BN>(acc, a[c], wg_desc(xb + 32 * c, 16, 1024) | (1ull << 62));
         wg_commit();
         wg_wait<1>(); // slab i-1's MMAs are done: prev is free
         qmmw_keep(prev);
@@ -343,10 +306,11 @@ DEV void qmmw_impl(QMMW_PARAMS) {
 }
 
 // Two blocks an SM (registers: at most 128 a thread). The 64-row tile
-// keeps 4 slabs in flight; the 128-row tile 2 (its slot is 22.5 KB).
-#define QMMW(NAME, BN, ST, XM)                                                                                 \
+// keeps 4 slabs in flight; the 128-row tile 2 (its slot is 22.5 KB). The
+// _h forms ask L2 for each weight row's whole 128-byte line (s15's A/B).
+#define QMMW(NAME, BN, ST, H)                                                                                  \
     extern "C" __global__ void __launch_bounds__(QMMW_THREADS, 2) NAME(QMMW_PARAMS) {                         \
-        qmmw_impl<BN, ST, XM>(QMM_ARGS, tmap);                                                                 \
+        qmmw_impl<BN, ST, H>(QMM_ARGS, tmap);                                                                  \
     }
-QMMW(qmm4_w64, 64, 6, QMMW_TMA) QMMW(qmm4_w128, 128, 4, QMMW_TMA)
-QMMW(qmm4_w64c, 64, 6, QMMW_CPA) QMMW(qmm4_w64n, 64, 6, QMMW_CPN)
+QMMW(qmm4_w64, 64, 6, false) QMMW(qmm4_w128, 128, 4, false)
+QMMW(qmm4_w64h, 64, 6, true) QMMW(qmm4_w128h, 128, 4, true)

@@ -39,9 +39,9 @@ var qmmKernels = map[string]qmmKernel{
 	"m2d1": {"qmm4_bf_64_m2d1", 128, 3, 64, 0},
 	"w64":  {"qmm4_w64", 256, 2, 64, QMMWSmem(64)},
 	"w128": {"qmm4_w128", 256, 2, 128, QMMWSmem(128)},
-	// x by 16-byte cp.async with (c) and without (n) the proxy fence: s15's A/B.
-	"w64c": {"qmm4_w64c", 256, 2, 64, QMMWSmem(64)},
-	"w64n": {"qmm4_w64n", 256, 2, 64, QMMWSmem(64)},
+	// Weight copies asking L2 for whole 128-byte lines: s15's A/B.
+	"w64h":  {"qmm4_w64h", 256, 2, 64, QMMWSmem(64)},
+	"w128h": {"qmm4_w128h", 256, 2, 128, QMMWSmem(128)},
 }
 
 // QMMWSmem is the dynamic shared memory of the warpgroup form with a tile
@@ -58,21 +58,26 @@ func QMMWSmem(bn int) int {
 	return max(st*(128*32+bn*128+128*16), bn*132*4) + 1024 + 64
 }
 
+// QMMWMinRows is the fewest activation rows a product takes the warpgroup
+// form with. Measured on the H200 (s15b, TestBenchQMM, us, Llama-3.1-8B
+// shapes 4096x4096 / 14336x4096 / 4096x14336): at 128 rows qmm4_w128 30.2
+// / 53.2 / 67.7 against qmm4's best 40.3 / 82.5 / 101.3; at 64 rows its
+// 64-row tile 23.8 / 43.6 / 58.1 against 18.9 / 45.9 / 48.5 (batch step at
+// 64 sequences 10.05 against 9.44 ms), so up to 64 rows qmm4 stays.
+const QMMWMinRows = 65
+
 // QMMNarrowRows is the most weight rows a product takes the m2d1 form with.
 const QMMNarrowRows = 4096
 
 // qmmForm is the kernel form of an N-row product of M activation rows:
-// the tuning's when set (benchmarks), else the warpgroup form whose tile
-// holds M when the device has it, else qmm4's by N.
+// the tuning's when set (benchmarks), else from QMMWMinRows rows the
+// warpgroup form's 128-row tile when the device has it, else qmm4's by N.
 func qmmForm(t Tuning, N, M int) (qmmKernel, bool) {
 	if t.QMMVariant != "" {
 		k, ok := qmmKernels[t.QMMVariant]
 		return k, ok
 	}
-	if t.QMMWarpgroup {
-		if M <= 64 {
-			return qmmKernels["w64"], true
-		}
+	if t.QMMWarpgroup && M > QMMWMinRows-1 {
 		return qmmKernels["w128"], true
 	}
 	if N <= QMMNarrowRows {
@@ -83,12 +88,12 @@ func qmmForm(t Tuning, N, M int) (qmmKernel, bool) {
 
 // QMMKernels lists the names of the qmm4 kernel forms.
 func QMMKernels() []string {
-	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w64", "qmm4_w128", "qmm4_w64c", "qmm4_w64n"}
+	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w64", "qmm4_w128", "qmm4_w64h", "qmm4_w128h"}
 }
 
 // QMMWKernels lists the warpgroup forms (they need sm_90a and their
 // dynamic shared memory opted in).
-func QMMWKernels() []string { return []string{"qmm4_w64", "qmm4_w128", "qmm4_w64c", "qmm4_w64n"} }
+func QMMWKernels() []string { return []string{"qmm4_w64", "qmm4_w128", "qmm4_w64h", "qmm4_w128h"} }
 
 // QMMWeightRows is the weight rows a qmm4 block covers (8 warps of 16).
 const QMMWeightRows = 128
