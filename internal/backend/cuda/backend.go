@@ -201,11 +201,8 @@ func (b *Backend) optInQMMW() bool {
 	if b.d.TensorMapEncodeTiled == 0 {
 		return false
 	}
+	n := plan.QMMWSmem()
 	for _, name := range plan.QMMWKernels() {
-		n := plan.QMMWSmem(64)
-		if strings.HasPrefix(name, "qmm4_w128") {
-			n = plan.QMMWSmem(128)
-		}
 		if n > b.d.Attr(b.dev, cudalib.AttrMaxSmemOptin) {
 			return false
 		}

@@ -61,8 +61,8 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 		n, ctx int
 		vs     []string
 	}{{1, 1024, []string{"default", "notile"}}, {16, 1024, []string{"default", "qmm17"}}, {24, 1024, []string{"default", "qmm17"}},
-		{32, 1024, []string{"default", "qmm17"}}, {64, 1024, []string{"default", "w64", "w64h"}},
-		{96, 1024, []string{"default", "noqmmw", "w128h"}}, {128, 1024, []string{"default", "noqmmw", "w128h"}}} {
+		{32, 1024, []string{"default", "qmm17"}}, {64, 1024, []string{"default", "w128"}},
+		{96, 1024, []string{"default", "noqmmw"}}, {128, 1024, []string{"default", "noqmmw"}}} {
 		for _, name := range pt.vs {
 			b.Tuning = def
 			variants[name](&b.Tuning)

@@ -258,7 +258,7 @@ func TestBenchQMM(t *testing.T) {
 		for _, s := range [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}} {
 			cfgs := []string{"before", "qmm_wide", "qmm_m2d1"}
 			if def.QMMWarpgroup {
-				cfgs = append(cfgs, "qmm_w64", "qmm_w128", "qmm_w64h", "qmm_w128h")
+				cfgs = append(cfgs, "qmm_w128")
 			}
 			for _, cfg := range cfgs {
 				b.Tuning = def

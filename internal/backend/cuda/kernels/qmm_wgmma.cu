@@ -1,11 +1,13 @@
 // qmmw: the many-row 4-bit product (qmm.cu's job: y[M, N] = x[M, K] @ W^T,
 // MLX affine 4-bit W with bf16 scale/bias pairs, groups of 16 to 128,
-// K % 64 == 0, x as bf16 [M, K]) on Hopper's warpgroup MMA. qmm4 feeds
+// K % 64 == 0, x as bf16 [M, K]) for 65-128 activation rows on Hopper's
+// warpgroup MMA. qmm4 feeds
 // mma.sync from registers: every 8 activation rows cost each warp a
 // shared-memory load of their fragments per 16x16 weights, the weights
 // come straight from global memory with two slabs in flight a warp, and at
-// 64 rows it ran at ~0.15 of the copy rate and ~0.2 of the tensor rate
-// (notes/cuda-session-15.md). Here:
+// 128 rows it reads each weight twice (two 64-row tiles) at ~0.06-0.10 of
+// the copy rate (notes/cuda-session-15.md). Here, 1.3-1.55x faster on the
+// Llama shapes at 128 rows:
 // - the weights and scales of a 64-wide K slab land in shared memory by
 //   cp.async and its x by one TMA copy (cp.async.bulk.tensor through a
 //   tensor map, tensormap.go: 128-byte swizzled, rows past M zero), a ring
@@ -14,8 +16,8 @@
 //   from shared memory into registers, in the A layout of
 //   wgmma.m64nBNk16 (per warp that of mma.m16n8k16: rows g and g+8, k 2t,
 //   2t+1 and 2t+8, 2t+9), and the tensor cores read x, the B operand,
-//   straight from shared memory: BN activation rows (up to 128) in one
-//   instruction, nothing loaded by the threads;
+//   straight from shared memory: all 128 activation rows of the tile in
+//   one instruction, nothing loaded by the threads;
 // - the MMAs run asynchronously: slab s+1 is dequantized while slab s's
 //   are in the tensor cores (two register sets of A fragments).
 // The split-K cluster and the epilogue are qmm4's (qmm_store_tile).
@@ -64,18 +66,6 @@ DEV u64 wg_desc(u32 a, u32 lbo, u32 sbo) {
 // wg_mma<BN> adds A (64 x 16, registers) times B (16 x BN, descriptor) to
 // d: one wgmma.mma_async (asynchronous: wg_commit, wg_wait).
 template <int BN> DEV void wg_mma(float (&d)[BN / 2], const u32 (&a)[4], u64 desc);
-template <> DEV void wg_mma<64>(float (&d)[32], const u32 (&a)[4], u64 desc) {
-#if WG_ARCH
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-                 "{%32, %33, %34, %35}, %36, 1, 1, 1, 0;"
-                 : WG_D32(0)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
-#else
-    __trap();
-#endif
-}
 template <> DEV void wg_mma<128>(float (&d)[64], const u32 (&a)[4], u64 desc) {
 #if WG_ARCH
     asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
@@ -188,7 +178,7 @@ DEV void qmmw_keep(u32 (&a)[4][4]) {
 // segments (QMM_PARAMS), grid z the split-K cluster. The ring holds ST
 // slabs: ST-2 being copied, one in the MMAs of the slab before, one being
 // dequantized.
-template <int BN, int ST, bool H>
+template <int BN, int ST>
 DEV void qmmw_impl(QMMW_PARAMS) {
     typedef QmmwRing<BN> R;
     constexpr int P = ST - 2, NB = BN / 8;
@@ -218,12 +208,7 @@ DEV void qmmw_impl(QMMW_PARAMS) {
         const int s = s_begin + i;
         {
             const int r = tid >> 1, h = tid & 1, row = min(nblk + r, N - 1);
-            const u32 dst = p + R::WO + r * 32 + 16 * (h ^ ((r >> 2) & 1));
-            const u32* src = w + (long long)row * nw + s * 8 + h * 4;
-            if constexpr (H) // the row's whole 128-byte line into L2: the next 3 slabs' copies hit it
-                asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-            else
-                fa_cp16(dst, src, 16);
+            fa_cp16(p + R::WO + r * 32 + 16 * (h ^ ((r >> 2) & 1)), w + (long long)row * nw + s * 8 + h * 4, 16);
         }
         const int g0 = (s << 6) >> gshift;
         for (int e = tid; e < QMM_BN * nsc; e += QMMW_THREADS) {
@@ -305,12 +290,13 @@ DEV void qmmw_impl(QMMW_PARAMS) {
     qmm_store_tile<NB, 1>(acc, reinterpret_cast<float*>(smem), y, bias, N, M, m0, nblk, warp, g, t, QMMW_THREADS);
 }
 
-// Two blocks an SM (registers: at most 128 a thread). The 64-row tile
-// keeps 4 slabs in flight; the 128-row tile 2 (its slot is 22.5 KB). The
-// _h forms ask L2 for each weight row's whole 128-byte line (s15's A/B).
-#define QMMW(NAME, BN, ST, H)                                                                                  \
+// Two blocks an SM (registers: at most 128 a thread); 2 slabs in flight
+// (a slot is 22.5 KB). A 64-row tile (32 accumulators, 6 slots) lost to
+// qmm4 at 64 rows on 3 of 4 Llama shapes, and asking L2 for each weight
+// row's whole 128-byte line (cp.async .L2::128B) changed nothing (s15b,
+// s15c; notes/cuda-session-15.md).
+#define QMMW(NAME, BN, ST)                                                                                     \
     extern "C" __global__ void __launch_bounds__(QMMW_THREADS, 2) NAME(QMMW_PARAMS) {                         \
-        qmmw_impl<BN, ST, H>(QMM_ARGS, tmap);                                                                  \
+        qmmw_impl<BN, ST>(QMM_ARGS, tmap);                                                                     \
     }
-QMMW(qmm4_w64, 64, 6, false) QMMW(qmm4_w128, 128, 4, false)
-QMMW(qmm4_w64h, 64, 6, true) QMMW(qmm4_w128h, 128, 4, true)
+QMMW(qmm4_w128, 128, 4)

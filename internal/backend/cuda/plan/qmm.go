@@ -31,32 +31,21 @@ type qmmKernel struct {
 	tile, smem     int // activation rows a block; dynamic shared memory bytes (0: static only)
 }
 
-// "w64" and "w128" are the warpgroup-MMA forms (kernels/qmm_wgmma.cu, sm_90a):
-// 256 threads over 128 weight rows and a tile of 64 or 128 activation
-// rows, a ring of 6 or 4 slabs in dynamic shared memory (QMMWSmem).
+// "w128" is the warpgroup-MMA form (kernels/qmm_wgmma.cu, sm_90a): 256
+// threads over 128 weight rows and a tile of 128 activation rows, a ring
+// of 4 slabs in dynamic shared memory (QMMWSmem).
 var qmmKernels = map[string]qmmKernel{
 	"wide": {"qmm4_bf_64", 256, 2, 64, 0},
 	"m2d1": {"qmm4_bf_64_m2d1", 128, 3, 64, 0},
-	"w64":  {"qmm4_w64", 256, 2, 64, QMMWSmem(64)},
-	"w128": {"qmm4_w128", 256, 2, 128, QMMWSmem(128)},
-	// Weight copies asking L2 for whole 128-byte lines: s15's A/B.
-	"w64h":  {"qmm4_w64h", 256, 2, 64, QMMWSmem(64)},
-	"w128h": {"qmm4_w128h", 256, 2, 128, QMMWSmem(128)},
+	"w128": {"qmm4_w128", 256, 2, 128, QMMWSmem()},
 }
 
-// QMMWSmem is the dynamic shared memory of the warpgroup form with a tile
-// of bn activation rows: its slab ring (weights 128 x 32 bytes, x bn x
-// 128 bytes, scales 128 x 16 bytes a slab; 6 slabs at 64 rows, 4 at 128),
-// which the partial tile (bn x 132 floats) reuses after the loop, and the
-// slots' mbarriers.
-func QMMWSmem(bn int) int {
-	st := 6
-	if bn > 64 {
-		st = 4
-	}
-	// + 1024: the ring starts at a 1024-byte boundary (the x tiles' swizzle); + 64: a slot's mbarrier each.
-	return max(st*(128*32+bn*128+128*16), bn*132*4) + 1024 + 64
-}
+// QMMWSmem is the dynamic shared memory of the warpgroup form: its ring
+// of 4 slabs (weights 128 x 32 bytes, x 128 x 128 bytes, scales 128 x 16
+// bytes a slab), which the partial tile (128 x 132 floats) reuses after the
+// loop, 1024 bytes to start the ring at a 1024-byte boundary (the x tiles'
+// swizzle) and the slots' mbarriers.
+func QMMWSmem() int { return max(4*(128*32+128*128+128*16), 128*132*4) + 1024 + 64 }
 
 // QMMWMinRows is the fewest activation rows a product takes the warpgroup
 // form with. Measured on the H200 (s15b, TestBenchQMM, us, Llama-3.1-8B
@@ -88,12 +77,12 @@ func qmmForm(t Tuning, N, M int) (qmmKernel, bool) {
 
 // QMMKernels lists the names of the qmm4 kernel forms.
 func QMMKernels() []string {
-	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w64", "qmm4_w128", "qmm4_w64h", "qmm4_w128h"}
+	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w128"}
 }
 
 // QMMWKernels lists the warpgroup forms (they need sm_90a and their
 // dynamic shared memory opted in).
-func QMMWKernels() []string { return []string{"qmm4_w64", "qmm4_w128", "qmm4_w64h", "qmm4_w128h"} }
+func QMMWKernels() []string { return []string{"qmm4_w128"} }
 
 // QMMWeightRows is the weight rows a qmm4 block covers (8 warps of 16).
 const QMMWeightRows = 128

@@ -32,10 +32,10 @@ func TestPlanQMM(t *testing.T) {
 			QMM{"qmm4_bf_64_m2d1", 1, 112, 4, 64, 128, 3, 0}, true},
 		{"unknown form", q(4096, 4096, 6), 64, Tuning{QMMMinRows: 33, QMMMaxRows: 128, QMMVariant: "x"}, QMM{}, false},
 		{"warpgroup: 64 rows stay on qmm4", q(4096, 4096, 6), 64, wg, QMM{"qmm4_bf_64_m2d1", 1, 32, 8, 64, 128, 3, 0}, true},
-		{"warpgroup: 64 rows on its 64-row tile when asked", q(4096, 4096, 6), 64, Tuning{QMMMinRows: 33, QMMMaxRows: 128, QMMWarpgroup: true, QMMVariant: "w64"},
-			QMM{"qmm4_w64", 1, 32, 8, 64, 256, 2, QMMWSmem(64)}, true},
-		{"warpgroup: 65 rows on one 128-row tile", q(4096, 14336, 6), 65, wg, QMM{"qmm4_w128", 1, 32, 8, 128, 256, 2, QMMWSmem(128)}, true},
-		{"warpgroup: 128 rows, group 32", q(1024, 4096, 5), 128, wg, QMM{"qmm4_w128", 1, 8, 8, 128, 256, 2, QMMWSmem(128)}, true},
+		{"the 128-row tile for 64 rows when asked", q(4096, 4096, 6), 64, Tuning{QMMMinRows: 33, QMMMaxRows: 128, QMMWarpgroup: true, QMMVariant: "w128"},
+			QMM{"qmm4_w128", 1, 32, 8, 128, 256, 2, QMMWSmem()}, true},
+		{"warpgroup: 65 rows on one 128-row tile", q(4096, 14336, 6), 65, wg, QMM{"qmm4_w128", 1, 32, 8, 128, 256, 2, QMMWSmem()}, true},
+		{"warpgroup: 128 rows, group 32", q(1024, 4096, 5), 128, wg, QMM{"qmm4_w128", 1, 8, 8, 128, 256, 2, QMMWSmem()}, true},
 		{"warpgroup: 256 rows still cuBLAS", q(4096, 4096, 6), 256, wg, QMM{}, false},
 		{"warpgroup off by the variant", q(4096, 4096, 6), 64, Tuning{QMMMinRows: 33, QMMMaxRows: 128, QMMWarpgroup: true, QMMVariant: "m2d1"},
 			QMM{"qmm4_bf_64_m2d1", 1, 32, 8, 64, 128, 3, 0}, true},
@@ -55,13 +55,9 @@ func TestPlanQMM(t *testing.T) {
 }
 
 func TestQMMWSmem(t *testing.T) {
-	// The ring: 6 slabs of 4096 + 8192 + 2048 bytes at 64 rows, 4 of 4096 +
-	// 16384 + 2048 at 128; both hold the partial tile (64 or 128 x 132 floats);
-	// 1024 bytes to align the ring and 64 for the mbarriers.
-	if got := QMMWSmem(64); got != 86016+1088 {
-		t.Errorf("QMMWSmem(64) = %d", got)
-	}
-	if got := QMMWSmem(128); got != 90112+1088 {
-		t.Errorf("QMMWSmem(128) = %d", got)
+	// 4 slabs of 16384 + 4096 + 2048 bytes hold the partial tile (128 x 132
+	// floats); 1024 bytes to align the ring and 64 for the mbarriers.
+	if got := QMMWSmem(); got != 90112+1088 {
+		t.Errorf("QMMWSmem() = %d", got)
 	}
 }
