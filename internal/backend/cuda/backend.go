@@ -381,7 +381,11 @@ func (b *Backend) alloc(n int) (uintptr, error) {
 	if n <= 0 {
 		n = 1
 	}
-	if err := b.d.Call(fmt.Sprintf("cuMemAlloc(%d)", n), b.d.MemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(n)); err != nil {
+	err := b.d.Call(fmt.Sprintf("cuMemAlloc(%d)", n), b.d.MemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(n))
+	if err != nil && cudalib.OutOfMemory(err) && b.dropPool() {
+		err = b.d.Call(fmt.Sprintf("cuMemAlloc(%d)", n), b.d.MemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(n))
+	}
+	if err != nil {
 		return 0, err
 	}
 	return p, nil

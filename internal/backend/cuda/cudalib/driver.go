@@ -3,6 +3,7 @@
 package cudalib
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -116,6 +117,12 @@ func LoadDriver() (*Driver, error) {
 		d.TensorMapEncodeTiled = p
 	}
 	return d, nil
+}
+
+// OutOfMemory reports whether err is the driver's CUDA_ERROR_OUT_OF_MEMORY.
+func OutOfMemory(err error) bool {
+	var e *cuErr
+	return errors.As(err, &e) && e.code == 2
 }
 
 // cuErr is a CUresult with the driver's own name and text.
