@@ -52,7 +52,7 @@ func TestBenchDeltaNet(t *testing.T) {
 	}
 	cases := []benchCase{{"decode", 1, 4, 1, plan.DeltaChunkMin}, {"decode", 64, 4, 1, plan.DeltaChunkMin}}
 	for _, n := range []int{64, 512, 2048, 8192} {
-		cases = append(cases, benchCase{"prefill-recurrent", 1, 0, n, 0}, benchCase{"prefill-chunked", 1, 0, n, plan.DeltaChunkMin})
+		cases = append(cases, benchCase{"prefill-recurrent", 1, 0, n, 0}, benchCase{"prefill-chunked", 1, 0, n, 1})
 	}
 	for _, c := range cases {
 		b.DeltaChunkMin = c.chunkMin

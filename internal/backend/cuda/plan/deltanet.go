@@ -2,11 +2,9 @@ package plan
 
 // DeltaChunkMin is the fewest positions of a sequence in a step that take
 // Gated DeltaNet's chunked kernels (kernels/deltanet_chunk.cu) rather than
-// the recurrent scan. Chosen by arithmetic, not yet measured: the
-// recurrent scan costs ~0.9 us a position and layer for one sequence
-// (s13r4's TestBenchDeltaNet at Qwen3.5-35B-A3B's shapes), the chunked
-// scan ~15 us a chunk of up to 64 (four 64x32 products of ~1M FMA a block
-// at ~40-60 FMA a cycle and SM, plus staging) and its prep launch a few
-// us more, so the chunked form wins from ~20-25 positions; 32 leaves a
-// margin for the estimate.
-const DeltaChunkMin = 32
+// the recurrent scan. Measured on the H200 (s15b, TestBenchDeltaNet, one
+// Qwen3.5-35B-A3B linear layer, one sequence): 64 positions 130 us chunked
+// against 78 recurrent, 512 366 against 489, 2048 1231 against 1821: the
+// chunked form costs ~0.6 us a position plus ~90 us, the recurrent one
+// 0.9-1.2 us a position, so they meet near 200-250 positions.
+const DeltaChunkMin = 256
