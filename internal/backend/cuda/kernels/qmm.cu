@@ -127,6 +127,16 @@ DEV void qmm_store_tile(const float* acc, float* red, float* y, const float* bia
 #define QMM_PARAMS                                                                                          \
     const u16 *x, int K, int M, int gshift, QMM_SEG_PARAMS(0), QMM_SEG_PARAMS(1), QMM_SEG_PARAMS(2), int nb1, \
         int nb2
+// QMM_SEGMENT picks this block's matrix (segment) from QMM_PARAMS: its
+// output, weights, scales, bias and rows, and by, its block row in it.
+#define QMM_SEGMENT(y, w, sb, bias, N, by)                                                                 \
+    do {                                                                                                   \
+        by = blockIdx.y, y = y0, w = w0, sb = sb0, bias = bias0, N = N0;                                   \
+        if (by >= nb2)                                                                                     \
+            y = y2, w = w2, sb = sb2, bias = bias2, N = N2, by -= nb2;                                     \
+        else if (by >= nb1)                                                                                \
+            y = y1, w = w1, sb = sb1, bias = bias1, N = N1, by -= nb1;                                     \
+    } while (0)
 #define QMM_ARGS x, K, M, gshift, y0, w0, sb0, bias0, N0, y1, w1, sb1, bias1, N1, y2, w2, sb2, bias2, N2, nb1, nb2
 
 // W warps of MT m16 tiles each: a block covers 16*MT*W = QMM_BN weight
@@ -141,16 +151,11 @@ DEV void qmm4_impl(QMM_PARAMS) {
     float* red = reinterpret_cast<float*>(smem); // [BM][QMM_RS], the partial tile (after the loop)
 
     // This block's matrix.
-    int by = blockIdx.y;
-    float* y = y0;
-    const u32 *w = w0, *sb = sb0;
-    const float* bias = bias0;
-    int N = N0;
-    if (by >= nb2) {
-        y = y2, w = w2, sb = sb2, bias = bias2, N = N2, by -= nb2;
-    } else if (by >= nb1) {
-        y = y1, w = w1, sb = sb1, bias = bias1, N = N1, by -= nb1;
-    }
+    float* y;
+    const u32 *w, *sb;
+    const float* bias;
+    int N, by;
+    QMM_SEGMENT(y, w, sb, bias, N, by);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int nw = K >> 3, ng = K >> gshift, ns = K >> 6;

@@ -183,16 +183,11 @@ DEV void qmmw_impl(QMMW_PARAMS) {
     typedef QmmwRing<BN> R;
     constexpr int P = ST - 2, NB = BN / 8;
     extern __shared__ __align__(1024) unsigned char qmmw_raw[];
-    int by = blockIdx.y;
-    float* y = y0;
-    const u32 *w = w0, *sb = sb0;
-    const float* bias = bias0;
-    int N = N0;
-    if (by >= nb2) {
-        y = y2, w = w2, sb = sb2, bias = bias2, N = N2, by -= nb2;
-    } else if (by >= nb1) {
-        y = y1, w = w1, sb = sb1, bias = bias1, N = N1, by -= nb1;
-    }
+    float* y;
+    const u32 *w, *sb;
+    const float* bias;
+    int N, by;
+    QMM_SEGMENT(y, w, sb, bias, N, by);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int ns = K >> 6, m0 = blockIdx.x * BN, nblk = by * QMM_BN;
     const int S = gridDim.z, rank = blockIdx.z;
