@@ -41,12 +41,16 @@ go test -timeout 30m ./...
 # Debian's chromium, node and npm; playwright-core from test/web
 # (package-lock.json committed, node_modules ignored by git).
 # -require-browser makes a missing browser fail here instead of skipping.
-if ! command -v chromium >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  if command -v apt-get >/dev/null 2>&1; then
-    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq >/dev/null && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium nodejs npm >/dev/null \
-      || echo "test.sh: could not install chromium, nodejs and npm; the browser test will fail" >&2
-  fi
+# Only what is missing is installed: a machine with another Node.js build
+# (NodeSource's nodejs bundles npm and conflicts with Debian's npm package)
+# keeps its node and gets only chromium.
+web_pkgs=""
+command -v chromium >/dev/null 2>&1 || web_pkgs="chromium"
+command -v npm >/dev/null 2>&1 || web_pkgs="${web_pkgs:+$web_pkgs }nodejs npm"
+if [ -n "$web_pkgs" ] && command -v apt-get >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq >/dev/null && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $web_pkgs >/dev/null \
+    || echo "test.sh: could not install $web_pkgs; the browser test will fail" >&2
 fi
 (cd test/web && npm ci --no-audit --no-fund --silent) || echo "test.sh: npm ci in test/web failed; the browser test will fail" >&2
 go test -count=1 -run '^TestChatPageInBrowser$' ./internal/webui -require-browser
