@@ -117,10 +117,37 @@ func New(cfg *weights.Config, be backend.Backend, storedBytes int64, chunk int) 
 	e := Estimate{StoredBytes: storedBytes, be: be, layers: kvLayers(cfg), chunk: chunk}
 	e.kvCost()
 	e.Expansion = probeExpansion(be, cfg)
-	width := 4*cfg.Hidden + 2*max(cfg.Intermediate, cfg.MoEIntermediate*max(cfg.TopK, 1)) + 3*cfg.Heads*max(cfg.HeadDim, cfg.GlobalHeadDim)
-	e.ActBytes = int64(chunk)*int64(width)*4 + int64(cfg.Vocab)*4*2
+	e.ActBytes = actBytes(cfg, be, chunk)
 	e.Available, e.Source = Available(be)
 	return e
+}
+
+// moeTileRows is the row tile of the CUDA grouped MoE GEMM: each expert's
+// rows in a step are padded to a multiple of it.
+const moeTileRows = 32
+
+// actBytes is what a prefill step of chunk tokens holds beside the weights
+// and the KV cache: the layer's f32 activations; the grouped MoE's scratch
+// (a gathered row and the expert outputs for every (token, expert) pair,
+// one layer's at a time); on an accelerator the largest weight
+// dequantized to bf16 and x's bf16 copy for the many-row GEMMs (the LM
+// head takes that path once a step has more logit rows than the quantized
+// kernels take); and the logits.
+func actBytes(cfg *weights.Config, be backend.Backend, chunk int) int64 {
+	T, hidden, inter := int64(chunk), int64(cfg.Hidden), int64(cfg.Intermediate)
+	attn := int64(3 * cfg.Heads * max(cfg.HeadDim, cfg.GlobalHeadDim))
+	act := T*(4*hidden+2*inter+attn)*4 + int64(cfg.Vocab)*4*2
+	if cfg.NumExperts > 0 {
+		E, k, mi := int64(cfg.NumExperts), int64(max(cfg.TopK, 1)), int64(cfg.MoEIntermediate)
+		rows := T*k + E*(moeTileRows-1)
+		// + the sorted order, router logits, ids, weights, inverse order,
+		// tile table and alignment.
+		act += rows*(hidden+2*mi+1)*4 + T*E*4 + T*k*3*4 + 1<<16
+	}
+	if backend.IsAccelerator(be) {
+		act += max(int64(cfg.Vocab), inter, int64(cfg.Heads*max(cfg.HeadDim, cfg.GlobalHeadDim)))*hidden*2 + T*max(hidden, inter)*2
+	}
+	return act
 }
 
 // WithKVDtype is e with the KV cache kept at d (--kv-cache-dtype).

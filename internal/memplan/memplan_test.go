@@ -97,3 +97,21 @@ func TestNewOnCheckpoint(t *testing.T) {
 		t.Errorf("1 MiB free: %v", err)
 	}
 }
+
+// TestActBytesCountsMoEScratch: the grouped MoE's scratch of one layer is
+// part of a step's activations. The CUDA backend's recording of
+// Qwen3-30B-A3B's MoE op at 8448 tokens takes 1,031,201,280 bytes of it
+// (internal/backend/cuda TestMoEScratchReusedAcrossLayers); the estimate
+// must cover that without counting it once per layer.
+func TestActBytesCountsMoEScratch(t *testing.T) {
+	be := cpu.New(1)
+	moe := weights.Config{Hidden: 2048, Intermediate: 6144, Heads: 32, HeadDim: 128, Vocab: 151936,
+		NumExperts: 128, TopK: 8, MoEIntermediate: 768}
+	dense := moe
+	dense.NumExperts = 0
+	const recorded = 1031201280
+	got := actBytes(&moe, be, 8448) - actBytes(&dense, be, 8448)
+	if got < recorded || got > recorded*11/10 {
+		t.Errorf("MoE scratch estimated at %d bytes, the recorded op takes %d", got, recorded)
+	}
+}

@@ -45,7 +45,13 @@ func kvSizeOn(l *app.Loaded, be backend.Backend, util float64, sizing engine.Con
 	if util <= 0 || util > 1 {
 		return 0, 0, "", false, fmt.Errorf("--gpu-memory-utilization %g: want a fraction in (0, 1]", util)
 	}
-	act := memplan.New(l.Model.Cfg, be, 0, chunk).ActBytes
+	// A step holds a prefill chunk plus a decode row for every slot (the
+	// engine's default MaxBatchTokens).
+	stepTokens := chunk + parallel
+	if parallel <= 0 {
+		stepTokens = chunk + MaxAutoParallel
+	}
+	act := memplan.New(l.Model.Cfg, be, 0, stepTokens).ActBytes
 	budget := int64(util*float64(total)) - (total - free) - act
 	layers := l.Model.KVLayers()
 	within := func(slots int) int {

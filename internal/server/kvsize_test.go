@@ -78,7 +78,8 @@ func TestKVFromDeviceMemoryHybrid(t *testing.T) {
 	if c.Fixed <= 0 {
 		t.Fatalf("no recurrent state counted: %+v", c)
 	}
-	budget := 16*mib - memplan.New(l.Model.Cfg, be, 0, 512).ActBytes
+	// A step's activations: the 512-token chunk and a decode row for each of up to MaxAutoParallel slots.
+	budget := 16*mib - memplan.New(l.Model.Cfg, be, 0, 512+MaxAutoParallel).ActBytes
 	store := func(blocks, slots int) int64 {
 		return backend.KVStoreBytes(be, engine.KVSpec(be, engine.Config{NumBlocks: blocks, BlockSize: 16, Parallel: slots, PrefillChunk: 512}, l.Model.KVLayers()))
 	}
