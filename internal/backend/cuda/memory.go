@@ -113,8 +113,7 @@ func (p *tensorPool) recycle() {
 // tensorClass is the pool's size class of an n-byte tensor: 256-byte
 // multiples up to 1 MiB, then eighths of a power of two (at most 12.5%
 // over), so steps of varying token counts reuse each other's buffers
-// instead of each size keeping its own (Qwen3-30B-A3B serving 64 streams
-// filled the 14 GB outside the KV cache with such buffers: s15d).
+// instead of each size keeping its own.
 func tensorClass(n int) int {
 	n = (max(n, 4) + arenaAlign - 1) / arenaAlign * arenaAlign
 	if n <= 1<<20 {
