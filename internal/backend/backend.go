@@ -185,6 +185,10 @@ type KVSpec struct {
 	Layers               []KVLayer
 	Slots                int // sequences admitted at once (SeqSlice.Slot < Slots)
 	RingTokens           int // ring length per slot for windowed layers
+	// Snapshots is how many copies of one slot's per-slot state (rings
+	// and recurrent state) the store keeps for SlotSnapshotter; 0 on a
+	// backend that is not one.
+	Snapshots int
 	// Dtype is how K and V are kept ("" or KVAuto: the backend's own).
 	Dtype KVDtype
 }

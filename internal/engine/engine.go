@@ -251,13 +251,18 @@ func New(m Model, cfg Config) (*Engine, error) {
 	// exclude each other, and rings win (they are what makes long contexts
 	// affordable for those models). Windowed layers kept paged have every
 	// position in the blocks and cache like any other layer.
-	// Recurrent layers (Qwen3.5's linear attention) hold one state per
-	// slot summarising every position so far, not per-block KV: a mapped
-	// prefix would start from a state that never saw it, and the store
-	// keeps no snapshots at block boundaries to restore. So prefix caching
-	// is off for hybrid models (docs/kv-cache.md).
-	prefix := !cfg.DisablePrefixCache && spec.RingTokens == 0 && !recurrent(spec.Layers)
-	kv, err := kvcache.NewWithOptions(cfg.NumBlocks, cfg.BlockSize, kvcache.Options{Slots: cfg.Parallel, PrefixCache: prefix})
+	// Recurrent layers (Qwen3.5's linear attention) likewise hold one
+	// state per slot summarising every position so far. Where the backend
+	// keeps snapshots of a slot's state (backend.SlotSnapshotter), a
+	// prefix hit restores the snapshot taken at the prefix's end and
+	// caching works for such models too; elsewhere it is off for them
+	// (docs/kv-cache.md).
+	if m.Backend() == nil {
+		return nil, errors.New("engine: model has no backend")
+	}
+	spec = WithSnapshots(spec, cfg, m.Backend())
+	prefix := !cfg.DisablePrefixCache && (!backend.HasSlotState(spec) || spec.Snapshots > 0)
+	kv, err := kvcache.NewWithOptions(cfg.NumBlocks, cfg.BlockSize, kvcache.Options{Slots: cfg.Parallel, PrefixCache: prefix, Snapshots: spec.Snapshots})
 	if err != nil {
 		return nil, err
 	}
@@ -269,9 +274,6 @@ func New(m Model, cfg Config) (*Engine, error) {
 	}, kv)
 	if err != nil {
 		return nil, err
-	}
-	if m.Backend() == nil {
-		return nil, errors.New("engine: model has no backend")
 	}
 	store, err := m.Backend().NewKVStore(spec)
 	if err != nil {
@@ -349,7 +351,19 @@ func ringTokens(cfg Config, layers []backend.KVLayer) int {
 // NumBlocks given, the other sizing fields defaulted as New does): with
 // backend.KVStoreBytes, what a cache of that size costs.
 func KVSpec(be backend.Backend, cfg Config, layers []backend.KVLayer) backend.KVSpec {
-	return kvSpec(sizingDefaults(cfg, be), layers)
+	cfg = sizingDefaults(cfg, be)
+	return WithSnapshots(kvSpec(cfg, layers), cfg, be)
+}
+
+// WithSnapshots is spec with the snapshot places prefix caching needs on
+// be: one per slot when the store keeps per-slot state and be can copy
+// it, so every running prompt can leave one.
+func WithSnapshots(spec backend.KVSpec, cfg Config, be backend.Backend) backend.KVSpec {
+	spec.Snapshots = 0
+	if _, ok := be.(backend.SlotSnapshotter); ok && !cfg.DisablePrefixCache && backend.HasSlotState(spec) {
+		spec.Snapshots = spec.Slots
+	}
+	return spec
 }
 
 // KVBlocksWithin is the most blocks whose store (as New sizes it on be
@@ -359,31 +373,19 @@ func KVSpec(be backend.Backend, cfg Config, layers []backend.KVLayer) backend.KV
 // so both sides are solved and the larger answer that is on its side wins.
 func KVBlocksWithin(be backend.Backend, cfg Config, layers []backend.KVLayer, budget int64) int {
 	cfg = sizingDefaults(cfg, be)
-	paged := backend.KVSpec{BlockSize: cfg.BlockSize, Layers: layers, Slots: cfg.Parallel, Dtype: cfg.KVDtype}
+	paged := WithSnapshots(backend.KVSpec{BlockSize: cfg.BlockSize, Layers: layers, Slots: cfg.Parallel, Dtype: cfg.KVDtype}, cfg, be)
 	n := backend.KVCostOf(be, paged).Blocks(budget, math.MaxInt32)
 	if ring := ringTokens(cfg, layers); ring > 0 {
 		last := cfg.Parallel * ring / cfg.BlockSize // the most blocks that keep windowed layers paged
 		n = min(n, last)
 		rings := paged
 		rings.RingTokens = ring
+		rings = WithSnapshots(rings, cfg, be)
 		if r := backend.KVCostOf(be, rings).Blocks(budget, math.MaxInt32); r > last {
 			n = r
 		}
 	}
 	return n
-}
-
-// recurrent reports whether any layer keeps per-slot recurrent state. A
-// sequence's state starts fresh at its position 0, which is where every
-// admission starts without prefix caching (a preempted sequence recomputes
-// from there too), and follows its slot.
-func recurrent(layers []backend.KVLayer) bool {
-	for _, l := range layers {
-		if l.Recurrent() {
-			return true
-		}
-	}
-	return false
 }
 
 // Config is the effective configuration, defaults filled in.
@@ -393,8 +395,8 @@ func (e *Engine) Config() Config { return e.cfg }
 func (e *Engine) MaxContext() int { return e.maxContext }
 
 // PrefixCaching reports whether the engine reuses cached prompt prefixes
-// (Config.DisablePrefixCache off, no sliding-window rings and no recurrent
-// layers).
+// (Config.DisablePrefixCache off; with sliding-window rings or recurrent
+// layers only on a backend that snapshots slot state).
 func (e *Engine) PrefixCaching() bool { return e.sched.KV().PrefixCaching() }
 
 // KVStore is the backend KV memory the engine allocated.

@@ -116,6 +116,13 @@ func (e *Engine) runPlan(plan *sched.Plan, start time.Time) {
 		e.runAheadFrom(plan, start)
 		return
 	}
+	if err := e.restoreSlots(plan); err != nil {
+		for _, it := range plan.Items {
+			e.finish(e.reqs[it.Seq.ID], FinishError, err, nil)
+		}
+		e.publish(plan, time.Since(start))
+		return
+	}
 	b := e.buildBatch(plan)
 	if ids, ok, err := e.tryGreedy(plan, b); ok {
 		e.acceptGreedy(plan, ids, err, start)
@@ -139,6 +146,7 @@ func (e *Engine) runPlan(plan *sched.Plan, start time.Time) {
 		e.publish(plan, time.Since(start))
 		return
 	}
+	e.saveSlots(plan)
 
 	jobs := make([]sampleJob, 0, len(b.LogitRows))
 	for _, it := range plan.Items {
@@ -217,6 +225,7 @@ func (e *Engine) acceptRows(plan *sched.Plan, res func(row int) sample.Result, e
 		e.publish(plan, time.Since(start))
 		return
 	}
+	e.saveSlots(plan)
 	now := time.Now()
 	row := 0
 	for _, it := range plan.Items {

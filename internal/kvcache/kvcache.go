@@ -68,8 +68,10 @@ type Manager struct {
 	slotUsed []bool
 	maxSlots int
 
-	// Prefix cache (nil when disabled; see prefix.go).
-	pc *prefixCache
+	// Prefix cache (nil when disabled; see prefix.go) and its per-slot
+	// state snapshots (nil unless Options.Snapshots; snapshot.go).
+	pc    *prefixCache
+	snaps *snapshots
 }
 
 type table struct {
@@ -89,6 +91,10 @@ type Options struct {
 	// PrefixCache keeps computed full blocks for reuse by later sequences
 	// with the same leading tokens (prefix.go).
 	PrefixCache bool
+	// Snapshots, with PrefixCache, is how many per-slot state snapshots
+	// the KV store keeps (snapshot.go): a prefix is then found only up to
+	// a block boundary that has one. 0: blocks alone make a hit.
+	Snapshots int
 }
 
 // New creates a manager of numBlocks blocks of blockSize token slots.
@@ -105,8 +111,8 @@ func NewWithSlots(numBlocks, blockSize, slots int) (*Manager, error) {
 
 // NewWithOptions is New with slots and prefix caching as o says.
 func NewWithOptions(numBlocks, blockSize int, o Options) (*Manager, error) {
-	if o.Slots < 0 {
-		return nil, fmt.Errorf("kvcache: negative slot count %d", o.Slots)
+	if o.Slots < 0 || o.Snapshots < 0 {
+		return nil, fmt.Errorf("kvcache: negative slot count %d or snapshot count %d", o.Slots, o.Snapshots)
 	}
 	if blockSize <= 0 {
 		blockSize = DefaultBlockSize
@@ -129,6 +135,9 @@ func NewWithOptions(numBlocks, blockSize int, o Options) (*Manager, error) {
 	}
 	if o.PrefixCache {
 		m.pc = newPrefixCache(numBlocks)
+		if o.Snapshots > 0 {
+			m.snaps = newSnapshots(o.Snapshots)
+		}
 	}
 	return m, nil
 }

@@ -177,12 +177,17 @@ func (m *Manager) Lookup(hashes []BlockHash, tokens int) (hit, idle int) {
 		return 0, 0
 	}
 	for _, h := range hashes[:m.maxHit(hashes, tokens)] {
-		b, ok := m.pc.byHash[h]
-		if !ok {
+		if _, ok := m.pc.byHash[h]; !ok {
 			break
 		}
 		hit++
-		if m.refs[b] == 0 {
+	}
+	// With per-slot state the prefix must end where a snapshot was taken.
+	for m.snaps != nil && hit > 0 && !m.snaps.has(hashes[hit-1]) {
+		hit--
+	}
+	for _, h := range hashes[:hit] {
+		if m.refs[m.pc.byHash[h]] == 0 {
 			idle++
 		}
 	}

@@ -161,7 +161,9 @@ func (e Estimate) WithKVDtype(d backend.KVDtype) Estimate {
 // layer paged (rings, which the engine picks by the cache's size, only
 // make KVBytes smaller), at e's dtype.
 func (e *Estimate) kvCost() {
-	c := backend.KVCostOf(e.be, backend.KVSpec{BlockSize: 1, Slots: 1, Layers: e.layers, Dtype: e.dtype})
+	// A slot's snapshot place for prefix caching counts with the slot.
+	spec := engine.WithSnapshots(backend.KVSpec{BlockSize: 1, Slots: 1, Layers: e.layers, Dtype: e.dtype}, engine.Config{}, e.be)
+	c := backend.KVCostOf(e.be, spec)
 	e.KVPerToken, e.KVPerSeq = c.PerBlock, c.Fixed
 }
 

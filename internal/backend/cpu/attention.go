@@ -27,8 +27,8 @@ func (b *Backend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 	if spec.NumBlocks <= 0 || spec.BlockSize <= 0 {
 		return nil, fmt.Errorf("cpu: KV store needs positive block count and size")
 	}
-	if spec.Slots < 0 || spec.RingTokens < 0 {
-		return nil, fmt.Errorf("cpu: KV store slots %d and ring tokens %d must not be negative", spec.Slots, spec.RingTokens)
+	if spec.Slots < 0 || spec.RingTokens < 0 || spec.Snapshots < 0 {
+		return nil, fmt.Errorf("cpu: KV store slots %d, ring tokens %d and snapshots %d must not be negative", spec.Slots, spec.RingTokens, spec.Snapshots)
 	}
 	dt, err := kvDtype(spec.Dtype)
 	if err != nil {
@@ -63,10 +63,11 @@ func kvLayout(spec backend.KVSpec, l backend.KVLayer) (n int, ring bool, state i
 	case l.Shared:
 		return 0, false, 0 // reads another layer's K/V (FeatureSharedKV)
 	case l.Recurrent():
-		// No K/V: per-slot state of a size independent of the context.
-		return 0, false, spec.Slots * l.DeltaNet.StateFloats()
+		// No K/V: per-slot state of a size independent of the context,
+		// for the slots and then the snapshot places (SaveSlot).
+		return 0, false, (spec.Slots + spec.Snapshots) * l.DeltaNet.StateFloats()
 	case spec.Slots > 0 && spec.RingTokens > 0 && l.Window > 0:
-		return spec.Slots * spec.RingTokens * l.KVHeads * l.HeadDim, true, 0
+		return (spec.Slots + spec.Snapshots) * spec.RingTokens * l.KVHeads * l.HeadDim, true, 0
 	}
 	return spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim, false, 0
 }

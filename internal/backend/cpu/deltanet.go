@@ -20,8 +20,9 @@ import (
 // continue its sequence).
 type deltaState struct {
 	p    backend.DeltaNetParams
-	data []float32 // Slots * StateFloats
-	pos  []int32
+	data  []float32 // (Slots + Snapshots) * StateFloats
+	pos   []int32   // per slot and snapshot place
+	slots int
 }
 
 // newDeltaState makes layer's state of floats values (kvLayout's).
@@ -33,7 +34,7 @@ func newDeltaState(spec backend.KVSpec, l backend.KVLayer, layer, floats int) (*
 	if p.KHeads <= 0 || p.VHeads%p.KHeads != 0 || p.KDim <= 0 || p.VDim <= 0 || p.ConvKernel < 1 || p.ChunkSize < 1 {
 		return nil, fmt.Errorf("cpu: layer %d: invalid Gated DeltaNet shape %+v", layer, p)
 	}
-	return &deltaState{p: p, data: make([]float32, floats), pos: make([]int32, spec.Slots)}, nil
+	return &deltaState{p: p, data: make([]float32, floats), pos: make([]int32, spec.Slots+spec.Snapshots), slots: spec.Slots}, nil
 }
 
 // slot returns the conv window [ConvKernel-1, Channels] and the delta-rule
@@ -66,13 +67,13 @@ func (b *Backend) GatedDeltaNet(dst, qkv, a, bt backend.Tensor, w backend.DeltaN
 	sc := deltaPool.Get().(*deltaScratch)
 	defer deltaPool.Put(sc)
 	sc.x, sc.g, sc.beta = grow(sc.x, n*C), grow(sc.g, n*hv), grow(sc.beta, n*hv)
-	sc.used = grow(sc.used, len(ds.pos))
+	sc.used = grow(sc.used, ds.slots)
 	clear(sc.used)
 	sc.states = sc.states[:0]
 	for i := range step.Seqs {
 		s := &step.Seqs[i]
-		if s.Slot < 0 || s.Slot >= len(ds.pos) || sc.used[s.Slot] {
-			panic(fmt.Sprintf("cpu: sequence slot %d is out of [0, %d) or used twice in one step", s.Slot, len(ds.pos)))
+		if s.Slot < 0 || s.Slot >= ds.slots || sc.used[s.Slot] {
+			panic(fmt.Sprintf("cpu: sequence slot %d is out of [0, %d) or used twice in one step", s.Slot, ds.slots))
 		}
 		sc.used[s.Slot] = true
 		cs, S := ds.slot(s.Slot)

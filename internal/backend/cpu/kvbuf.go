@@ -45,6 +45,18 @@ func (b *kvBuf) len() int { return len(b.f32) + len(b.b16) + len(b.f8) }
 
 func (b *kvBuf) bytes() int { return 4*len(b.f32) + 2*len(b.b16) + len(b.f8) }
 
+// copyWithin copies the n values at src to dst, as stored.
+func (b *kvBuf) copyWithin(dst, src, n int) {
+	switch {
+	case b.f32 != nil:
+		copy(b.f32[dst:dst+n], b.f32[src:src+n])
+	case b.b16 != nil:
+		copy(b.b16[dst:dst+n], b.b16[src:src+n])
+	default:
+		copy(b.f8[dst:dst+n], b.f8[src:src+n])
+	}
+}
+
 // put stores src at value offset off, rounding to the dtype.
 func (b *kvBuf) put(off int, src []float32) {
 	switch {

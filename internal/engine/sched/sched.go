@@ -99,6 +99,8 @@ type Seq struct {
 	// preemption), tokens after it are decodes.
 	prefillEnd int
 	running    bool
+	// restore is the snapshot place its first chunk restores (-1: none).
+	restore int
 }
 
 // Remaining is the number of tokens not yet computed.
@@ -122,6 +124,16 @@ type Item struct {
 	Logits bool
 	// Prefill is set for prompt (or recompute) chunks, clear for decodes.
 	Prefill bool
+	// Restore, on the first chunk after an admission that found its
+	// prefix in a cache with per-slot state snapshots: the engine copies
+	// snapshot place Snap into Slot before the step.
+	Restore bool
+	Snap    int
+	// Save: the chunk ends at the last block boundary of the sequence's
+	// prefill, and SaveHash names that block; after the step the engine
+	// saves the slot's state as the snapshot of SaveHash.
+	Save     bool
+	SaveHash kvcache.BlockHash
 }
 
 // Plan is the outcome of one scheduling decision.
@@ -302,6 +314,11 @@ func (s *Scheduler) Schedule() Plan {
 		q.running = true
 		q.Computed = cached
 		q.CachedTokens = cached
+		q.restore = -1
+		if cached > 0 && s.kv.Snapshots() {
+			// Lookup found the prefix only where a snapshot ends it.
+			q.restore, _ = s.kv.SnapshotFor(q.hashes[cached/s.kv.BlockSize()-1])
+		}
 		if s.kv.PrefixCaching() {
 			p.PrefixQueryTokens += len(q.Tokens)
 			p.PrefixHitTokens += cached
@@ -341,12 +358,22 @@ func (s *Scheduler) planPrefill(q *Seq, budget int, p *Plan) int {
 	if n <= 0 {
 		return 0
 	}
+	it := Item{Seq: q, Start: q.Computed, Blocks: s.kv.Table(q.ID), Slot: s.kv.Slot(q.ID), Prefill: true, Restore: q.restore >= 0, Snap: q.restore}
+	q.restore = -1
+	if s.kv.Snapshots() {
+		// A chunk ends at the prefill's last block boundary, so that the
+		// slot's state there can be saved for later hits.
+		bs := s.kv.BlockSize()
+		if end := (q.prefillEnd - 1) / bs * bs; end > q.Computed && q.Computed+n >= end {
+			n = end - q.Computed
+			q.hashes = kvcache.HashBlocks(q.hashes, q.Tokens[:end], bs)
+			it.Save, it.SaveHash = true, q.hashes[end/bs-1]
+		}
+	}
+	it.Len = n
+	it.Logits = q.Computed+n == len(q.Tokens)
 	s.checkWritable(q, q.Computed, n)
-	p.Items = append(p.Items, Item{
-		Seq: q, Start: q.Computed, Len: n, Blocks: s.kv.Table(q.ID), Slot: s.kv.Slot(q.ID),
-		Logits:  q.Computed+n == len(q.Tokens),
-		Prefill: true,
-	})
+	p.Items = append(p.Items, it)
 	p.PrefillTokens += n
 	return n
 }
