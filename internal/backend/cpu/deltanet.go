@@ -19,7 +19,7 @@ import (
 // positions each slot has absorbed (to catch a chunk that does not
 // continue its sequence).
 type deltaState struct {
-	p    backend.DeltaNetParams
+	p     backend.DeltaNetParams
 	data  []float32 // (Slots + Snapshots) * StateFloats
 	pos   []int32   // per slot and snapshot place
 	slots int
