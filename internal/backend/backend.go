@@ -410,6 +410,9 @@ const (
 	FeatureMoERouted      Feature = "MoE routed on its own input with per-expert scales (RoutedMoE, Experts.Scale)"
 	FeatureSharedKV       Feature = "attention over another layer's KV (nil k and v, KVLayer.Shared)"
 	FeatureExpertShard    Feature = "MoE over a range of the router's experts (Experts.Lo, expert parallelism)"
+	// FeatureRings: the KV store keeps windowed layers in per-slot rings
+	// when KVSpec.RingTokens asks; a backend without it pages them.
+	FeatureRings Feature = "sliding-window layers in per-slot rings (KVSpec.RingTokens)"
 )
 
 // RoutedMoE is a backend whose MoE can route on another input than the

@@ -241,7 +241,10 @@ func New(m Model, cfg Config) (*Engine, error) {
 	maxCtx = min(maxCtx, cfg.NumBlocks*cfg.BlockSize)
 	cfg.MaxContext = maxCtx
 
-	spec := kvSpec(cfg, m.KVLayers())
+	if m.Backend() == nil {
+		return nil, errors.New("engine: model has no backend")
+	}
+	spec := kvSpec(cfg, m.KVLayers(), m.Backend())
 	// One slot per running sequence: it picks the sequence's ring of
 	// sliding-window KV (see kvSpec).
 	// Prefix caching shares blocks, but a ring belongs to a slot: a
@@ -257,9 +260,6 @@ func New(m Model, cfg Config) (*Engine, error) {
 	// prefix hit restores the snapshot taken at the prefix's end and
 	// caching works for such models too; elsewhere it is off for them
 	// (docs/kv-cache.md).
-	if m.Backend() == nil {
-		return nil, errors.New("engine: model has no backend")
-	}
 	spec = WithSnapshots(spec, cfg, m.Backend())
 	prefix := !cfg.DisablePrefixCache && (!backend.HasSlotState(spec) || spec.Snapshots > 0)
 	kv, err := kvcache.NewWithOptions(cfg.NumBlocks, cfg.BlockSize, kvcache.Options{Slots: cfg.Parallel, PrefixCache: prefix, Snapshots: spec.Snapshots})
@@ -324,19 +324,23 @@ func sizingDefaults(cfg Config, be backend.Backend) Config {
 // for only when they are smaller than the paged store they replace
 // (Parallel rings against NumBlocks*BlockSize positions); a short context
 // or a huge window keeps windowed layers paged, which is always correct.
-func kvSpec(cfg Config, layers []backend.KVLayer) backend.KVSpec {
+func kvSpec(cfg Config, layers []backend.KVLayer, be backend.Backend) backend.KVSpec {
 	spec := backend.KVSpec{NumBlocks: cfg.NumBlocks, BlockSize: cfg.BlockSize, Layers: layers, Slots: cfg.Parallel, Dtype: cfg.KVDtype}
-	if ring := ringTokens(cfg, layers); ring > 0 && cfg.Parallel*ring < cfg.NumBlocks*cfg.BlockSize {
+	if ring := ringTokens(cfg, layers, be); ring > 0 && cfg.Parallel*ring < cfg.NumBlocks*cfg.BlockSize {
 		spec.RingTokens = ring
 	}
 	return spec
 }
 
 // ringTokens is the ring a windowed layer would get, 0 without windowed
-// layers: one sequence's chunk is at most MaxBatchTokens, so the chunk's
-// keys and the window-1 keys before it fit at once (the backend's
-// Window-1+Len <= RingTokens contract, with one spare).
-func ringTokens(cfg Config, layers []backend.KVLayer) int {
+// layers or on a backend that keeps none (FeatureRings): one sequence's
+// chunk is at most MaxBatchTokens, so the chunk's keys and the window-1
+// keys before it fit at once (the backend's Window-1+Len <= RingTokens
+// contract, with one spare).
+func ringTokens(cfg Config, layers []backend.KVLayer, be backend.Backend) int {
+	if !backend.Supports(be, backend.FeatureRings) {
+		return 0
+	}
 	window := 0
 	for _, l := range layers {
 		window = max(window, l.Window)
@@ -352,7 +356,7 @@ func ringTokens(cfg Config, layers []backend.KVLayer) int {
 // backend.KVStoreBytes, what a cache of that size costs.
 func KVSpec(be backend.Backend, cfg Config, layers []backend.KVLayer) backend.KVSpec {
 	cfg = sizingDefaults(cfg, be)
-	return WithSnapshots(kvSpec(cfg, layers), cfg, be)
+	return WithSnapshots(kvSpec(cfg, layers, be), cfg, be)
 }
 
 // WithSnapshots is spec with the snapshot places prefix caching needs on
@@ -375,7 +379,7 @@ func KVBlocksWithin(be backend.Backend, cfg Config, layers []backend.KVLayer, bu
 	cfg = sizingDefaults(cfg, be)
 	paged := WithSnapshots(backend.KVSpec{BlockSize: cfg.BlockSize, Layers: layers, Slots: cfg.Parallel, Dtype: cfg.KVDtype}, cfg, be)
 	n := backend.KVCostOf(be, paged).Blocks(budget, math.MaxInt32)
-	if ring := ringTokens(cfg, layers); ring > 0 {
+	if ring := ringTokens(cfg, layers, be); ring > 0 {
 		last := cfg.Parallel * ring / cfg.BlockSize // the most blocks that keep windowed layers paged
 		n = min(n, last)
 		rings := paged

@@ -15,6 +15,9 @@ type fakeBackend struct{ backend.Backend }
 
 func (fakeBackend) Name() string { return "fake" }
 
+// Supports: the fake store keeps rings (FeatureRings).
+func (fakeBackend) Supports(f backend.Feature) bool { return f == backend.FeatureRings }
+
 func (fakeBackend) NewKVStore(spec backend.KVSpec) (backend.KVStore, error) {
 	slots := make([]int32, spec.NumBlocks*spec.BlockSize)
 	for i := range slots {

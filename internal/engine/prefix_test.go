@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/mlxcel/mlxcel/internal/backend"
 )
 
 // newPrefixEngine is newEngine with the fake model checking every KV write
@@ -236,3 +238,33 @@ func TestPrefixCacheOffWithRings(t *testing.T) {
 	}
 	stopAndCheck(t, e2)
 }
+
+// A backend that keeps no rings (the CUDA backend) pages windowed layers
+// whatever the cache's size, so they cache like any other layer.
+func TestPrefixCacheOnWithoutRingBackend(t *testing.T) {
+	m := newFake()
+	m.window = 8
+	e := newEngine(t, pagedModel{m}, Config{Parallel: 2, PrefillChunk: 16, BlockSize: 16, NumBlocks: 100})
+	m.mu.Lock()
+	m.writable = e.sched.KV().Writable
+	m.mu.Unlock()
+	if e.KVStore().Spec().RingTokens != 0 || !e.PrefixCaching() {
+		t.Fatalf("rings %d, prefix caching %v: want no rings and prefix caching", e.KVStore().Spec().RingTokens, e.PrefixCaching())
+	}
+	e.Start()
+	for _, r := range sharedPrefixRequests(4) {
+		res := collect(t, submit(t, e, r))
+		if want, _ := reference(m.vocab, r.Prompt, r.MaxTokens, nil); !slices.Equal(res.tokens, want) {
+			t.Fatalf("got %v\nwant %v", res.tokens, want)
+		}
+	}
+	if e.Stats().PrefixCacheHits == 0 {
+		t.Fatal("no hits")
+	}
+	stopAndCheck(t, e)
+}
+
+// pagedModel is the fake model on a backend without rings.
+type pagedModel struct{ *fakeModel }
+
+func (pagedModel) Backend() backend.Backend { return pagedBackend{} }

@@ -36,8 +36,8 @@ func TestWindowedRingsUnderPreemption(t *testing.T) {
 }
 
 // TestKVSpecRings: rings only for models with a windowed layer, sized for
-// the largest window plus a whole step, and only where they are smaller
-// than the paged store they replace.
+// the largest window plus a whole step, only where they are smaller than
+// the paged store they replace, and only on a backend that keeps rings.
 func TestKVSpecRings(t *testing.T) {
 	full := []backend.KVLayer{{KVHeads: 2, HeadDim: 8}}
 	mixed := []backend.KVLayer{{KVHeads: 2, HeadDim: 8, Window: 4}, {KVHeads: 2, HeadDim: 8, Window: 32}, {KVHeads: 1, HeadDim: 16}}
@@ -47,15 +47,23 @@ func TestKVSpecRings(t *testing.T) {
 		cfg    Config
 		layers []backend.KVLayer
 		ring   int
+		be     backend.Backend
 	}{
-		{"no window", cfg, full, 0},
-		{"windows", cfg, mixed, 32 + 100},
+		{"no window", cfg, full, 0, fakeBackend{}},
+		{"windows", cfg, mixed, 32 + 100, fakeBackend{}},
 		// 4 rings of 132 tokens are no smaller than 33 blocks of 16.
-		{"ring not smaller", Config{Parallel: 4, MaxBatchTokens: 100, NumBlocks: 33, BlockSize: 16}, mixed, 0},
+		{"ring not smaller", Config{Parallel: 4, MaxBatchTokens: 100, NumBlocks: 33, BlockSize: 16}, mixed, 0, fakeBackend{}},
+		{"backend without rings", cfg, mixed, 0, pagedBackend{}},
 	} {
-		spec := kvSpec(tc.cfg, tc.layers)
+		spec := kvSpec(tc.cfg, tc.layers, tc.be)
 		if spec.RingTokens != tc.ring || spec.Slots != tc.cfg.Parallel || spec.NumBlocks != tc.cfg.NumBlocks || len(spec.Layers) != len(tc.layers) {
 			t.Errorf("%s: spec %+v, want ring %d", tc.name, spec, tc.ring)
 		}
 	}
 }
+
+// pagedBackend keeps windowed layers paged (no FeatureRings), as the CUDA
+// backend does.
+type pagedBackend struct{ fakeBackend }
+
+func (pagedBackend) Supports(backend.Feature) bool { return false }
