@@ -223,3 +223,48 @@ func TestPrefixRandomWorkload(t *testing.T) {
 	}
 	t.Logf("%d hit tokens, %d preemptions, %d blocks cached at the end", hits, preempted, s.KV().CachedBlocks())
 }
+
+// With slot snapshots the prefill of a 39-token prompt (blocks of 4) is
+// cut at 36, its last block boundary before the last token, and that chunk
+// asks for a save under block 8's hash; the same prompt later hits 36
+// tokens only once a snapshot is there, and its first chunk restores it.
+func TestSnapshotCutAndRestore(t *testing.T) {
+	cfg := Config{Parallel: 4, PrefillChunk: 512, MaxBatchTokens: 516}
+	kv, err := kvcache.NewWithOptions(64, 4, kvcache.Options{Slots: cfg.Parallel, PrefixCache: true, Snapshots: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre := ramp(36)
+	a := withPrefix(pre, 1, 2, 3)
+	s.Add(a)
+	p := step(t, s, cfg)
+	hashes := kvcache.HashBlocks(nil, a.Tokens, 4)
+	if it := p.Items[0]; it.Len != 36 || !it.Save || it.SaveHash != hashes[8] || it.Logits || it.Restore {
+		t.Fatalf("first chunk %+v: want 36 tokens, a save under block 8's hash", it)
+	}
+	p = step(t, s, cfg)
+	if it := p.Items[0]; it.Start != 36 || it.Len != 3 || it.Save || !it.Logits {
+		t.Fatalf("second chunk %+v: want the 3-token tail, sampled", it)
+	}
+	s.Remove(a)
+
+	b := withPrefix(pre, 1, 2, 3)
+	s.Add(b)
+	p = step(t, s, cfg)
+	if p.PrefixHitTokens != 0 || p.Items[0].Restore {
+		t.Fatalf("without a snapshot: hit %d, item %+v", p.PrefixHitTokens, p.Items[0])
+	}
+	s.Remove(b)
+
+	place, _ := kv.TakeSnapshot(hashes[8])
+	c := withPrefix(pre, 1, 2, 3)
+	s.Add(c)
+	p = step(t, s, cfg)
+	if it := p.Items[0]; p.PrefixHitTokens != 36 || it.Start != 36 || !it.Restore || it.Snap != place || it.Save {
+		t.Fatalf("with the snapshot: hit %d, item %+v (place %d)", p.PrefixHitTokens, it, place)
+	}
+}
