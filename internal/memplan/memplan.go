@@ -36,6 +36,8 @@ type Estimate struct {
 	layers []backend.KVLayer
 	chunk  int
 	dtype  backend.KVDtype // --kv-cache-dtype ("": the backend's own)
+	// snapshots: KVPerSeq includes a snapshot place per slot.
+	snapshots bool
 }
 
 // WeightBytes is the predicted resident size of the weights.
@@ -100,6 +102,9 @@ func (e Estimate) String() string {
 	state := ""
 	if e.KVPerSeq > 0 {
 		state = fmt.Sprintf(" + %s/sequence of recurrent state", MiB(e.KVPerSeq))
+		if e.snapshots {
+			state += " (half of it the slot's prefix-cache snapshot)"
+		}
 	}
 	return fmt.Sprintf("weights %s stored x%.2f resident = %s, KV %s/token%s, activations %s, available %s",
 		GiB(e.StoredBytes), e.Expansion, GiB(e.WeightBytes()), KiB(e.KVPerToken), state, GiB(e.ActBytes), av)
@@ -164,6 +169,7 @@ func (e *Estimate) kvCost() {
 	// A slot's snapshot place for prefix caching counts with the slot.
 	spec := engine.WithSnapshots(backend.KVSpec{BlockSize: 1, Slots: 1, Layers: e.layers, Dtype: e.dtype}, engine.Config{}, e.be)
 	c := backend.KVCostOf(e.be, spec)
+	e.snapshots = spec.Snapshots > 0
 	e.KVPerToken, e.KVPerSeq = c.PerBlock, c.Fixed
 }
 
