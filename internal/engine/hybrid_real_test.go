@@ -4,10 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/mlxcel/mlxcel/internal/backend/cpu"
 	"github.com/mlxcel/mlxcel/internal/engine"
-	"github.com/mlxcel/mlxcel/internal/model"
-	"github.com/mlxcel/mlxcel/internal/model/modeltest"
 )
 
 // TestQwen35HybridBatched runs the Qwen3.5 fixtures (three linear-attention
@@ -29,15 +26,7 @@ func TestQwen35HybridBatched(t *testing.T) {
 		{"tiny/qwen3_5_moe_text-mlx-q4g64", "reference.safetensors"},
 	} {
 		t.Run(c.dir, func(t *testing.T) {
-			dir := "../../../shared/testdata/" + c.dir
-			ref, err := modeltest.LoadReferenceFile(dir + "/" + c.ref)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := model.Load(dir, cpu.New(2), model.LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, ref := loadFixtureRef(t, c.dir, c.ref)
 			reqs := []engine.Request{{Prompt: ref.InputIDs, MaxTokens: len(ref.GreedyIDs), IgnoreEOS: true}}
 			for i := range 5 {
 				var p []int32

@@ -5,11 +5,12 @@ import (
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
-	_ "github.com/mlxcel/mlxcel/internal/backend/cpu" // registers "cpu"
+	"github.com/mlxcel/mlxcel/internal/backend/cpu" // also registers "cpu"
 	"github.com/mlxcel/mlxcel/internal/defaultmodel"
 	"github.com/mlxcel/mlxcel/internal/engine"
 	"github.com/mlxcel/mlxcel/internal/engine/enginetest"
 	"github.com/mlxcel/mlxcel/internal/model"
+	"github.com/mlxcel/mlxcel/internal/model/modeltest"
 )
 
 // loadStories loads the embedded stories260k model on the CPU backend.
@@ -33,6 +34,22 @@ func loadStories(t *testing.T) *model.Model {
 
 // generate runs reqs on e (enginetest.Generate).
 var generate = enginetest.Generate
+
+// loadFixtureRef loads a ../shared/testdata fixture on the CPU backend
+// with its reference file ref (transformers' prompt and greedy ids).
+func loadFixtureRef(t *testing.T, fixture, ref string) (*model.Model, *modeltest.Reference) {
+	t.Helper()
+	dir := "../../../shared/testdata/" + fixture
+	r, err := modeltest.LoadReferenceFile(dir + "/" + ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(dir, cpu.New(2), model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, r
+}
 
 // TestRealModelBatchInvariance runs the real Llama model on the CPU
 // backend: each request's greedy tokens and logprobs must be bit-identical

@@ -6,10 +6,7 @@ import (
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
-	"github.com/mlxcel/mlxcel/internal/backend/cpu"
 	"github.com/mlxcel/mlxcel/internal/engine"
-	"github.com/mlxcel/mlxcel/internal/model"
-	"github.com/mlxcel/mlxcel/internal/model/modeltest"
 	"github.com/mlxcel/mlxcel/internal/sample"
 )
 
@@ -34,15 +31,7 @@ func TestPrefixCacheSlotSnapshots(t *testing.T) {
 		{"tiny/gpt_oss-bf16", "reference.safetensors"},
 	} {
 		t.Run(c.dir, func(t *testing.T) {
-			dir := "../../../shared/testdata/" + c.dir
-			ref, err := modeltest.LoadReferenceFile(dir + "/" + c.ref)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := model.Load(dir, cpu.New(2), model.LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, ref := loadFixtureRef(t, c.dir, c.ref)
 			// Four slots and room for many blocks: windowed layers go to
 			// rings (their ring is shorter than the pages).
 			cfg := engine.Config{Parallel: 4, PrefillChunk: 12, BlockSize: 16, NumBlocks: 64}
