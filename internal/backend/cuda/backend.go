@@ -70,8 +70,11 @@ type Backend struct {
 	moeDecNames   map[moeDecKey]moeDecVal // ops_moe_decode.go: moeDecKernel
 	mmaOff        bool                    // the MoE routers' GEMVs stay off the tensor cores (f32 logits for the top-k)
 
-	pdl         bool // programmatic dependent launch (runEx): Hopper and cuLaunchKernelEx
-	plan.Tuning      // decode attention's measured sizes (tests set others)
+	pdl bool // programmatic dependent launch (runEx): Hopper and cuLaunchKernelEx
+	// qmmwCandidates: the warpgroup qmm4 forms besides the planner's that
+	// got their shared memory (TestBenchQMM times them).
+	qmmwCandidates []string
+	plan.Tuning    // decode attention's measured sizes (tests set others)
 	// flash2 holds, per KV element (kvStore.kern's suffix: "" f16, "_f8"
 	// E4M3), the head dims whose prefill kernel (flash2_attn_*) got its
 	// dynamic shared memory (optInFlash2); dtile the same for attn_dtile
@@ -195,22 +198,27 @@ func nvrtcArch(major, minor int) string {
 }
 
 // optInQMMW grants the warpgroup qmm4 forms their dynamic shared memory
-// (over the 48 KB default); false when the device refuses any, or the
-// driver cannot encode the tensor maps they read x through.
+// (over the 48 KB default); false when the device refuses the planner's
+// form, or the driver cannot encode the tensor maps they read x through.
+// The benchmark candidates it grants are listed in qmmwCandidates.
 func (b *Backend) optInQMMW() bool {
 	if b.d.TensorMapEncodeTiled == 0 {
 		return false
 	}
-	n := plan.QMMWSmem()
-	for _, name := range plan.QMMWKernels() {
-		if n > b.d.Attr(b.dev, cudalib.AttrMaxSmemOptin) {
+	b.qmmwCandidates = nil
+	for i, k := range plan.QMMWKernels() {
+		f := b.fns[k.Name]
+		ok := k.Smem <= b.d.Attr(b.dev, cudalib.AttrMaxSmemOptin) &&
+			b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrMaxDynamicSmem, uintptr(k.Smem)) == nil
+		switch {
+		case !ok && i == 0:
 			return false
+		case ok && i > 0:
+			b.qmmwCandidates = append(b.qmmwCandidates, k.Variant)
 		}
-		f := b.fns[name]
-		if b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrMaxDynamicSmem, uintptr(n)) != nil {
-			return false
+		if ok {
+			_ = b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrSmemCarveout, 100) // a hint
 		}
-		_ = b.d.Call("cuFuncSetAttribute", b.d.FuncSetAttribute, f, funcAttrSmemCarveout, 100) // a hint
 	}
 	return true
 }

@@ -259,6 +259,9 @@ func TestBenchQMM(t *testing.T) {
 			cfgs := []string{"before", "qmm_wide", "qmm_m2d1"}
 			if def.QMMWarpgroup {
 				cfgs = append(cfgs, "qmm_w128")
+				for _, v := range b.qmmwCandidates {
+					cfgs = append(cfgs, "qmm_"+v)
+				}
 			}
 			for _, cfg := range cfgs {
 				b.Tuning = def

@@ -290,8 +290,14 @@ DEV void qmmw_impl(QMMW_PARAMS) {
 // qmm4 at 64 rows on 3 of 4 Llama shapes, and asking L2 for each weight
 // row's whole 128-byte line (cp.async .L2::128B) changed nothing (s15b,
 // s15c; notes/cuda-session-15.md).
-#define QMMW(NAME, BN, ST)                                                                                     \
-    extern "C" __global__ void __launch_bounds__(QMMW_THREADS, 2) NAME(QMMW_PARAMS) {                         \
+#define QMMW(NAME, BN, ST, PER_SM)                                                                              \
+    extern "C" __global__ void __launch_bounds__(QMMW_THREADS, PER_SM) NAME(QMMW_PARAMS) {                     \
         qmmw_impl<BN, ST>(QMM_ARGS, tmap);                                                                     \
     }
-QMMW(qmm4_w128, 128, 4)
+QMMW(qmm4_w128, 128, 4, 2)
+// Candidates for the pipeline-depth A/B (only benchmarks pick them,
+// plan.QMMWKernels): the time is nearly flat in the row count, as if each
+// slab waited out one copy latency with 2 in flight; 3 in flight at two
+// blocks an SM, 7 at one (notes/cuda-session-16.md).
+QMMW(qmm4_w128_s5, 128, 5, 2)
+QMMW(qmm4_w128_s9, 128, 9, 1)

@@ -33,11 +33,15 @@ type qmmKernel struct {
 
 // "w128" is the warpgroup-MMA form (kernels/qmm_wgmma.cu, sm_90a): 256
 // threads over 128 weight rows and a tile of 128 activation rows, a ring
-// of 4 slabs in dynamic shared memory (QMMWSmem).
+// of 4 slabs in dynamic shared memory (QMMWSmem). "w128s5" and "w128s9"
+// are its pipeline-depth candidates (rings of 5 and 9 slabs), which only
+// benchmarks pick (Tuning.QMMVariant) until an A/B decides.
 var qmmKernels = map[string]qmmKernel{
-	"wide": {"qmm4_bf_64", 256, 2, 64, 0},
-	"m2d1": {"qmm4_bf_64_m2d1", 128, 3, 64, 0},
-	"w128": {"qmm4_w128", 256, 2, 128, QMMWSmem()},
+	"wide":   {"qmm4_bf_64", 256, 2, 64, 0},
+	"m2d1":   {"qmm4_bf_64_m2d1", 128, 3, 64, 0},
+	"w128":   {"qmm4_w128", 256, 2, 128, QMMWSmem()},
+	"w128s5": {"qmm4_w128_s5", 256, 2, 128, qmmwSmem(5)},
+	"w128s9": {"qmm4_w128_s9", 256, 1, 128, qmmwSmem(9)},
 }
 
 // QMMWSmem is the dynamic shared memory of the warpgroup form: its ring
@@ -45,7 +49,11 @@ var qmmKernels = map[string]qmmKernel{
 // bytes a slab), which the partial tile (128 x 132 floats) reuses after the
 // loop, 1024 bytes to start the ring at a 1024-byte boundary (the x tiles'
 // swizzle) and the slots' mbarriers.
-func QMMWSmem() int { return max(4*(128*32+128*128+128*16), 128*132*4) + 1024 + 64 }
+func QMMWSmem() int { return qmmwSmem(4) }
+
+func qmmwSmem(slabs int) int {
+	return max(slabs*(128*32+128*128+128*16), 128*132*4) + 1024 + 8*max(slabs, 8)
+}
 
 // QMMWMinRows is the fewest activation rows a product takes the warpgroup
 // form with. Measured on the H200 (s15b, TestBenchQMM, us, Llama-3.1-8B
@@ -77,12 +85,27 @@ func qmmForm(t Tuning, N, M int) (qmmKernel, bool) {
 
 // QMMKernels lists the names of the qmm4 kernel forms.
 func QMMKernels() []string {
-	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w128"}
+	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w128", "qmm4_w128_s5", "qmm4_w128_s9"}
+}
+
+// QMMWKernel is a warpgroup form: its variant name (Tuning.QMMVariant),
+// kernel and dynamic shared memory.
+type QMMWKernel struct {
+	Variant, Name string
+	Smem          int
 }
 
 // QMMWKernels lists the warpgroup forms (they need sm_90a and their
-// dynamic shared memory opted in).
-func QMMWKernels() []string { return []string{"qmm4_w128"} }
+// dynamic shared memory opted in): the planner's first, then the
+// candidates only benchmarks pick.
+func QMMWKernels() []QMMWKernel {
+	var ks []QMMWKernel
+	for _, v := range []string{"w128", "w128s5", "w128s9"} {
+		k := qmmKernels[v]
+		ks = append(ks, QMMWKernel{v, k.name, k.smem})
+	}
+	return ks
+}
 
 // QMMWeightRows is the weight rows a qmm4 block covers (8 warps of 16).
 const QMMWeightRows = 128

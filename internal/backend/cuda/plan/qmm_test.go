@@ -61,3 +61,20 @@ func TestQMMWSmem(t *testing.T) {
 		t.Errorf("QMMWSmem() = %d", got)
 	}
 }
+
+// The warpgroup forms fit Hopper's shared memory: 227 KB a block at most,
+// and the blocks an SM each form asks for within the SM's 228 KB (each
+// block also reserves 1 KB).
+func TestQMMWKernelsFit(t *testing.T) {
+	const perBlock, perSM = 227 << 10, 228 << 10
+	ks := QMMWKernels()
+	if ks[0].Variant != "w128" || ks[0].Name != "qmm4_w128" {
+		t.Fatalf("the planner's form first: %+v", ks[0])
+	}
+	for _, k := range ks {
+		q := qmmKernels[k.Variant]
+		if k.Smem > perBlock || q.perSM*(k.Smem+1024) > perSM {
+			t.Errorf("%s: %d bytes a block, %d blocks an SM: over the SM's shared memory", k.Name, k.Smem, q.perSM)
+		}
+	}
+}
