@@ -398,6 +398,17 @@ func (e *Engine) Config() Config { return e.cfg }
 // MaxContext is the longest sequence (prompt + generated) the engine runs.
 func (e *Engine) MaxContext() int { return e.maxContext }
 
+// PrefixCacheOff says why prefix caching is off ("" when it is on).
+func (e *Engine) PrefixCacheOff() string {
+	switch {
+	case e.PrefixCaching():
+		return ""
+	case e.cfg.DisablePrefixCache:
+		return "disabled"
+	}
+	return fmt.Sprintf("the %s backend keeps no snapshots of the per-slot state (recurrent layers or sliding-window rings) a hit needs", e.m.Backend().Name())
+}
+
 // PrefixCaching reports whether the engine reuses cached prompt prefixes
 // (Config.DisablePrefixCache off; with sliding-window rings or recurrent
 // layers only on a backend that snapshots slot state).

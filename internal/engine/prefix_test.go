@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,6 +215,9 @@ func TestPrefixCacheOffWithRings(t *testing.T) {
 	if e.KVStore().Spec().RingTokens == 0 || e.PrefixCaching() {
 		t.Fatalf("rings %d, prefix caching %v: want rings and no prefix caching", e.KVStore().Spec().RingTokens, e.PrefixCaching())
 	}
+	if why := e.PrefixCacheOff(); !strings.Contains(why, "fake backend keeps no snapshots") {
+		t.Errorf("reason %q", why)
+	}
 	e.Start()
 	runConcurrent(t, e, m.vocab, sharedPrefixRequests(4))
 	if st := e.Stats(); st.PrefixCacheHits != 0 || st.PrefixCacheQueries != 0 {
@@ -248,8 +252,8 @@ func TestPrefixCacheOnWithoutRingBackend(t *testing.T) {
 	m.mu.Lock()
 	m.writable = e.sched.KV().Writable
 	m.mu.Unlock()
-	if e.KVStore().Spec().RingTokens != 0 || !e.PrefixCaching() {
-		t.Fatalf("rings %d, prefix caching %v: want no rings and prefix caching", e.KVStore().Spec().RingTokens, e.PrefixCaching())
+	if e.KVStore().Spec().RingTokens != 0 || !e.PrefixCaching() || e.PrefixCacheOff() != "" {
+		t.Fatalf("rings %d, prefix caching %v (%q): want no rings and prefix caching", e.KVStore().Spec().RingTokens, e.PrefixCaching(), e.PrefixCacheOff())
 	}
 	e.Start()
 	for _, r := range sharedPrefixRequests(4) {

@@ -212,6 +212,9 @@ func (s *Server) Ready(l *app.Loaded) error {
 	s.log.Info("model ready", "model", name, "backend", l.Model.Backend().Name(), "ctx", eng.MaxContext(),
 		"parallel", c.Parallel, "kv_blocks", c.NumBlocks, "block_size", c.BlockSize, "kv_dtype", c.KVDtype, "prefix_cache", eng.PrefixCaching(),
 		"plain_chat", m.plainChat)
+	if why := eng.PrefixCacheOff(); why != "" && why != "disabled" {
+		s.log.Info("prefix caching off: " + why)
+	}
 	return nil
 }
 
