@@ -211,6 +211,7 @@ func (s *Scheduler) Waiting() []*Seq { return s.waiting }
 func (s *Scheduler) Add(q *Seq) {
 	q.Computed = 0
 	q.running = false
+	q.restore = -1
 	s.waiting = append(s.waiting, q)
 }
 
