@@ -248,18 +248,16 @@ func New(m Model, cfg Config) (*Engine, error) {
 	// One slot per running sequence: it picks the sequence's ring of
 	// sliding-window KV (see kvSpec).
 	// Prefix caching shares blocks, but a ring belongs to a slot: a
-	// sequence that mapped cached blocks would start computing with an
-	// empty ring, missing the window of keys before its first computed
-	// position that the windowed layers need. So rings and prefix caching
-	// exclude each other, and rings win (they are what makes long contexts
-	// affordable for those models). Windowed layers kept paged have every
-	// position in the blocks and cache like any other layer.
+	// sequence that mapped cached blocks would start computing with a ring
+	// missing the window of keys before its first computed position.
 	// Recurrent layers (Qwen3.5's linear attention) likewise hold one
 	// state per slot summarising every position so far. Where the backend
 	// keeps snapshots of a slot's state (backend.SlotSnapshotter), a
-	// prefix hit restores the snapshot taken at the prefix's end and
-	// caching works for such models too; elsewhere it is off for them
-	// (docs/kv-cache.md).
+	// prefix hit restores the snapshot taken at the prefix's end, so such
+	// models cache too; elsewhere caching is off for them, and rings win
+	// (they are what makes long contexts affordable). Windowed layers kept
+	// paged have every position in the blocks and cache like any other
+	// layer (docs/kv-cache.md).
 	spec = WithSnapshots(spec, cfg, m.Backend())
 	prefix := !cfg.DisablePrefixCache && (!backend.HasSlotState(spec) || spec.Snapshots > 0)
 	kv, err := kvcache.NewWithOptions(cfg.NumBlocks, cfg.BlockSize, kvcache.Options{Slots: cfg.Parallel, PrefixCache: prefix, Snapshots: spec.Snapshots})
