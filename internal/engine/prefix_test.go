@@ -204,8 +204,9 @@ func TestPrefixCacheCancelKeepsSharedBlocks(t *testing.T) {
 	stopAndCheck(t, e)
 }
 
-// With sliding-window layers in per-slot rings, prefix caching is off: a
-// sequence mapping cached blocks would find no window of keys in its ring.
+// With sliding-window layers in per-slot rings on a backend that keeps no
+// snapshots of them (the fake), prefix caching is off: a sequence mapping
+// cached blocks would find no window of keys in its ring.
 // Kept paged (rings not smaller than the pages), the windowed layer caches
 // like any other.
 func TestPrefixCacheOffWithRings(t *testing.T) {
