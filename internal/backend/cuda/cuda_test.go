@@ -6,6 +6,8 @@ import (
 	"errors"
 	"github.com/mlxcel/mlxcel/internal/backend/cuda/cudalib"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
@@ -135,6 +137,9 @@ func TestConformanceVariants(t *testing.T) {
 		{"qmm17", func(u *plan.Tuning) { u.QMMMinRows = 17 }}, // 17-32 rows on qmm4 (bf16 x)
 		// The warpgroup form's 128-row tile for 33-64 rows too (sm_90a only).
 		{"qmm_w128", func(u *plan.Tuning) { u.QMMVariant = "w128" }},
+		// Its pipeline-depth candidates (plan.QMMWKernels), checked before any A/B promotes one.
+		{"qmm_w128s5", func(u *plan.Tuning) { u.QMMVariant = "w128s5" }},
+		{"qmm_w128s9", func(u *plan.Tuning) { u.QMMVariant = "w128s9" }},
 		// qmm4's forms chosen by the matrix, as on devices without wgmma.
 		{"noqmmw", func(u *plan.Tuning) { u.QMMWarpgroup = false }},
 		// attn_decode where the tile kernel takes decode steps by default.
@@ -150,8 +155,11 @@ func TestConformanceVariants(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			b := newOrSkip(t)
 			defer b.Close()
-			if (v.name == "qmm_w128" || v.name == "noqmmw") && !b.QMMWarpgroup {
+			if (strings.HasPrefix(v.name, "qmm_w128") || v.name == "noqmmw") && !b.QMMWarpgroup {
 				t.Skipf("%s: no warpgroup MMA forms on %s", v.name, b.Info())
+			}
+			if c := strings.TrimPrefix(v.name, "qmm_"); strings.HasPrefix(c, "w128s") && !slices.Contains(b.qmmwCandidates, c) {
+				t.Skipf("%s: the device did not grant its shared memory (%s)", v.name, b.Info())
 			}
 			before := b.Tuning
 			v.set(&b.Tuning)
