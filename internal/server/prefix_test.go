@@ -66,3 +66,43 @@ func TestPrefixCacheMetricsAndFlag(t *testing.T) {
 		s.Close()
 	}
 }
+
+// A hybrid model (Qwen3.5's recurrent layers) caches prefixes through the
+// server too: the second of two identical completions reports the prompt's
+// full blocks as cached_tokens (the first one's snapshot is there) and
+// returns the same greedy text.
+func TestPrefixCacheHybridModel(t *testing.T) {
+	l := loadModel(t, fixture("qwen3_5_text-bf16"))
+	s := startServer(t, l, Options{Parallel: 2})
+	defer s.Close()
+	if !s.Engine().PrefixCaching() {
+		t.Fatalf("prefix caching off: %s", s.Engine().PrefixCacheOff())
+	}
+	prompt := strings.Repeat("the quick brown fox jumps over the lazy dog ", 12)
+	var texts []string
+	var cached []float64
+	for range 2 {
+		code, body := s.post(t, "/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 8, "temperature": 0})
+		if code != 200 {
+			t.Fatalf("status %d: %v", code, body)
+		}
+		usage := body["usage"].(map[string]any)
+		details, _ := usage["prompt_tokens_details"].(map[string]any)
+		c, _ := details["cached_tokens"].(float64)
+		cached = append(cached, c)
+		texts = append(texts, body["choices"].([]any)[0].(map[string]any)["text"].(string))
+		if c > 0 {
+			bs := float64(s.Engine().Config().BlockSize)
+			if want := float64(int((usage["prompt_tokens"].(float64)-1)/bs)) * bs; c != want {
+				t.Errorf("cached_tokens %v, want %v (the prompt's full blocks before its last token)", c, want)
+			}
+		}
+	}
+	t.Logf("cached_tokens %v, texts %q", cached, texts)
+	if cached[0] != 0 || cached[1] == 0 {
+		t.Errorf("cached_tokens %v: want none on the first request and the prefix on the second", cached)
+	}
+	if texts[0] != texts[1] {
+		t.Errorf("texts differ: %q then %q", texts[0], texts[1])
+	}
+}
