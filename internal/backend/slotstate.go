@@ -21,9 +21,16 @@ type SlotSnapshotter interface {
 // rings.
 func HasSlotState(spec KVSpec) bool {
 	for _, l := range spec.Layers {
-		if l.Recurrent() || spec.Slots > 0 && spec.RingTokens > 0 && l.Window > 0 && !l.Shared {
+		if l.Recurrent() || spec.InRing(l) {
 			return true
 		}
 	}
 	return false
+}
+
+// InRing reports whether a backend that keeps rings (FeatureRings) keeps
+// layer l of spec in per-slot rings: a windowed layer with K/V of its own
+// when the spec asks for rings.
+func (spec KVSpec) InRing(l KVLayer) bool {
+	return spec.Slots > 0 && spec.RingTokens > 0 && l.Window > 0 && !l.Shared && !l.Recurrent()
 }

@@ -15,11 +15,33 @@ import (
 // prefix-cached fails the step (and so the test).
 func newPrefixEngine(t *testing.T, m *fakeModel, cfg Config) *Engine {
 	t.Helper()
+	return newCheckedEngine(t, m, m, cfg)
+}
+
+// newCheckedEngine is newPrefixEngine for a model wrapping the fake f.
+func newCheckedEngine(t *testing.T, m Model, f *fakeModel, cfg Config) *Engine {
+	t.Helper()
 	e := newEngine(t, m, cfg)
-	m.mu.Lock()
-	m.writable = e.sched.KV().Writable
-	m.mu.Unlock()
+	f.mu.Lock()
+	f.writable = e.sched.KV().Writable
+	f.mu.Unlock()
 	return e
+}
+
+// runSharedPrefix runs n sharedPrefixRequests on e one after another:
+// each must give the reference tokens, and some prompt tokens must come
+// from the cache.
+func runSharedPrefix(t *testing.T, e *Engine, vocab, n int) {
+	t.Helper()
+	for _, r := range sharedPrefixRequests(n) {
+		res := collect(t, submit(t, e, r))
+		if want, _ := reference(vocab, r.Prompt, r.MaxTokens, nil); !slices.Equal(res.tokens, want) {
+			t.Fatalf("got %v\nwant %v", res.tokens, want)
+		}
+	}
+	if e.Stats().PrefixCacheHits == 0 {
+		t.Fatal("no prefix-cache hits")
+	}
 }
 
 // stopAndCheck stops e (so its goroutine no longer touches the block
@@ -232,15 +254,7 @@ func TestPrefixCacheOffWithRings(t *testing.T) {
 		t.Fatal("paged windowed layers should keep prefix caching")
 	}
 	e2.Start()
-	for _, r := range sharedPrefixRequests(6) {
-		res := collect(t, submit(t, e2, r))
-		if want, _ := reference(paged.vocab, r.Prompt, r.MaxTokens, nil); !slices.Equal(res.tokens, want) {
-			t.Fatalf("paged window: got %v\nwant %v", res.tokens, want)
-		}
-	}
-	if e2.Stats().PrefixCacheHits == 0 {
-		t.Fatal("no hits with paged windowed layers")
-	}
+	runSharedPrefix(t, e2, paged.vocab, 6)
 	stopAndCheck(t, e2)
 }
 
@@ -249,23 +263,12 @@ func TestPrefixCacheOffWithRings(t *testing.T) {
 func TestPrefixCacheOnWithoutRingBackend(t *testing.T) {
 	m := newFake()
 	m.window = 8
-	e := newEngine(t, pagedModel{m}, Config{Parallel: 2, PrefillChunk: 16, BlockSize: 16, NumBlocks: 100})
-	m.mu.Lock()
-	m.writable = e.sched.KV().Writable
-	m.mu.Unlock()
+	e := newCheckedEngine(t, pagedModel{m}, m, Config{Parallel: 2, PrefillChunk: 16, BlockSize: 16, NumBlocks: 100})
 	if e.KVStore().Spec().RingTokens != 0 || !e.PrefixCaching() || e.PrefixCacheOff() != "" {
 		t.Fatalf("rings %d, prefix caching %v (%q): want no rings and prefix caching", e.KVStore().Spec().RingTokens, e.PrefixCaching(), e.PrefixCacheOff())
 	}
 	e.Start()
-	for _, r := range sharedPrefixRequests(4) {
-		res := collect(t, submit(t, e, r))
-		if want, _ := reference(m.vocab, r.Prompt, r.MaxTokens, nil); !slices.Equal(res.tokens, want) {
-			t.Fatalf("got %v\nwant %v", res.tokens, want)
-		}
-	}
-	if e.Stats().PrefixCacheHits == 0 {
-		t.Fatal("no hits")
-	}
+	runSharedPrefix(t, e, m.vocab, 4)
 	stopAndCheck(t, e)
 }
 

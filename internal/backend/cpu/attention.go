@@ -66,7 +66,7 @@ func kvLayout(spec backend.KVSpec, l backend.KVLayer) (n int, ring bool, state i
 		// No K/V: per-slot state of a size independent of the context,
 		// for the slots and then the snapshot places (SaveSlot).
 		return 0, false, (spec.Slots + spec.Snapshots) * l.DeltaNet.StateFloats()
-	case spec.Slots > 0 && spec.RingTokens > 0 && l.Window > 0:
+	case spec.InRing(l):
 		return (spec.Slots + spec.Snapshots) * spec.RingTokens * l.KVHeads * l.HeadDim, true, 0
 	}
 	return spec.NumBlocks * spec.BlockSize * l.KVHeads * l.HeadDim, false, 0

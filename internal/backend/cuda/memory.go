@@ -29,7 +29,7 @@ func (t *Tensor) Cols() int { return t.cols }
 
 // arena is bump allocation over a list of chunks for ops' internal scratch
 // (attention partials, MoE routing, argmax ids), rewound every BeginStep
-// and, for ops whose scratch dies with them, at the op's end (arenaScope):
+// and, for ops whose scratch dies with them, at the op's end (markArena):
 // the same op sequence then gets the same addresses every step, which keeps
 // its launches, and so its graph, identical.
 type arena struct {
@@ -44,17 +44,17 @@ func (a *arena) reset() { a.cur, a.off = 0, 0 }
 // arenaMark is a position in the step arena.
 type arenaMark struct{ cur, off int }
 
-// arenaScope marks the arena for an op whose scratch dies with it; the
-// returned func gives everything taken after the mark back, so the next
-// op (the next layer's) reuses it: its kernels run after this op's on the
-// one stream, in a captured graph too. Without it a step held every
-// layer's scratch at once: a Qwen3-30B-A3B prefill step of 8k tokens took
-// ~1 GB of MoE scratch per layer, 48 GB in all, and serving with the KV
-// cache sized from memory ran out of it (s15d/e).
-func (b *Backend) arenaScope() func() {
-	m := arenaMark{b.arena.cur, b.arena.off}
-	return func() { b.arena.cur, b.arena.off = m.cur, m.off }
-}
+// markArena marks the arena for an op whose scratch dies with it, and
+// arenaRelease gives everything taken after the mark back, so the next op
+// (the next layer's) reuses it: its kernels run after this op's on the one
+// stream, in a captured graph too. Without it a step held every layer's
+// scratch at once: a Qwen3-30B-A3B prefill step of 8k tokens took ~1 GB
+// of MoE scratch per layer, 48 GB in all, and serving with the KV cache
+// sized from memory ran out of it (s15d/e). Values, not a closure: ops
+// call it on every layer of every step.
+func (b *Backend) markArena() arenaMark { return arenaMark{b.arena.cur, b.arena.off} }
+
+func (b *Backend) arenaRelease(m arenaMark) { b.arena.cur, b.arena.off = m.cur, m.off }
 
 func (b *Backend) arenaAlloc(n int) (uintptr, error) {
 	a := &b.arena

@@ -197,7 +197,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv backend.KVStore, lay
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.needStep("Attention")
-	defer b.arenaScope()() // the split partials die with the op
+	defer b.arenaRelease(b.markArena()) // the split partials die with the op
 	st, ok := kv.(*kvStore)
 	if !ok {
 		panic(fmt.Sprintf("cuda: KV store of type %T is not from the cuda backend", kv))
@@ -415,7 +415,7 @@ func (b *Backend) MoERouted(dst, x, routerX backend.Tensor, router backend.Weigh
 func (b *Backend) moe(dst, x, routerX backend.Tensor, router backend.Weight, e backend.Experts, p backend.MoEParams) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	defer b.arenaScope()() // routing, gathered rows and expert outputs die with the op
+	defer b.arenaRelease(b.markArena()) // routing, gathered rows and expert outputs die with the op
 	d, s, rs := b.tt(dst), b.tt(x), b.tt(routerX)
 	rw, gw, uw, dw := b.wt(router), b.wt(e.Gate), b.wt(e.Up), b.wt(e.Down)
 	T, hidden, E, inter := s.rows, s.cols, rw.out, gw.out

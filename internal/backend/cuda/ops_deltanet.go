@@ -86,7 +86,7 @@ func (b *Backend) GatedDeltaNet(dst, qkv, a, bt backend.Tensor, w backend.DeltaN
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.needStep("GatedDeltaNet")
-	defer b.arenaScope()() // staging and chunk scratch die with the op
+	defer b.arenaRelease(b.markArena()) // staging and chunk scratch die with the op
 	st, ok := kv.(*kvStore)
 	if !ok {
 		panic(fmt.Sprintf("cuda: KV store of type %T is not from the cuda backend", kv))
