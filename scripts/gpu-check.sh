@@ -27,9 +27,11 @@ if [ "${1:-run}" = build ]; then
 		tiny/gemma3_text-mlx-q4g64; do
 		if [ -d "../shared/testdata/$f" ]; then mkdir -p ".gpu/testdata/$f" && cp -r "../shared/testdata/$f/." ".gpu/testdata/$f/"; fi
 	done
-	if [ -d ../shared/testdata/tokenizers/llama3_1 ]; then
-		mkdir -p .gpu/tokenizers && cp -r ../shared/testdata/tokenizers/llama3_1 .gpu/tokenizers/
-	fi
+	for tk in llama3_1 qwen3; do # the serving runs' tokenizers (a profile's own vocabulary decodes every id)
+		if [ -d ../shared/testdata/tokenizers/$tk ]; then
+			mkdir -p .gpu/tokenizers && cp -r ../shared/testdata/tokenizers/$tk .gpu/tokenizers/
+		fi
+	done
 	# Stripped binaries: the working tree that travels is limited to 64 MiB.
 	rm -rf .gpu/kcache .gpu/mlxcel-bench-decode
 	CGO_ENABLED=0 go test -c -ldflags="-s -w" -o .gpu/cuda.test ./internal/backend/cuda/

@@ -137,9 +137,6 @@ func TestConformanceVariants(t *testing.T) {
 		{"qmm17", func(u *plan.Tuning) { u.QMMMinRows = 17 }}, // 17-32 rows on qmm4 (bf16 x)
 		// The warpgroup form's 128-row tile for 33-64 rows too (sm_90a only).
 		{"qmm_w128", func(u *plan.Tuning) { u.QMMVariant = "w128" }},
-		// Its pipeline-depth candidates (plan.QMMWKernels), checked before any A/B promotes one.
-		{"qmm_w128s5", func(u *plan.Tuning) { u.QMMVariant = "w128s5" }},
-		{"qmm_w128s9", func(u *plan.Tuning) { u.QMMVariant = "w128s9" }},
 		// qmm4's forms chosen by the matrix, as on devices without wgmma.
 		{"noqmmw", func(u *plan.Tuning) { u.QMMWarpgroup = false }},
 		// attn_decode where the tile kernel takes decode steps by default.
@@ -158,7 +155,8 @@ func TestConformanceVariants(t *testing.T) {
 			if (strings.HasPrefix(v.name, "qmm_w128") || v.name == "noqmmw") && !b.QMMWarpgroup {
 				t.Skipf("%s: no warpgroup MMA forms on %s", v.name, b.Info())
 			}
-			if c := strings.TrimPrefix(v.name, "qmm_"); strings.HasPrefix(c, "w128s") && !slices.Contains(b.qmmwCandidates, c) {
+			if c := strings.TrimPrefix(v.name, "qmm_"); c != "w128" && slices.ContainsFunc(plan.QMMWKernels(), func(k plan.QMMWKernel) bool { return k.Variant == c }) &&
+				!slices.Contains(b.qmmwCandidates, c) {
 				t.Skipf("%s: the device did not grant its shared memory (%s)", v.name, b.Info())
 			}
 			before := b.Tuning

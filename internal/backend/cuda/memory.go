@@ -35,14 +35,17 @@ func (t *Tensor) Cols() int { return t.cols }
 type arena struct {
 	chunks   []devBuf
 	cur, off int
+	top      arenaMark // the furthest position taken since the rewind (arenaAllocFresh)
 }
 
 const arenaAlign = 256
 
-func (a *arena) reset() { a.cur, a.off = 0, 0 }
+func (a *arena) reset() { a.cur, a.off, a.top = 0, 0, arenaMark{} }
 
 // arenaMark is a position in the step arena.
 type arenaMark struct{ cur, off int }
+
+func (m arenaMark) after(o arenaMark) bool { return m.cur > o.cur || m.cur == o.cur && m.off > o.off }
 
 // markArena marks the arena for an op whose scratch dies with it, and
 // arenaRelease gives everything taken after the mark back, so the next op
@@ -64,6 +67,7 @@ func (b *Backend) arenaAlloc(n int) (uintptr, error) {
 		if a.off+n <= c.size {
 			p := c.ptr + uintptr(a.off)
 			a.off += n
+			a.raiseTop()
 			return p, nil
 		}
 		a.cur++
@@ -77,7 +81,23 @@ func (b *Backend) arenaAlloc(n int) (uintptr, error) {
 	a.chunks = append(a.chunks, devBuf{p, size})
 	a.cur = len(a.chunks) - 1
 	a.off = n
+	a.raiseTop()
 	return p, nil
+}
+
+func (a *arena) raiseTop() {
+	if m := (arenaMark{a.cur, a.off}); m.after(a.top) {
+		a.top = m
+	}
+}
+
+// arenaAllocFresh takes n bytes that no launch of this step has named: a
+// copy queued on the stream ahead of the launches still being recorded
+// may write them. Memory an op gave back (arenaRelease) does not qualify,
+// since the recorded launches that used it have not run yet.
+func (b *Backend) arenaAllocFresh(n int) (uintptr, error) {
+	b.arena.cur, b.arena.off = b.arena.top.cur, b.arena.top.off
+	return b.arenaAlloc(n)
 }
 
 // tensorPool recycles the memory of tensors the garbage collector has

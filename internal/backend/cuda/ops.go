@@ -500,6 +500,15 @@ func (b *Backend) arenaAllocAny(n int) (uintptr, error) {
 	return b.arenaAlloc(n)
 }
 
+// arenaAllocFreshAny is arenaAllocFresh in or outside a step.
+func (b *Backend) arenaAllocFreshAny(n int) (uintptr, error) {
+	if b.inStep {
+		return b.arenaAllocFresh(n)
+	}
+	defer b.bind()()
+	return b.arenaAllocFresh(n)
+}
+
 func (b *Backend) ReadRows(x backend.Tensor, out []float32) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

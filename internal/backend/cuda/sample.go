@@ -235,13 +235,13 @@ func (b *Backend) sampleLaunch(t *Tensor, words []int32, os int) (uintptr, error
 	if err != nil {
 		return 0, err
 	}
-	prm, err := b.arenaAllocAny(4 * len(words))
+	// Nothing queued or recorded names prm (fresh in this step's arena,
+	// and the copy is ordered on the stream behind the step before): it
+	// may be queued ahead of the launches still being recorded.
+	prm, err := b.arenaAllocFreshAny(4 * len(words))
 	if err != nil {
 		return 0, err
 	}
-	// Nothing queued reads prm (fresh in this step's arena, and the copy
-	// is ordered on the stream behind the step before): it may be queued
-	// ahead of the launches still being recorded.
 	in := &b.sampleIn[b.nextSampleIn]
 	b.nextSampleIn = (b.nextSampleIn + 1) % len(b.sampleIn)
 	if err := b.uploadVia(in, prm, words); err != nil {

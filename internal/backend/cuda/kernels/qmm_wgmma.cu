@@ -295,9 +295,3 @@ DEV void qmmw_impl(QMMW_PARAMS) {
         qmmw_impl<BN, ST>(QMM_ARGS, tmap);                                                                     \
     }
 QMMW(qmm4_w128, 128, 4, 2)
-// Candidates for the pipeline-depth A/B (only benchmarks pick them,
-// plan.QMMWKernels): the time is nearly flat in the row count, as if each
-// slab waited out one copy latency with 2 in flight; 3 in flight at two
-// blocks an SM, 7 at one (notes/cuda-session-16.md).
-QMMW(qmm4_w128_s5, 128, 5, 2)
-QMMW(qmm4_w128_s9, 128, 9, 1)

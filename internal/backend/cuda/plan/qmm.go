@@ -33,15 +33,12 @@ type qmmKernel struct {
 
 // "w128" is the warpgroup-MMA form (kernels/qmm_wgmma.cu, sm_90a): 256
 // threads over 128 weight rows and a tile of 128 activation rows, a ring
-// of 4 slabs in dynamic shared memory (QMMWSmem). "w128s5" and "w128s9"
-// are its pipeline-depth candidates (rings of 5 and 9 slabs), which only
-// benchmarks pick (Tuning.QMMVariant) until an A/B decides.
+// of 4 slabs in dynamic shared memory (QMMWSmem). Deeper rings (5 and 9
+// slabs) lost their A/B (s16a, notes/cuda-session-17.md).
 var qmmKernels = map[string]qmmKernel{
-	"wide":   {"qmm4_bf_64", 256, 2, 64, 0},
-	"m2d1":   {"qmm4_bf_64_m2d1", 128, 3, 64, 0},
-	"w128":   {"qmm4_w128", 256, 2, 128, QMMWSmem()},
-	"w128s5": {"qmm4_w128_s5", 256, 2, 128, qmmwSmem(5)},
-	"w128s9": {"qmm4_w128_s9", 256, 1, 128, qmmwSmem(9)},
+	"wide": {"qmm4_bf_64", 256, 2, 64, 0},
+	"m2d1": {"qmm4_bf_64_m2d1", 128, 3, 64, 0},
+	"w128": {"qmm4_w128", 256, 2, 128, QMMWSmem()},
 }
 
 // QMMWSmem is the dynamic shared memory of the warpgroup form: its ring
@@ -85,7 +82,7 @@ func qmmForm(t Tuning, N, M int) (qmmKernel, bool) {
 
 // QMMKernels lists the names of the qmm4 kernel forms.
 func QMMKernels() []string {
-	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w128", "qmm4_w128_s5", "qmm4_w128_s9"}
+	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w128"}
 }
 
 // QMMWKernel is a warpgroup form: its variant name (Tuning.QMMVariant),
@@ -97,10 +94,10 @@ type QMMWKernel struct {
 
 // QMMWKernels lists the warpgroup forms (they need sm_90a and their
 // dynamic shared memory opted in): the planner's first, then the
-// candidates only benchmarks pick.
+// candidates only benchmarks pick (none now: list one here to A/B it).
 func QMMWKernels() []QMMWKernel {
 	var ks []QMMWKernel
-	for _, v := range []string{"w128", "w128s5", "w128s9"} {
+	for _, v := range []string{"w128"} {
 		k := qmmKernels[v]
 		ks = append(ks, QMMWKernel{v, k.name, k.smem})
 	}
