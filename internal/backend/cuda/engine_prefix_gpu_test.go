@@ -17,8 +17,11 @@ import (
 // paged (no backend.FeatureRings), so the engine asks it for no rings and
 // Gemma 4 and gpt-oss keep prefix caching: their reference prompt run a
 // second time maps its blocks up to the last boundary before its last
-// token and gives the first run's tokens. Qwen3.5's recurrent state has no
-// snapshots on CUDA yet, so its prefix caching stays off.
+// token and gives the first run's tokens. Qwen3.5's recurrent layers
+// cache prefixes through slot snapshots (slotstate.go): the second run
+// starts from the state saved at that boundary, which it must restore to
+// give the first run's tokens (the slot it lands in has absorbed the
+// whole first run, or nothing).
 func TestEnginePrefixCacheWindowedGPU(t *testing.T) {
 	b := newOrSkip(t)
 	defer b.Close()
@@ -26,7 +29,7 @@ func TestEnginePrefixCacheWindowedGPU(t *testing.T) {
 	for _, c := range []struct {
 		fixture string
 		caching bool
-	}{{"tiny/gemma4-bf16", true}, {"tiny/gpt_oss-bf16", true}, {"tiny/qwen3_5_text-bf16", false}} {
+	}{{"tiny/gemma4-bf16", true}, {"tiny/gpt_oss-bf16", true}, {"tiny/qwen3_5_text-bf16", true}, {"tiny/qwen3_5_moe_text-bf16", true}} {
 		t.Run(c.fixture, func(t *testing.T) {
 			if _, err := os.Stat(dir + "/" + c.fixture); err != nil {
 				t.Fatalf("fixture %s missing (MLXCEL_TESTDATA or ../shared/testdata): %v", c.fixture, err)
@@ -45,7 +48,7 @@ func TestEnginePrefixCacheWindowedGPU(t *testing.T) {
 			}
 			defer e.Stop()
 			if spec := e.KVStore().Spec(); spec.RingTokens != 0 || e.PrefixCaching() != c.caching {
-				t.Fatalf("rings %d, prefix caching %v: want no rings, caching %v", spec.RingTokens, e.PrefixCaching(), c.caching)
+				t.Fatalf("rings %d, prefix caching %v (%s): want no rings, caching %v", spec.RingTokens, e.PrefixCaching(), e.PrefixCacheOff(), c.caching)
 			}
 			req := engine.Request{Prompt: ref.InputIDs, MaxTokens: len(ref.GreedyIDs), IgnoreEOS: true}
 			first := enginetest.Generate(t, e, []engine.Request{req})[0].Tokens

@@ -22,7 +22,7 @@ func TestKernelNames(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"attention", "attn_decode_128", "kv_store", "rmsnorm", "rope", "embedq_bf", "qgemvgen_f32",
-		"dgemvs_bf16", "moe_route", "moe_accum", "argmax_rows", "gather_rows", "fill_f32", "dequant_f32_bf", "copy_f32x4",
+		"dgemvs_bf16", "moe_route", "moe_accum", "argmax_rows", "gather_rows", "fill_f32", "dequant_f32_bf", "copy_f32x4", "copy_f32",
 		"moe_gateup4_bf_g64_o6", "moe_router8_bf_g64", "qgemvm4_fp_g64", "qgemv4_fp2_1", "qgemv8_fp_8", "embedq_fp2",
 		"dequant_bf16_fp", "moe_down_acc4_fp2"} {
 		found := false

@@ -28,22 +28,25 @@ const (
 // deltaState is a recurrent layer's state in the KV store: per slot the
 // last ConvKernel-1 conv inputs then VHeads [KDim, VDim] matrices, f32
 // (rewritten every step, so rounding it would compound), laid out as the
-// CPU backend keeps it; and on the host the positions each slot has
-// absorbed, to refuse a chunk that does not continue its sequence.
+// CPU backend keeps it, and after the slots the snapshot places
+// (KVSpec.Snapshots, slotstate.go) in the same layout; and on the host the
+// positions each slot and place has absorbed, to refuse a chunk that does
+// not continue its sequence.
 type deltaState struct {
 	p    backend.DeltaNetParams
 	ptr  uintptr
-	pos  []int32
-	used []bool // advanceDeltaSlots' scratch
+	pos  []int32 // slots, then snapshot places
+	used []bool  // advanceDeltaSlots' scratch, one per slot
 }
 
-// deltaStateBytes is layer l's recurrent state in spec: none for other
-// layers (backend.KVSizer counts it with the K/V).
+// deltaStateBytes is layer l's recurrent state in spec, its snapshot
+// places included: none for other layers (backend.KVSizer counts it with
+// the K/V).
 func deltaStateBytes(spec backend.KVSpec, l backend.KVLayer) int64 {
 	if !l.Recurrent() {
 		return 0
 	}
-	return 4 * int64(spec.Slots) * int64(l.DeltaNet.StateFloats())
+	return 4 * int64(spec.Slots+spec.Snapshots) * int64(l.DeltaNet.StateFloats())
 }
 
 // newDeltaState allocates layer's state, zeroed (a slot's state is also
@@ -67,7 +70,7 @@ func (b *Backend) newDeltaState(spec backend.KVSpec, l backend.KVLayer, layer in
 		return nil, fmt.Errorf("cuda: KV store layer %d recurrent state (%d bytes): %v", layer, n, err)
 	}
 	b.fill(ptr, 0, int(n/4))
-	return &deltaState{p: p, ptr: ptr, pos: make([]int32, spec.Slots), used: make([]bool, spec.Slots)}, nil
+	return &deltaState{p: p, ptr: ptr, pos: make([]int32, spec.Slots+spec.Snapshots), used: make([]bool, spec.Slots)}, nil
 }
 
 // deltaScanKernel is the scan kernel for key dim kd (the smallest padded
@@ -225,8 +228,8 @@ func (b *Backend) optInDeltaChunk() int {
 func (b *Backend) advanceDeltaSlots(ds *deltaState, layer int) {
 	clear(ds.used)
 	for _, s := range b.step.hostSeqs {
-		if s.Slot < 0 || s.Slot >= len(ds.pos) || ds.used[s.Slot] {
-			panic(fmt.Sprintf("cuda: layer %d: sequence slot %d is out of [0, %d) or used twice in one step", layer, s.Slot, len(ds.pos)))
+		if s.Slot < 0 || s.Slot >= len(ds.used) || ds.used[s.Slot] {
+			panic(fmt.Sprintf("cuda: layer %d: sequence slot %d is out of [0, %d) or used twice in one step", layer, s.Slot, len(ds.used)))
 		}
 		ds.used[s.Slot] = true
 		first := b.step.hostPos[s.Start]

@@ -397,3 +397,6 @@ extern "C" __global__ void moe_accum(float* dst, const float* y, const float* wt
 // copy_f32x4 is the bandwidth yardstick the GEMV kernels are compared with
 // in the benchmarks: a plain 16-byte-per-thread copy.
 extern "C" __global__ void copy_f32x4(float4* dst, const float4* src, long long n) { grid_dep_start(); GRID_STRIDE(i, n) dst[i] = src[i]; }
+// copy_f32 copies a slot's recurrent state to or from its snapshot place
+// (slotstate.go), whose offsets need not be 16-byte aligned.
+extern "C" __global__ void copy_f32(float* dst, const float* src, long long n) { grid_dep_start(); GRID_STRIDE(i, n) dst[i] = src[i]; }
