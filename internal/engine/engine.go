@@ -527,8 +527,12 @@ type Stats struct {
 	// computed (as vLLM's prefix_cache_queries/hits; re-admissions after a
 	// preemption count again). Both stay 0 without prefix caching.
 	PrefixCacheQueries, PrefixCacheHits uint64
-	Submitted, Rejected                 uint64 // Rejected: ErrQueueFull
-	Finished, Cancelled, Errors         uint64 // Finished counts every end, whatever the reason
+	// SnapshotsSaved counts the slot snapshots saved for prefix caching
+	// (snapshot.go), SnapshotFailures the saves the backend refused: their
+	// prefixes are not cached, and nothing else shows it.
+	SnapshotsSaved, SnapshotFailures uint64
+	Submitted, Rejected              uint64 // Rejected: ErrQueueFull
+	Finished, Cancelled, Errors      uint64 // Finished counts every end, whatever the reason
 }
 
 // StepStats describe one step, for OnStep.

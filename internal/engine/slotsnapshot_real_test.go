@@ -52,8 +52,9 @@ func TestPrefixCacheSlotSnapshots(t *testing.T) {
 				if !slices.Equal(got, ref.GreedyIDs) {
 					t.Fatalf("run %d: %v\nreference greedy ids %v", run, got, ref.GreedyIDs)
 				}
-				if hits := e.Stats().PrefixCacheHits; hits != uint64(run*boundary) {
-					t.Fatalf("after run %d: %d prefix-cache hit tokens, want %d", run, hits, run*boundary)
+				if st := e.Stats(); st.PrefixCacheHits != uint64(run*boundary) || st.SnapshotsSaved != 1 || st.SnapshotFailures != 0 {
+					t.Fatalf("after run %d: %d prefix-cache hit tokens, want %d; %d snapshots saved (want 1), %d refused",
+						run, st.PrefixCacheHits, run*boundary, st.SnapshotsSaved, st.SnapshotFailures)
 				}
 			}
 
@@ -82,6 +83,41 @@ func TestPrefixCacheSlotSnapshots(t *testing.T) {
 			}
 			if !slices.Equal(got.Tokens, want.Tokens) || !close {
 				t.Errorf("follow-up turn from the cache %v %v\nwithout prefix caching %v %v", got.Tokens, got.Logprobs, want.Tokens, want.Logprobs)
+			}
+
+			// Prompts that share only their first 35 tokens (a system
+			// prompt): the first of them finds the first prompt's blocks
+			// up to 32 with no snapshot there (unless that prompt ended
+			// there), so it leaves one at that branch point, and the next
+			// one hits it.
+			sys := ref.InputIDs[:2*bs+3]
+			shared := func(tail ...int32) engine.Request {
+				if tail[0] == ref.InputIDs[len(sys)] {
+					t.Fatalf("tail %v continues the reference prompt", tail)
+				}
+				return engine.Request{Prompt: slices.Concat(sys, tail), MaxTokens: 6, IgnoreEOS: true, Params: sample.Params{Logprobs: 1}}
+			}
+			// Tails long enough that each prompt's own last boundary (48)
+			// is past the branch point.
+			generate(t, e, []engine.Request{shared(29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97)})
+			third := shared(2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53)
+			before = e.Stats().PrefixCacheHits
+			got = generate(t, e, []engine.Request{third})[0]
+			if hit := e.Stats().PrefixCacheHits - before; hit != uint64(2*bs) {
+				t.Errorf("prompts sharing a system prompt: %d tokens from the cache, want %d (the branch point's snapshot)", hit, 2*bs)
+			}
+			plain, err = engine.New(m, off)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = generate(t, plain, []engine.Request{third})[0]
+			plain.Stop()
+			close = len(got.Logprobs) == len(want.Logprobs)
+			for i := range got.Logprobs {
+				close = close && math.Abs(float64(got.Logprobs[i]-want.Logprobs[i])) <= tol
+			}
+			if !slices.Equal(got.Tokens, want.Tokens) || !close {
+				t.Errorf("shared system prompt from the cache %v %v\nwithout prefix caching %v %v", got.Tokens, got.Logprobs, want.Tokens, want.Logprobs)
 			}
 		})
 	}

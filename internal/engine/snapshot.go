@@ -52,9 +52,17 @@ func (e *Engine) saveSlots(plan *sched.Plan) {
 		if !fresh {
 			continue
 		}
-		if err := e.saveSlot(it.Slot, place); err != nil {
+		err := e.saveSlot(it.Slot, place)
+		if err != nil {
 			kv.DropSnapshot(it.SaveHash)
 		}
+		e.statsMu.Lock()
+		if err != nil {
+			e.stats.SnapshotFailures++
+		} else {
+			e.stats.SnapshotsSaved++
+		}
+		e.statsMu.Unlock()
 	}
 }
 

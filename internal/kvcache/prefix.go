@@ -176,12 +176,7 @@ func (m *Manager) Lookup(hashes []BlockHash, tokens int) (hit, idle int) {
 	if m.pc == nil {
 		return 0, 0
 	}
-	for _, h := range hashes[:m.maxHit(hashes, tokens)] {
-		if _, ok := m.pc.byHash[h]; !ok {
-			break
-		}
-		hit++
-	}
+	hit = m.cachedRun(hashes, tokens)
 	// With per-slot state the prefix must end where a snapshot was taken.
 	for m.snaps != nil && hit > 0 && !m.snaps.has(hashes[hit-1]) {
 		hit--
@@ -192,6 +187,37 @@ func (m *Manager) Lookup(hashes []BlockHash, tokens int) (hit, idle int) {
 		}
 	}
 	return hit, idle
+}
+
+// cachedRun is how many leading blocks of the sequence are in the cache,
+// snapshots aside.
+func (m *Manager) cachedRun(hashes []BlockHash, tokens int) (n int) {
+	for _, h := range hashes[:m.maxHit(hashes, tokens)] {
+		if _, ok := m.pc.byHash[h]; !ok {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// BranchPoint is, with snapshots, where the sequence's cached blocks end
+// when no snapshot ends them there (0 otherwise): the point at which it
+// leaves the prompt it shares them with. Its prefill should leave a
+// snapshot there, so that the next prompt sharing those blocks (a common
+// system prompt, a tool list) hits them: snapshots are otherwise taken at
+// prompts' ends only, which prompts that differ after a shared prefix
+// never reach. vLLM and SGLang checkpoint hybrid models' state at such
+// branch points too.
+func (m *Manager) BranchPoint(hashes []BlockHash, tokens int) int {
+	if m.pc == nil || m.snaps == nil {
+		return 0
+	}
+	run := m.cachedRun(hashes, tokens)
+	if hit, _ := m.Lookup(hashes, tokens); run > hit {
+		return run * m.blockSize
+	}
+	return 0
 }
 
 // NeededCached is how many blocks AllocateCached(seq, hashes, tokens)

@@ -57,8 +57,8 @@ func TestEnginePrefixCacheWindowedGPU(t *testing.T) {
 			if c.caching {
 				want = uint64((len(ref.InputIDs) - 1) / 16 * 16)
 			}
-			if hits := e.Stats().PrefixCacheHits; hits != want {
-				t.Errorf("%d prefix-cache hit tokens, want %d", hits, want)
+			if st := e.Stats(); st.PrefixCacheHits != want || st.SnapshotFailures != 0 {
+				t.Errorf("%d prefix-cache hit tokens, want %d; %d snapshots saved, %d refused", st.PrefixCacheHits, want, st.SnapshotsSaved, st.SnapshotFailures)
 			}
 			if !slices.Equal(first, second) {
 				t.Errorf("second run %v\nfirst run  %v", second, first)

@@ -36,9 +36,6 @@ func (b *Backend) copySlotState(kv backend.KVStore, op string, slot, snap int, r
 	if !ok {
 		panic(fmt.Sprintf("cuda: %s: KV store of type %T is not from the cuda backend", op, kv))
 	}
-	if b.inStep {
-		panic(fmt.Sprintf("cuda: %s inside a step", op))
-	}
 	if slot < 0 || slot >= st.spec.Slots || snap < 0 || snap >= st.spec.Snapshots {
 		panic(fmt.Sprintf("cuda: %s slot %d, snapshot %d: the store has %d slots and %d snapshot places", op, slot, snap, st.spec.Slots, st.spec.Snapshots))
 	}

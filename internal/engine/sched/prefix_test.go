@@ -268,3 +268,52 @@ func TestSnapshotCutAndRestore(t *testing.T) {
 		t.Fatalf("with the snapshot: hit %d, item %+v (place %d)", p.PrefixHitTokens, it, place)
 	}
 }
+
+// TestSnapshotAtBranchPoint: a prompt that shares a cached prefix with an
+// earlier one but no snapshot there (the earlier prompt's is at its own
+// end) stops its prefill where the shared blocks end and saves there; the
+// next prompt sharing them hits that snapshot.
+func TestSnapshotAtBranchPoint(t *testing.T) {
+	cfg := Config{Parallel: 4, PrefillChunk: 512, MaxBatchTokens: 516}
+	kv, err := kvcache.NewWithOptions(64, 4, kvcache.Options{Slots: cfg.Parallel, PrefixCache: true, Snapshots: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	system := ramp(32) // 8 blocks of 4 shared by every prompt
+	prompt := func(tail ...int32) *Seq { return withPrefix(system, tail...) }
+	a := prompt(91, 92, 93, 94, 95, 96, 97)
+	s.Add(a)
+	p := step(t, s, cfg)
+	if it := p.Items[0]; it.Len != 36 || !it.Save {
+		t.Fatalf("first prompt's chunk %+v: want 36 tokens and a save at its last boundary", it)
+	}
+	step(t, s, cfg)
+	s.Remove(a)
+	kv.TakeSnapshot(p.Items[0].SaveHash) // the engine's save after the step
+
+	b := prompt(81, 82, 83, 84, 85, 86)
+	s.Add(b)
+	p = step(t, s, cfg)
+	hb := kvcache.HashBlocks(nil, b.Tokens, 4)
+	if it := p.Items[0]; p.PrefixHitTokens != 0 || it.Start != 0 || it.Len != 32 || !it.Save || it.SaveHash != hb[7] {
+		t.Fatalf("second prompt: hit %d, chunk %+v: want 32 tokens to the branch point and a save under block 7's hash", p.PrefixHitTokens, it)
+	}
+	kv.TakeSnapshot(hb[7])
+	p = step(t, s, cfg)
+	if it := p.Items[0]; it.Start != 32 || it.Len != 4 || !it.Save || it.SaveHash != hb[8] {
+		t.Fatalf("second prompt's next chunk %+v: want 4 tokens to its own last boundary, saved there", it)
+	}
+	step(t, s, cfg)
+	s.Remove(b)
+
+	c := prompt(71, 72, 73, 74, 75)
+	s.Add(c)
+	p = step(t, s, cfg)
+	if it := p.Items[0]; p.PrefixHitTokens != 32 || it.Start != 32 || !it.Restore || it.Len != 4 {
+		t.Fatalf("third prompt: hit %d, chunk %+v: want the 32 shared tokens from the branch point's snapshot", p.PrefixHitTokens, it)
+	}
+}

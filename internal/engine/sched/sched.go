@@ -101,6 +101,9 @@ type Seq struct {
 	running    bool
 	// restore is the snapshot place its first chunk restores (-1: none).
 	restore int
+	// branch is where its prefill also stops to leave a snapshot
+	// (kvcache.BranchPoint; 0: only at the prefill's last block boundary).
+	branch int
 }
 
 // Remaining is the number of tokens not yet computed.
@@ -316,9 +319,13 @@ func (s *Scheduler) Schedule() Plan {
 		q.Computed = cached
 		q.CachedTokens = cached
 		q.restore = -1
-		if cached > 0 && s.kv.Snapshots() {
-			// Lookup found the prefix only where a snapshot ends it.
-			q.restore, _ = s.kv.SnapshotFor(q.hashes[cached/s.kv.BlockSize()-1])
+		q.branch = 0
+		if s.kv.Snapshots() {
+			if cached > 0 {
+				// Lookup found the prefix only where a snapshot ends it.
+				q.restore, _ = s.kv.SnapshotFor(q.hashes[cached/s.kv.BlockSize()-1])
+			}
+			q.branch = s.kv.BranchPoint(q.hashes, len(q.Tokens))
 		}
 		if s.kv.PrefixCaching() {
 			p.PrefixQueryTokens += len(q.Tokens)
@@ -362,13 +369,17 @@ func (s *Scheduler) planPrefill(q *Seq, budget int, p *Plan) int {
 	it := Item{Seq: q, Start: q.Computed, Blocks: s.kv.Table(q.ID), Slot: s.kv.Slot(q.ID), Prefill: true, Restore: q.restore >= 0, Snap: q.restore}
 	q.restore = -1
 	if s.kv.Snapshots() {
-		// A chunk ends at the prefill's last block boundary, so that the
-		// slot's state there can be saved for later hits.
+		// A chunk ends at the branch point and at the prefill's last
+		// block boundary, so that the slot's state there can be saved for
+		// later hits.
 		bs := s.kv.BlockSize()
-		if end := (q.prefillEnd - 1) / bs * bs; end > q.Computed && q.Computed+n >= end {
-			n = end - q.Computed
-			q.hashes = kvcache.HashBlocks(q.hashes, q.Tokens[:end], bs)
-			it.Save, it.SaveHash = true, q.hashes[end/bs-1]
+		for _, end := range []int{q.branch, (q.prefillEnd - 1) / bs * bs} {
+			if end > q.Computed && q.Computed+n >= end {
+				n = end - q.Computed
+				q.hashes = kvcache.HashBlocks(q.hashes, q.Tokens[:end], bs)
+				it.Save, it.SaveHash = true, q.hashes[end/bs-1]
+				break
+			}
 		}
 	}
 	it.Len = n
