@@ -22,6 +22,14 @@ func (fakeDevice) DeviceName() string { return "test device" }
 func (d fakeDevice) KVStoreBytes(spec backend.KVSpec) int64 {
 	return backend.KVStoreBytes(d.Backend, spec)
 }
+// SaveSlot and RestoreSlot forward too: the CUDA backend this stands for
+// keeps slot snapshots (backend.SlotSnapshotter), which sizing counts.
+func (d fakeDevice) SaveSlot(kv backend.KVStore, slot, snap int) {
+	d.Backend.(backend.SlotSnapshotter).SaveSlot(kv, slot, snap)
+}
+func (d fakeDevice) RestoreSlot(kv backend.KVStore, snap, slot int) {
+	d.Backend.(backend.SlotSnapshotter).RestoreSlot(kv, snap, slot)
+}
 func (d fakeDevice) MemoryInfo() (int64, int64, error) {
 	return d.free, d.total, nil
 }
@@ -92,5 +100,14 @@ func TestKVFromDeviceMemoryHybrid(t *testing.T) {
 	}
 	if naive := int(budget / c.PerBlock / perSeq); slots >= naive {
 		t.Errorf("%d slots: the state was not counted (%d without it)", slots, naive)
+	}
+	// --no-prefix-cache: no snapshot places, so a slot's state costs half
+	// and more blocks (here the tiny state is not what limits the slots).
+	noCache := engine.Config{BlockSize: 16, PrefillChunk: 512, DisablePrefixCache: true}
+	if off := kvCost(l, engine.Config{BlockSize: 16, Parallel: 1, DisablePrefixCache: true}); 2*off.Fixed != c.Fixed {
+		t.Errorf("a slot's fixed cost %d without prefix caching, %d with: want half (no snapshot place)", off.Fixed, c.Fixed)
+	}
+	if offBlocks, offSlots, _, _, err := kvSizeOn(l, be, 0.25, noCache, 512); err != nil || offSlots < slots || offSlots == slots && offBlocks <= blocks {
+		t.Errorf("without prefix caching %d blocks for %d slots (%v), with it %d for %d: want more", offBlocks, offSlots, err, blocks, slots)
 	}
 }

@@ -257,8 +257,11 @@ func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 	}
 	if o.KVBlocks == 0 && o.KVMemMiB == 0 {
 		bs := max(o.BlockSize, 1)
+		// Sized as the engine will be: without prefix caching a model with
+		// slot state keeps no snapshot places (engine.WithSnapshots).
 		blocks, slots, note, ok, err := kvFromDeviceMemory(l, util, engine.Config{BlockSize: bs, Parallel: o.Parallel,
-			PrefillChunk: cmp.Or(o.PrefillChunk, engine.DefaultPrefillChunkFor(l.Model.Backend())), KVDtype: o.KVCacheDtype}, ctx)
+			PrefillChunk: cmp.Or(o.PrefillChunk, engine.DefaultPrefillChunkFor(l.Model.Backend())), KVDtype: o.KVCacheDtype,
+			DisablePrefixCache: o.NoPrefixCache}, ctx)
 		if err != nil {
 			return cfg, err
 		}
@@ -286,7 +289,8 @@ func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 			bs = 16 // kvcache.DefaultBlockSize
 			cfg.BlockSize = bs
 		}
-		sizing := engine.Config{BlockSize: bs, Parallel: cfg.Parallel, PrefillChunk: o.PrefillChunk, KVDtype: o.KVCacheDtype}
+		sizing := engine.Config{BlockSize: bs, Parallel: cfg.Parallel, PrefillChunk: o.PrefillChunk, KVDtype: o.KVCacheDtype,
+			DisablePrefixCache: o.NoPrefixCache}
 		n := engine.KVBlocksWithin(l.Model.Backend(), sizing, l.Model.KVLayers(), int64(o.KVMemMiB)<<20)
 		if n < 1 {
 			c := kvCost(l, sizing)
