@@ -22,6 +22,7 @@ func (fakeDevice) DeviceName() string { return "test device" }
 func (d fakeDevice) KVStoreBytes(spec backend.KVSpec) int64 {
 	return backend.KVStoreBytes(d.Backend, spec)
 }
+
 // SaveSlot and RestoreSlot forward too: the CUDA backend this stands for
 // keeps slot snapshots (backend.SlotSnapshotter), which sizing counts.
 func (d fakeDevice) SaveSlot(kv backend.KVStore, slot, snap int) {
