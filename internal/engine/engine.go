@@ -129,6 +129,13 @@ type Config struct {
 	// has recurrent layers (see New).
 	DisablePrefixCache bool
 
+	// ITLTarget, when positive, bounds the steps that prefill beside
+	// running decodes by their expected time instead of MixedBatchTokens
+	// alone: the engine learns what decode steps and prompt tokens cost
+	// and gives such a step the prompt tokens that fit (itl.go), at least
+	// MinMixedPrefill. 0: the token caps only.
+	ITLTarget time.Duration
+
 	// RunAhead selects pipelined decode (pipeline.go): by default on when
 	// the backend queues steps asynchronously.
 	RunAhead RunAheadMode
@@ -179,6 +186,7 @@ var (
 type Engine struct {
 	m          Model
 	cfg        Config
+	cost       stepCost // the steps' costs so far, for ITLTarget (loop goroutine only)
 	vocab      int
 	maxContext int
 	kvStore    backend.KVStore

@@ -36,6 +36,9 @@ func (e *Engine) loop() {
 		e.drainInbox()
 		e.reapCancelled()
 		start := time.Now()
+		if e.cfg.ITLTarget > 0 {
+			e.sched.SetMixedPrefill(e.cost.prefillBudget(e.cfg.ITLTarget))
+		}
 		plan := e.sched.Schedule()
 		if plan.Empty() {
 			if len(plan.Preempted) > 0 {
@@ -440,6 +443,9 @@ func (e *Engine) refreshGauges() {
 // publish updates the Stats snapshot after a step (plan nil: no step ran,
 // only the gauges changed) and calls OnStep.
 func (e *Engine) publish(plan *sched.Plan, d time.Duration) {
+	if plan != nil {
+		e.cost.observe(plan.PrefillTokens, plan.DecodeTokens, d)
+	}
 	e.statsMu.Lock()
 	e.refreshGauges()
 	s := &e.stats

@@ -70,6 +70,8 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 		engine.DefaultPrefillChunkGPU, engine.DefaultPrefillChunk))
 	fs.IntVar(&o.MaxBatchedTokens, "max-batched-tokens", 0, fmt.Sprintf("most tokens of a step that also decodes running requests, the decodes included: "+
 		"a long prompt is prefilled in pieces beside them (0: %d on cuda, no cap on cpu; -1: no cap)", engine.DefaultMixedBatchTokensGPU))
+	fs.DurationVar(&o.ITLTarget, "itl-target", 0, "keep the steps that prefill beside running requests within this time (e.g. 80ms): "+
+		"the engine learns what steps cost and gives them the prompt tokens that fit (0: the token caps only)")
 	fs.StringVar(&o.APIKey, "api-key", "", "require 'Authorization: Bearer <key>' (default: $MLXCEL_API_KEY; empty: no auth)")
 	fs.StringVar(&o.ServedModelName, "served-model-name", "", "model id in the API (default: the model directory's name)")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body", DefaultMaxBodyBytes, "largest request body in bytes (413 beyond)")
@@ -100,6 +102,8 @@ func (f *Flags) check() error {
 		return fmt.Errorf("--tensor-parallel with --profile is not supported yet (synthetic weights are built unsharded)")
 	case o.KVBlocks > 0 && o.KVMemMiB > 0:
 		return fmt.Errorf("give --kv-blocks or --kv-mem, not both")
+	case o.ITLTarget < 0:
+		return fmt.Errorf("--itl-target %v must not be negative (0: off)", o.ITLTarget)
 	}
 	return o.Agent.check()
 }

@@ -49,11 +49,14 @@ func TestFlags(t *testing.T) {
 	if f.Options.KVCacheDtype.Or(backend.KVAuto) != backend.KVAuto {
 		t.Errorf("--kv-cache-dtype defaults to %s", f.Options.KVCacheDtype)
 	}
+	if f, _ = parseFlags(t, "--itl-target", "80ms"); f.Options.ITLTarget != 80*time.Millisecond {
+		t.Errorf("--itl-target 80ms parsed as %v", f.Options.ITLTarget)
+	}
 	if f, _ = parseFlags(t, "--kv-cache-dtype", "fp8_e4m3"); f.Options.KVCacheDtype != backend.KVFP8 {
 		t.Errorf("--kv-cache-dtype fp8_e4m3 parsed as %q", f.Options.KVCacheDtype)
 	}
 	for _, bad := range [][]string{{"--kv-mem", "8", "--kv-blocks", "8"}, {"--parallel", "-1"}, {"--port", "70000"}, {"--ctx-size", "-1"},
-		{"--gpu-memory-utilization", "0"}, {"--gpu-memory-utilization", "1.5"}, {"--kv-cache-dtype", "int8"}} {
+		{"--gpu-memory-utilization", "0"}, {"--gpu-memory-utilization", "1.5"}, {"--kv-cache-dtype", "int8"}, {"--itl-target", "-1s"}} {
 		if _, err := parseFlags(t, bad...); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

@@ -45,6 +45,8 @@ type Options struct {
 	PrefillChunk int
 	// MaxBatchedTokens caps a step that also decodes (engine.Config.MixedBatchTokens).
 	MaxBatchedTokens int
+	// ITLTarget bounds such a step by its expected time (engine.Config.ITLTarget).
+	ITLTarget time.Duration
 	// GPUMemoryUtilization is the share of a device's memory planned for
 	// (0: DefaultGPUMemoryUtilization): with no KV size given, the KV
 	// cache (and, with Parallel 0, the slots) are sized from it.
@@ -231,6 +233,7 @@ func (s *Server) engineConfig(l *app.Loaded) (engine.Config, error) {
 		MaxQueue:         o.MaxQueue,
 		PrefillChunk:     o.PrefillChunk,
 		MixedBatchTokens: o.MaxBatchedTokens,
+		ITLTarget:        o.ITLTarget,
 		MaxContext:       o.CtxSize,
 		BlockSize:        o.BlockSize,
 		NumBlocks:        o.KVBlocks,

@@ -174,7 +174,16 @@ type Scheduler struct {
 	// planned, pendingItems of them so far).
 	pending      map[kvcache.BlockHash]struct{}
 	pendingItems int
+
+	// mixedPrefill caps the prefill of a step that also decodes (0: only
+	// Config.MixedBatchTokens does); the engine sets it from its latency
+	// target (SetMixedPrefill).
+	mixedPrefill int
 }
+
+// SetMixedPrefill caps the prompt tokens of the steps that also decode
+// running sequences, until set again (0: no cap beyond the Config's).
+func (s *Scheduler) SetMixedPrefill(n int) { s.mixedPrefill = max(n, 0) }
 
 // New creates a scheduler that allocates from kv.
 func New(cfg Config, kv *kvcache.Manager) (*Scheduler, error) {
@@ -277,6 +286,9 @@ func (s *Scheduler) Schedule() Plan {
 	prefill := min(s.cfg.PrefillChunk, budget)
 	if p.DecodeTokens > 0 && s.cfg.MixedBatchTokens > 0 {
 		prefill = min(prefill, max(0, s.cfg.MixedBatchTokens-p.DecodeTokens))
+	}
+	if p.DecodeTokens > 0 && s.mixedPrefill > 0 {
+		prefill = min(prefill, s.mixedPrefill)
 	}
 
 	// 2. Continue partial prefills, oldest first.

@@ -412,4 +412,22 @@ func TestMixedBatchTokens(t *testing.T) {
 	if _, err := New(Config{Parallel: 4, PrefillChunk: 10, MaxBatchTokens: 14, MixedBatchTokens: 4}, s.kv); err == nil {
 		t.Error("MixedBatchTokens no larger than Parallel was accepted")
 	}
+
+	// SetMixedPrefill (the engine's latency target) caps further; a step
+	// without decodes is not capped.
+	c := seq(300)
+	s.Add(c)
+	s.SetMixedPrefill(40)
+	p = s.Schedule()
+	checkPlan(t, s, p, cfg)
+	if p.DecodeTokens != 2 || p.PrefillTokens != 40 {
+		t.Fatalf("beside two decodes with SetMixedPrefill(40): %d prefill, %d decode tokens", p.PrefillTokens, p.DecodeTokens)
+	}
+	run(p)
+	s.Remove(a)
+	s.Remove(b)
+	p = s.Schedule()
+	if p.DecodeTokens != 0 || p.PrefillTokens != 260 {
+		t.Fatalf("alone with SetMixedPrefill(40): %d prefill, %d decode tokens; want the 260 left", p.PrefillTokens, p.DecodeTokens)
+	}
 }
