@@ -5,8 +5,12 @@
 #    --itl-target 100ms. s17e: 0 hit tokens, TTFT mean 2906 ms (2594 without the cache), ITL mean 134 ms, p99 838.
 # 3. Llama-3.1-8B (synthetic) issue 21's long-prompt measure: 4096-token prompts, 128 generated, 16 streams, with
 #    --itl-target 0 and 60ms interleaved (s13: 639 tok/s, ITL p99 84 ms; goal p99 <= 80 ms and >= 700 tok/s).
+# 4. TestBenchReadPattern: the 4096x14336 4-bit matrix read with no math in the GEMV's order and in qmm4_w128's
+#    (32 bytes of each of 128 rows a step, 1-8 steps in flight; 128 and 512 bytes a step).
 # Predictions: hit tokens ~31 x 4096 (~127k of 147k), TTFT mean 2-4x lower than 2906; with --itl-target 100ms ITL
 # p99 < 300 ms and TTFT mean up by < 50%; Llama at 60ms ITL p99 <= 80 ms, throughput within 10% of the 0 run.
+# Read patterns, if the layout is the limit: rows >= 0.7 of the copy rate, slab32 <= 0.25 at every depth, slab128
+# ~0.5, slab512 near rows; if depth lifts slab32 to rows, the many-row kernels are latency-bound instead.
 set -u
 for f in .gpu/mlxcel .gpu/cuda.test; do gunzip -kf $f.gz; chmod +x $f; done
 export MLXCEL_TESTDATA=$PWD/.gpu/testdata MLXCEL_CUDA_CACHE=/tmp/kc
@@ -27,6 +31,9 @@ run qwen35_cache qwen3.5-35b-a3b-4bit qwen3 4608 4096 64 16 32 90
 run qwen35_cache_itl100 qwen3.5-35b-a3b-4bit qwen3 4608 4096 64 16 32 90 --itl-target 100ms
 run llama_long_itl0 llama-3.1-8b-4bit llama3_1 4096 0 128 16 48 60
 run llama_long_itl60 llama-3.1-8b-4bit llama3_1 4096 0 128 16 48 60 --itl-target 60ms
+MLXCEL_CUDA_BENCH=1 timeout 60 .gpu/cuda.test -test.count=1 -test.v -test.run 'TestBenchReadPattern$' > $OUT/rp.log 2>&1; echo "read patterns rc=$? $(el) s"
+grep -E "^(bench|copy|readpattern)," $OUT/rp.log > $OUT/readpattern_s18a.csv
 for f in $OUT/sv_*.csv; do echo "# $(basename $f .csv)"; cat $f; done > $OUT/serve_s18a.csv; rm -f $OUT/sv_*.csv
 echo "== serve (conc, reqs, errors, ttft mean, p50, itl mean, p99, out tok/s)"; grep -v '^concurrency' $OUT/serve_s18a.csv | cut -d, -f1-3,5,6,9,10,13
+echo "== read patterns"; cut -d, -f2,5-7 $OUT/readpattern_s18a.csv
 cd $OUT && tar czf logs.tgz *.log && rm -f *.log
