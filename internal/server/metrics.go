@@ -146,6 +146,8 @@ func newMetrics(stats func() (engine.Stats, bool)) *metrics {
 	// Like vllm:prefix_cache_queries/hits: their ratio is the hit rate.
 	engineCounter("mlxcel_prefix_cache_query_tokens_total", "Prompt tokens of admitted sequences looked up in the prefix cache (re-admissions after preemption included).", func(s engine.Stats) uint64 { return s.PrefixCacheQueries })
 	engineCounter("mlxcel_prefix_cache_hit_tokens_total", "Prompt tokens found in the prefix cache, whose KV was reused instead of computed.", func(s engine.Stats) uint64 { return s.PrefixCacheHits })
+	engineCounter("mlxcel_prefix_cache_snapshots_total", "Slot-state snapshots saved for prefix caching (models with recurrent or ring layers).", func(s engine.Stats) uint64 { return s.SnapshotsSaved })
+	engineCounter("mlxcel_prefix_cache_snapshot_failures_total", "Slot-state snapshots the backend failed to save (their prefixes are not cached).", func(s engine.Stats) uint64 { return s.SnapshotFailures })
 	return m
 }
 

@@ -105,4 +105,7 @@ func TestPrefixCacheHybridModel(t *testing.T) {
 	if texts[0] != texts[1] {
 		t.Errorf("texts differ: %q then %q", texts[0], texts[1])
 	}
+	if saved, failed := metricValue(t, s, "mlxcel_prefix_cache_snapshots_total"), metricValue(t, s, "mlxcel_prefix_cache_snapshot_failures_total"); saved != 1 || failed != 0 {
+		t.Errorf("/metrics: %v snapshots saved, %v failed; want the first prompt's one, none failed", saved, failed)
+	}
 }
