@@ -6,11 +6,12 @@
 # 3. Llama-3.1-8B (synthetic) issue 21's long-prompt measure: 4096-token prompts, 128 generated, 16 streams, with
 #    --itl-target 0 and 60ms interleaved (s13: 639 tok/s, ITL p99 84 ms; goal p99 <= 80 ms and >= 700 tok/s).
 # 4. TestBenchReadPattern: the 4096x14336 4-bit matrix read with no math in the GEMV's order and in qmm4_w128's
-#    (32 bytes of each of 128 rows a step, 1-8 steps in flight; 128 and 512 bytes a step).
+#    (32 bytes of each of 128 rows a step, 1-8 steps in flight; 128 and 512 bytes a step; the 32-byte steps from
+#    tiles repacked contiguous, rp_tile32).
 # Predictions: hit tokens ~31 x 4096 (~127k of 147k), TTFT mean 2-4x lower than 2906; with --itl-target 100ms ITL
 # p99 < 300 ms and TTFT mean up by < 50%; Llama at 60ms ITL p99 <= 80 ms, throughput within 10% of the 0 run.
 # Read patterns, if the layout is the limit: rows >= 0.7 of the copy rate, slab32 <= 0.25 at every depth, slab128
-# ~0.5, slab512 near rows; if depth lifts slab32 to rows, the many-row kernels are latency-bound instead.
+# ~0.5, slab512 and rp_tile32 near rows; if depth lifts slab32 to rows, the many-row kernels are latency-bound instead.
 set -u
 for f in .gpu/mlxcel .gpu/cuda.test; do gunzip -kf $f.gz; chmod +x $f; done
 export MLXCEL_TESTDATA=$PWD/.gpu/testdata MLXCEL_CUDA_CACHE=/tmp/kc

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -26,7 +27,8 @@ import (
 // steps of loads in flight a thread), on the grid qmm4_w128 uses (128-row
 // blocks by 8 K splits). If slab32 is far below rows at every depth, the
 // layout is the limit (repacking the weights tile by tile, as Marlin does,
-// is the fix); if depth lifts it, it is latency.
+// is the fix, and rp_tile32 reads such a layout); if depth lifts it, it
+// is latency.
 func TestBenchReadPattern(t *testing.T) {
 	o := benchEnabled(t)
 	b := newOrSkip(t)
@@ -101,14 +103,17 @@ func TestBenchReadPattern(t *testing.T) {
 		kernel string
 		step   int // bytes of a row a step
 	}{{"rp_slab32_d1", 32}, {"rp_slab32_d2", 32}, {"rp_slab32_d4", 32}, {"rp_slab32_d8", 32},
-		{"rp_slab128_d1", 128}, {"rp_slab128_d2", 128}, {"rp_slab512_d1", 512}} {
+		{"rp_slab128_d1", 128}, {"rp_slab128_d2", 128}, {"rp_slab512_d1", 512}, {"rp_tile32_d1", 32}, {"rp_tile32_d2", 32}} {
 		f := fn(c.kernel)
 		d := timeIt(func() {
 			b.newLaunchFn(f, c.kernel, 1, N/128, splits, 256).p(w).i(rowStride).i(N).p(sink)
 		})
 		gb := bytes / d.Seconds() / 1e9
-		o.add("readpattern", c.kernel, 128, fmt.Sprintf("%dx%d", N, K), float64(d.Microseconds()), gb, gb/copyGB,
-			fmt.Sprintf("%d B of each of 128 rows a step, K split %d ways", c.step, splits))
+		note := fmt.Sprintf("%d B of each of 128 rows a step, K split %d ways", c.step, splits)
+		if strings.HasPrefix(c.kernel, "rp_tile") {
+			note += ", tiles repacked contiguous"
+		}
+		o.add("readpattern", c.kernel, 128, fmt.Sprintf("%dx%d", N, K), float64(d.Microseconds()), gb, gb/copyGB, note)
 	}
 	b.mu.Lock()
 	err, b.err = b.err, nil
@@ -162,4 +167,25 @@ __device__ void slab(const unsigned char* w, int stride, int rows, u32* sink) {
 }
 #define RP(B, D) extern "C" __global__ void __launch_bounds__(256, 2) rp_slab##B##_d##D(const unsigned char* w, int stride, int rows, u32* sink) { slab<B, D>(w, stride, rows, sink); }
 RP(32, 1) RP(32, 2) RP(32, 4) RP(32, 8) RP(128, 1) RP(128, 2) RP(512, 1)
+
+// The same steps from weights repacked tile by tile: a block's 128 rows x
+// 32 bytes of one step are 4 KB in a row ([row block][step][4 KB]), so a
+// step is one coalesced 16-byte load a thread.
+template <int D>
+__device__ void tile(const unsigned char* w, int stride, int rows, u32* sink) {
+    const int tid = threadIdx.x, steps = stride / 32;
+    const int s0 = steps * blockIdx.z / gridDim.z, s1 = steps * (blockIdx.z + 1) / gridDim.z;
+    const unsigned char* base = w + (long long)blockIdx.y * steps * 4096;
+    u32 acc = 0;
+    for (int s = s0; s < s1; s += D) {
+        uint4 v[D];
+#pragma unroll
+        for (int d = 0; d < D; d++) v[d] = *reinterpret_cast<const uint4*>(base + (long long)min(s + d, s1 - 1) * 4096 + tid * 16);
+#pragma unroll
+        for (int d = 0; d < D; d++) acc ^= fold(v[d]);
+    }
+    if (acc == 0x9e3779b9u) sink[tid] = acc;
+}
+extern "C" __global__ void __launch_bounds__(256, 2) rp_tile32_d1(const unsigned char* w, int stride, int rows, u32* sink) { tile<1>(w, stride, rows, sink); }
+extern "C" __global__ void __launch_bounds__(256, 2) rp_tile32_d2(const unsigned char* w, int stride, int rows, u32* sink) { tile<2>(w, stride, rows, sink); }
 `
