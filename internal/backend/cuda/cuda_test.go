@@ -137,6 +137,8 @@ func TestConformanceVariants(t *testing.T) {
 		{"qmm17", func(u *plan.Tuning) { u.QMMMinRows = 17 }}, // 17-32 rows on qmm4 (bf16 x)
 		// The warpgroup form's 128-row tile for 33-64 rows too (sm_90a only).
 		{"qmm_w128", func(u *plan.Tuning) { u.QMMVariant = "w128" }},
+		// Its layout candidate on the tiled weight copy (plan.QMMWKernels), checked before any A/B promotes it.
+		{"qmm_w128t", func(u *plan.Tuning) { u.QMMVariant = "w128t" }},
 		// qmm4's forms chosen by the matrix, as on devices without wgmma.
 		{"noqmmw", func(u *plan.Tuning) { u.QMMWarpgroup = false }},
 		// attn_decode where the tile kernel takes decode steps by default.

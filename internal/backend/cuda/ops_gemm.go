@@ -129,11 +129,15 @@ func (b *Backend) qmm(d, s *Tensor, w *weight, bias uintptr, q plan.QMM) {
 			q, _ = plan.PlanQMM(w.plan(), M, b.SMs, t)
 		}
 	}
+	wp, sbp, ok := b.qmmOperands(w, q)
+	if !ok {
+		return
+	}
 	if !ready {
 		b.convertX(s)
 	}
 	l := b.newLaunch(q.Kernel, q.GridX, q.GridY, q.Split, q.Threads).p(b.scratchX.ptr).i(K).i(M).i(w.gshft).
-		p(d.ptr).p(w.w).p(w.sb).p(bias).i(N)
+		p(d.ptr).p(wp).p(sbp).p(bias).i(N)
 	for range 2 { // segments 1 and 2: none until a product joins the launch
 		l.p(0).p(0).p(0).p(0).i(0)
 	}
@@ -180,6 +184,9 @@ func (b *Backend) joinQMM(d *Tensor, w *weight, bias uintptr, q plan.QMM) bool {
 		int(l.gx) != q.GridX || l.args[qSeg0+2*qSegLen] != 0 {
 		return false
 	}
+	if q.Tiled && w.tw == 0 {
+		return false // its tiled copy is made first, by a launch before its own
+	}
 	seg := 1
 	if l.args[qSeg0+qSegLen] != 0 {
 		seg = 2
@@ -189,8 +196,12 @@ func (b *Backend) joinQMM(d *Tensor, w *weight, bias uintptr, q plan.QMM) bool {
 			return false // the same output twice: keep the order
 		}
 	}
+	wp, sbp, ok := b.qmmOperands(w, q)
+	if !ok {
+		return true // the failure is recorded
+	}
 	o := qSeg0 + seg*qSegLen
-	l.args[o], l.args[o+1], l.args[o+2], l.args[o+3] = uint64(d.ptr), uint64(w.w), uint64(w.sb), uint64(bias)
+	l.args[o], l.args[o+1], l.args[o+2], l.args[o+3] = uint64(d.ptr), uint64(wp), uint64(sbp), uint64(bias)
 	l.args[o+4] = uint64(uint32(int32(w.out)))
 	if seg == 1 {
 		l.args[qNB1] = uint64(l.gy)
@@ -303,4 +314,32 @@ func (b *Backend) runGemm(l *launch) error {
 		uintptr(unsafe.Pointer(&alpha)), w, in, uintptr(k), x, in, uintptr(k),
 		uintptr(unsafe.Pointer(&beta)), y, cudalib.CudaR32F, uintptr(n), compute, cudalib.CublasGemmDflt)
 	return cudalib.BLASErr(fmt.Sprintf("gemm %dx%dx%d", m, n, k), r)
+}
+
+// qmmOperands is the weight and scale addresses plan q's kernel reads: w's
+// own, or for a tiled kernel (the qmm4_w128_t candidate) its tiled copy,
+// made on first use by qmm_tile_q4, recorded ahead of the product. ok is
+// false after a failure, which it records.
+func (b *Backend) qmmOperands(w *weight, q plan.QMM) (wp, sbp uintptr, ok bool) {
+	if !q.Tiled {
+		return w.w, w.sb, true
+	}
+	if w.tw == 0 {
+		tiles, ns, nsc := (w.out+plan.QMMWeightRows-1)/plan.QMMWeightRows, w.in/64, max(1, 64>>w.gshft)
+		nw, nsb := tiles*ns*plan.QMMWeightRows*8, tiles*ns*plan.QMMWeightRows*nsc
+		unbind := b.bind()
+		tw, err := b.allocPersistent(4 * nw)
+		var tsb uintptr
+		if err == nil {
+			tsb, err = b.allocPersistent(4 * nsb)
+		}
+		unbind()
+		if err != nil {
+			b.fail(err)
+			return 0, 0, false
+		}
+		b.newLaunch("qmm_tile_q4", b.gridFor(nw), 1, 1, 256).p(tw).p(tsb).p(w.w).p(w.sb).i(w.out).i(w.in).i(w.gshft)
+		w.tw, w.tsb = tw, tsb
+	}
+	return w.tw, w.tsb, true
 }

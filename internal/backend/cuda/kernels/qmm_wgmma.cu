@@ -177,8 +177,10 @@ DEV void qmmw_keep(u32 (&a)[4][4]) {
 // activation rows (grid x), grid y the weight-row blocks of up to three
 // segments (QMM_PARAMS), grid z the split-K cluster. The ring holds ST
 // slabs: ST-2 being copied, one in the MMAs of the slab before, one being
-// dequantized.
-template <int BN, int ST>
+// dequantized. TILED: w and sb are the tiled copies qmm_tile_q4 writes
+// (a block's slab of weights one contiguous 4 KB, its scales after each
+// other), not MLX's rows.
+template <int BN, int ST, bool TILED = false>
 DEV void qmmw_impl(QMMW_PARAMS) {
     typedef QmmwRing<BN> R;
     constexpr int P = ST - 2, NB = BN / 8;
@@ -197,18 +199,24 @@ DEV void qmmw_impl(QMMW_PARAMS) {
     unsigned char* const smem = qmmw_raw + (ring - raw);
     const u32 bars = ring + ST * R::SLOT;
     const int tid = threadIdx.x, nw = K >> 3, ng = K >> gshift, nsc = max(1, 64 >> gshift);
+    if constexpr (TILED) { // the block's tiles (in place: no more live registers)
+        w += (long long)by * ns * (QMM_BN * 8) + tid * 4;
+        sb += (long long)by * ns * (QMM_BN * nsc);
+    }
     // One slab's weights and scales, or its x, into slot i % ST.
     auto issue_w = [&](int i) {
         const u32 p = ring + (i % ST) * R::SLOT;
         const int s = s_begin + i;
         {
             const int r = tid >> 1, h = tid & 1, row = min(nblk + r, N - 1);
-            fa_cp16(p + R::WO + r * 32 + 16 * (h ^ ((r >> 2) & 1)), w + (long long)row * nw + s * 8 + h * 4, 16);
+            const u32* src = TILED ? w + s * (QMM_BN * 8) : w + (long long)row * nw + s * 8 + h * 4;
+            fa_cp16(p + R::WO + r * 32 + 16 * (h ^ ((r >> 2) & 1)), src, 16);
         }
         const int g0 = (s << 6) >> gshift;
         for (int e = tid; e < QMM_BN * nsc; e += QMMW_THREADS) {
             const int r = e / nsc, j = e - r * nsc, row = min(nblk + r, N - 1);
-            cp_async4(p + R::SCO + (r * QMMW_SCW + j) * 4, sb + (long long)row * ng + g0 + j);
+            const u32* src = TILED ? sb + s * (QMM_BN * nsc) + e : sb + (long long)row * ng + g0 + j;
+            cp_async4(p + R::SCO + (r * QMMW_SCW + j) * 4, src);
         }
     };
     auto issue_x = [&](int i) {
@@ -290,8 +298,35 @@ DEV void qmmw_impl(QMMW_PARAMS) {
 // qmm4 at 64 rows on 3 of 4 Llama shapes, and asking L2 for each weight
 // row's whole 128-byte line (cp.async .L2::128B) changed nothing (s15b,
 // s15c; notes/cuda-session-15.md).
-#define QMMW(NAME, BN, ST, PER_SM)                                                                              \
+#define QMMW(NAME, BN, ST, PER_SM, TILED)                                                                       \
     extern "C" __global__ void __launch_bounds__(QMMW_THREADS, PER_SM) NAME(QMMW_PARAMS) {                     \
-        qmmw_impl<BN, ST>(QMM_ARGS, tmap);                                                                     \
+        qmmw_impl<BN, ST, TILED>(QMM_ARGS, tmap);                                                              \
     }
-QMMW(qmm4_w128, 128, 4, 2)
+QMMW(qmm4_w128, 128, 4, 2, false)
+// Candidate for the layout A/B (only benchmarks and the conformance
+// variants pick it, plan.QMMWKernels): the same kernel on weights
+// repacked tile by tile, whose slab reads are one coalesced 4 KB instead
+// of 32 bytes from each of 128 rows (notes/cuda-session-17.md).
+QMMW(qmm4_w128_t, 128, 4, 2, true)
+
+// qmm_tile_q4 writes the tiled copies qmm4_w128_t reads: for weight-row
+// tile y (128 rows, past N zero) and slab s (64 k), tw[y][s] holds the
+// tile's rows' 8 words of the slab one after another (4 KB), tsb[y][s]
+// their nsc scale/bias words each (nsc = max(1, 64 >> gshift); a group of
+// 128 repeats in both of its slabs). Grid-stride over tw's words, then
+// tsb's.
+extern "C" __global__ void qmm_tile_q4(u32* tw, u32* tsb, const u32* w, const u32* sb, int N, int K, int gshift) {
+    grid_dep_start();
+    const int ns = K >> 6, nw = K >> 3, ng = K >> gshift, nsc = max(1, 64 >> gshift);
+    const long long tiles = (N + QMM_BN - 1) / QMM_BN, nwt = tiles * ns * QMM_BN * 8, nst = tiles * ns * QMM_BN * nsc;
+    GRID_STRIDE(i, nwt) {
+        const long long ts = i / (QMM_BN * 8), y = ts / ns, s = ts - y * ns;
+        const int r = (int)(i / 8 % QMM_BN), k = (int)(i % 8), row = (int)y * QMM_BN + r;
+        tw[i] = row < N ? w[(long long)row * nw + s * 8 + k] : 0u;
+    }
+    GRID_STRIDE(i, nst) {
+        const long long ts = i / (QMM_BN * nsc), y = ts / ns, s = ts - y * ns;
+        const int r = (int)(i / nsc % QMM_BN), j = (int)(i % nsc), row = (int)y * QMM_BN + r;
+        tsb[i] = row < N ? sb[(long long)row * ng + ((s << 6) >> gshift) + j] : 0u;
+    }
+}

@@ -28,17 +28,22 @@ const (
 type qmmKernel struct {
 	name           string
 	threads, perSM int
-	tile, smem     int // activation rows a block; dynamic shared memory bytes (0: static only)
+	tile, smem     int  // activation rows a block; dynamic shared memory bytes (0: static only)
+	tiled          bool // reads the tiled copy of the weights (QMM.Tiled)
 }
 
 // "w128" is the warpgroup-MMA form (kernels/qmm_wgmma.cu, sm_90a): 256
 // threads over 128 weight rows and a tile of 128 activation rows, a ring
 // of 4 slabs in dynamic shared memory (QMMWSmem). Deeper rings (5 and 9
-// slabs) lost their A/B (s16a, notes/cuda-session-17.md).
+// slabs) lost their A/B (s16a, notes/cuda-session-17.md). "w128t" is its
+// layout candidate, which only benchmarks and the conformance variants
+// pick until an A/B decides: the same kernel on a copy of the weights
+// repacked tile by tile (QMM.Tiled).
 var qmmKernels = map[string]qmmKernel{
-	"wide": {"qmm4_bf_64", 256, 2, 64, 0},
-	"m2d1": {"qmm4_bf_64_m2d1", 128, 3, 64, 0},
-	"w128": {"qmm4_w128", 256, 2, 128, QMMWSmem()},
+	"wide":  {"qmm4_bf_64", 256, 2, 64, 0, false},
+	"m2d1":  {"qmm4_bf_64_m2d1", 128, 3, 64, 0, false},
+	"w128":  {"qmm4_w128", 256, 2, 128, QMMWSmem(), false},
+	"w128t": {"qmm4_w128_t", 256, 2, 128, QMMWSmem(), true},
 }
 
 // QMMWSmem is the dynamic shared memory of the warpgroup form: its ring
@@ -82,7 +87,7 @@ func qmmForm(t Tuning, N, M int) (qmmKernel, bool) {
 
 // QMMKernels lists the names of the qmm4 kernel forms.
 func QMMKernels() []string {
-	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w128"}
+	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w128", "qmm4_w128_t"}
 }
 
 // QMMWKernel is a warpgroup form: its variant name (Tuning.QMMVariant),
@@ -94,10 +99,10 @@ type QMMWKernel struct {
 
 // QMMWKernels lists the warpgroup forms (they need sm_90a and their
 // dynamic shared memory opted in): the planner's first, then the
-// candidates only benchmarks pick (none now: list one here to A/B it).
+// candidates only benchmarks pick.
 func QMMWKernels() []QMMWKernel {
 	var ks []QMMWKernel
-	for _, v := range []string{"w128"} {
+	for _, v := range []string{"w128", "w128t"} {
 		k := qmmKernels[v]
 		ks = append(ks, QMMWKernel{v, k.name, k.smem})
 	}
@@ -120,6 +125,9 @@ type QMM struct {
 	TileRows            int
 	Threads, PerSM      int // block size; blocks an SM (QMMSplit)
 	Smem                int // dynamic shared memory bytes
+	// Tiled: the kernel reads the weights' tiled copy (qmm_tile_q4's
+	// layout: a 128-row tile's 64-k slab as 4 KB in a row), not MLX's rows.
+	Tiled bool
 }
 
 // PlanQMM plans y[M, N] = x[M, K] @ W^T on the qmm4 kernels, or reports
@@ -137,7 +145,7 @@ func PlanQMM(w Weight, M, SMs int, t Tuning) (QMM, bool) {
 	}
 	gx, gy := (M+k.tile-1)/k.tile, (w.N+QMMWeightRows-1)/QMMWeightRows
 	return QMM{Kernel: k.name, GridX: gx, GridY: gy, Split: QMMSplit(gx*gy, w.K, SMs, k.perSM), TileRows: k.tile,
-		Threads: k.threads, PerSM: k.perSM, Smem: k.smem}, true
+		Threads: k.threads, PerSM: k.perSM, Smem: k.smem, Tiled: k.tiled}, true
 }
 
 // QMMSplit is the split-K count of a qmm4 launch of blocks blocks over K:
