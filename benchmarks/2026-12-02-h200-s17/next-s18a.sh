@@ -7,20 +7,23 @@
 #    --itl-target 0 and 60ms interleaved (s13: 639 tok/s, ITL p99 84 ms; goal p99 <= 80 ms and >= 700 tok/s).
 # 4. TestBenchReadPattern: the 4096x14336 4-bit matrix read with no math in the GEMV's order and in qmm4_w128's
 #    (32 bytes of each of 128 rows a step, 1-8 steps in flight; 128 and 512 bytes a step; the 32-byte steps from
-#    tiles repacked contiguous, rp_tile32); then the real product on such a copy: qmm4_w128_t (conformance first,
-#    then TestBenchQMM beside qmm4_w128).
+#    tiles repacked contiguous, rp_tile32); then the real products on such a copy: qmm4_w128_t, qmm4_bf_64_t and
+#    qmm4_bf_64_m2d1_t (conformance first, then TestBenchQMM beside the row-layout kernels).
 # Predictions: hit tokens ~31 x 4096 (~127k of 147k), TTFT mean 2-4x lower than 2906; with --itl-target 100ms ITL
 # p99 < 300 ms and TTFT mean up by < 50%; Llama at 60ms ITL p99 <= 80 ms, throughput within 10% of the 0 run.
 # Read patterns, if the layout is the limit: rows >= 0.7 of the copy rate, slab32 <= 0.25 at every depth, slab128
 # ~0.5, slab512 and rp_tile32 near rows; if depth lifts slab32 to rows, the many-row kernels are latency-bound instead.
 # qmm4_w128_t, if the layout is the limit: at 128 rows 4096x14336 <= 40 us (qmm4_w128 68.7 in s16a), 14336x4096
-# <= 35 (53.7), 4096x4096 <= 20 (30.6); if it does not move, the limit is in the kernel (next-s16b's ncu).
+# <= 35 (53.7), 4096x4096 <= 20 (30.6); at 64 rows qmm4_bf_64_t on 14336x4096 <= 30 us (qmm_wide 45.8) and
+# 4096x14336 <= 35 (m2d1 49.0); if they do not move, the limit is in the kernels (next-s16b's ncu).
 set -u
 for f in .gpu/mlxcel .gpu/cuda.test; do gunzip -kf $f.gz; chmod +x $f; done
 export MLXCEL_TESTDATA=$PWD/.gpu/testdata MLXCEL_CUDA_CACHE=/tmp/kc
 S=$(date +%s); el() { echo $(( $(date +%s)-S )); }
-timeout 90 .gpu/cuda.test -test.count=1 -test.v -test.run 'TestSlotSnapshot|TestEnginePrefixCache|TestConformanceVariants/qmm_w128' > $OUT/t.log 2>&1; echo "tests rc=$? $(el) s"
+timeout 60 .gpu/cuda.test -test.count=1 -test.v -test.run 'TestSlotSnapshot|TestEnginePrefixCache' > $OUT/t.log 2>&1; echo "tests rc=$? $(el) s"
 grep -E "^(--- FAIL|--- PASS|FAIL|ok|panic)|^    --- FAIL" $OUT/t.log | head -8
+timeout 120 .gpu/cuda.test -test.count=1 -test.v -test.run 'TestConformanceVariants/^qmm_(w128t|widet|m2d1t)$' > $OUT/tq.log 2>&1; echo "tiled conformance rc=$? $(el) s"
+grep -E "^    --- (FAIL|PASS|SKIP)|^(FAIL|ok|panic)" $OUT/tq.log | head -8
 run() { # name profile tokenizer prompt shared max conc reqs timeout serve-flags...
   n=$1 prof=$2 tk=$3 pt=$4 sh=$5 mt=$6 c=$7 rq=$8 to=$9; shift 9
   .gpu/mlxcel serve --profile $prof --backend cuda --parallel 0 --ctx-size 8192 --port 18080 --tokenizer .gpu/tokenizers/$tk "$@" > $OUT/serve_$n.log 2>&1 &
@@ -42,5 +45,5 @@ grep -E "^(bench|copy|linear)," $OUT/qmm.log > $OUT/qmm_tiled_s18a.csv
 for f in $OUT/sv_*.csv; do echo "# $(basename $f .csv)"; cat $f; done > $OUT/serve_s18a.csv; rm -f $OUT/sv_*.csv
 echo "== serve (conc, reqs, errors, ttft mean, p50, itl mean, p99, out tok/s)"; grep -v '^concurrency' $OUT/serve_s18a.csv | cut -d, -f1-3,5,6,9,10,13
 echo "== read patterns"; cut -d, -f2,5-7 $OUT/readpattern_s18a.csv
-echo "== qmm (128 rows)"; grep -E "^linear," $OUT/qmm_tiled_s18a.csv | grep -E ",128," | grep -E "w128" | cut -d, -f2-7
+echo "== qmm (64 and 128 rows)"; grep -E "^linear," $OUT/qmm_tiled_s18a.csv | grep -E ",(64|128)," | grep -v before | cut -d, -f2-7
 cd $OUT && tar czf logs.tgz *.log && rm -f *.log

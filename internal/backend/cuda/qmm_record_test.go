@@ -64,40 +64,42 @@ func TestQMMJoinsProducts(t *testing.T) {
 	}
 }
 
-// TestQMMTiledCandidate: under the "w128t" variant the q, k and v products
-// join into one qmm4_w128_t launch whose segments read each weight's
+// TestQMMTiledCandidates: under a tiled variant the q, k and v products
+// join into one launch of its kernel whose segments read each weight's
 // tiled copy, not its rows (the copies preset here: making one needs a
-// device, which TestConformanceVariants/qmm_w128t has).
-func TestQMMTiledCandidate(t *testing.T) {
-	b := hostOnlyBackend()
-	b.scratchX = devBuf{ptr: 1 << 38, size: 64 << 20}
-	b.Tuning.QMMMinRows, b.Tuning.QMMMaxRows, b.Tuning.QMMWarpgroup, b.Tuning.QMMVariant = 9, 1<<20, true, "w128t"
-	const T = 128
-	b.tmaps.at = map[tensorMapKey]uintptr{{b.scratchX.ptr, T, 4096, 128}: 1 << 39} // x's map, as if encoded
-	b.step.tokens, b.step.seqs, b.step.logitRows = T, T, T
-	s := newLlamaStep(1)
-	rows := func(x *Tensor) *Tensor { c := *x; c.rows = T; return &c }
-	x, xn, q, k, v := rows(s.h), rows(s.x), rows(s.q), rows(s.k), rows(s.v)
-	L := s.layers[0]
-	for i, w := range []*weight{L.q, L.k, L.v} {
-		w.tw, w.tsb = uintptr(1<<40+i<<32), uintptr(1<<40+i<<32+1<<30)
-	}
-	b.RMSNorm(xn, x, s.norm, 1e-5)
-	b.Linear(q, xn, L.q, nil)
-	b.Linear(k, xn, L.k, nil)
-	b.Linear(v, xn, L.v, nil)
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	names := launchNames(b)
-	if len(names) != 2 || names[1] != "qmm4_w128_t" {
-		t.Fatalf("recorded %v, want rmsnorm and one qmm4_w128_t", names)
-	}
-	l := b.rec.ls[1]
-	for si, w := range []*weight{L.q, L.k, L.v} {
-		o := qSeg0 + si*qSegLen
-		if uintptr(l.args[o+1]) != w.tw || uintptr(l.args[o+2]) != w.tsb {
-			t.Errorf("segment %d reads %#x / %#x, want the tiled copy %#x / %#x", si, l.args[o+1], l.args[o+2], w.tw, w.tsb)
+// device, which TestConformanceVariants/qmm_w128t, _widet, _m2d1t have).
+func TestQMMTiledCandidates(t *testing.T) {
+	for _, c := range []struct{ variant, kernel string }{{"w128t", "qmm4_w128_t"}, {"widet", "qmm4_bf_64_t"}, {"m2d1t", "qmm4_bf_64_m2d1_t"}} {
+		b := hostOnlyBackend()
+		b.scratchX = devBuf{ptr: 1 << 38, size: 64 << 20}
+		b.Tuning.QMMMinRows, b.Tuning.QMMMaxRows, b.Tuning.QMMWarpgroup, b.Tuning.QMMVariant = 9, 1<<20, true, c.variant
+		const T = 128
+		b.tmaps.at = map[tensorMapKey]uintptr{{b.scratchX.ptr, T, 4096, 128}: 1 << 39} // x's map, as if encoded
+		b.step.tokens, b.step.seqs, b.step.logitRows = T, T, T
+		s := newLlamaStep(1)
+		rows := func(x *Tensor) *Tensor { c := *x; c.rows = T; return &c }
+		x, xn, q, k, v := rows(s.h), rows(s.x), rows(s.q), rows(s.k), rows(s.v)
+		L := s.layers[0]
+		for i, w := range []*weight{L.q, L.k, L.v} {
+			w.tw, w.tsb = uintptr(1<<40+i<<32), uintptr(1<<40+i<<32+1<<30)
+		}
+		b.RMSNorm(xn, x, s.norm, 1e-5)
+		b.Linear(q, xn, L.q, nil)
+		b.Linear(k, xn, L.k, nil)
+		b.Linear(v, xn, L.v, nil)
+		if b.err != nil {
+			t.Fatal(b.err)
+		}
+		names := launchNames(b)
+		if len(names) != 2 || names[1] != c.kernel {
+			t.Fatalf("%s: recorded %v, want rmsnorm and one %s", c.variant, names, c.kernel)
+		}
+		l := b.rec.ls[1]
+		for si, w := range []*weight{L.q, L.k, L.v} {
+			o := qSeg0 + si*qSegLen
+			if uintptr(l.args[o+1]) != w.tw || uintptr(l.args[o+2]) != w.tsb {
+				t.Errorf("%s: segment %d reads %#x / %#x, want the tiled copy %#x / %#x", c.variant, si, l.args[o+1], l.args[o+2], w.tw, w.tsb)
+			}
 		}
 	}
 }

@@ -44,6 +44,9 @@ var qmmKernels = map[string]qmmKernel{
 	"m2d1":  {"qmm4_bf_64_m2d1", 128, 3, 64, 0, false},
 	"w128":  {"qmm4_w128", 256, 2, 128, QMMWSmem(), false},
 	"w128t": {"qmm4_w128_t", 256, 2, 128, QMMWSmem(), true},
+	// qmm4's forms on the tiled copy: the same layout A/B at up to 64 rows.
+	"widet": {"qmm4_bf_64_t", 256, 2, 64, 0, true},
+	"m2d1t": {"qmm4_bf_64_m2d1_t", 128, 3, 64, 0, true},
 }
 
 // QMMWSmem is the dynamic shared memory of the warpgroup form: its ring
@@ -87,7 +90,7 @@ func qmmForm(t Tuning, N, M int) (qmmKernel, bool) {
 
 // QMMKernels lists the names of the qmm4 kernel forms.
 func QMMKernels() []string {
-	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w128", "qmm4_w128_t"}
+	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w128", "qmm4_w128_t", "qmm4_bf_64_t", "qmm4_bf_64_m2d1_t"}
 }
 
 // QMMWKernel is a warpgroup form: its variant name (Tuning.QMMVariant),
