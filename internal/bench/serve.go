@@ -28,8 +28,14 @@ type ServeOptions struct {
 	PromptTokens       int
 	SharedPrefixTokens int
 	MaxTokens          int
-	APIKey             string
-	IgnoreEOS          bool
+	// Turns makes each request a conversation of that many turns (default
+	// 1): a turn sends the conversation so far, the previous answer as
+	// the assistant's message and a new user message of TurnTokens
+	// (default 64), as a chat client or an agent does; with prefix caching
+	// a follow-up turn's time to first token is that of its new tokens.
+	Turns, TurnTokens int
+	APIKey            string
+	IgnoreEOS         bool
 	// ResponseFormat, when set, is every request's response_format (an
 	// OpenAI object such as {"type":"json_schema",...}): decoding under a
 	// grammar, to compare with the same load unconstrained.
@@ -75,8 +81,12 @@ type LevelResult struct {
 	RequestsPerS     float64  `json:"requests_per_s"`
 	PromptTokensMean float64  `json:"prompt_tokens_mean"`
 	OutputTokens     int      `json:"output_tokens"`
-	Metrics          Samples  `json:"metric_deltas,omitempty"`
-	MetricsError     string   `json:"metrics_error,omitempty"`
+	// Turns > 1: TTFT of the conversations' first turns and of the others.
+	Turns            int     `json:"turns"`
+	TTFTFirstMean    float64 `json:"ttft_first_turn_mean_ms"`
+	TTFTFollowupMean float64 `json:"ttft_followup_mean_ms"`
+	Metrics          Samples `json:"metric_deltas,omitempty"`
+	MetricsError     string  `json:"metrics_error,omitempty"`
 }
 
 func (o *ServeOptions) defaults() {
@@ -91,6 +101,12 @@ func (o *ServeOptions) defaults() {
 	}
 	if o.MaxTokens <= 0 {
 		o.MaxTokens = 128
+	}
+	if o.Turns == 0 {
+		o.Turns = 1
+	}
+	if o.TurnTokens == 0 {
+		o.TurnTokens = 64
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Minute
@@ -123,6 +139,9 @@ func RunServe(ctx context.Context, o ServeOptions) ([]LevelResult, error) {
 	o.defaults()
 	if o.URL == "" {
 		return nil, errors.New("--url is required")
+	}
+	if o.Turns < 1 || o.Turns > 1 && o.TurnTokens < 1 {
+		return nil, fmt.Errorf("--turns %d, --turn-tokens %d: want at least one turn and one token a turn", o.Turns, o.TurnTokens)
 	}
 	if o.SharedPrefixTokens >= o.PromptTokens {
 		return nil, fmt.Errorf("--shared-prefix-tokens %d must be less than --prompt-tokens %d", o.SharedPrefixTokens, o.PromptTokens)
@@ -157,6 +176,7 @@ func RunServe(ctx context.Context, o ServeOptions) ([]LevelResult, error) {
 		// only ever helps with the declared shared prefix.
 		results, wall := runLevel(ctx, cl, prompts[li], c, o)
 		l := summarise(c, results, wall)
+		l.Turns = o.Turns
 		if o.Metrics {
 			var after Samples
 			if mErr == nil {
@@ -178,15 +198,17 @@ func RunServe(ctx context.Context, o ServeOptions) ([]LevelResult, error) {
 	return out, nil
 }
 
-func runLevel(ctx context.Context, cl *client, prompts []string, conc int, o ServeOptions) ([]RequestResult, time.Duration) {
+// runLevel runs the level's conversations, conc at a time, and returns
+// every turn's result (conversation i's turn k at i*Turns+k).
+func runLevel(ctx context.Context, cl *client, convs []conversation, conc int, o ServeOptions) ([]RequestResult, time.Duration) {
 	var bar *progressbar.ProgressBar
 	if o.Progress != nil {
-		bar = progressbar.NewOptions(len(prompts), progressbar.OptionSetWriter(o.Progress),
+		bar = progressbar.NewOptions(len(convs)*o.Turns, progressbar.OptionSetWriter(o.Progress),
 			progressbar.OptionSetDescription(fmt.Sprintf("concurrency %d", conc)), progressbar.OptionShowCount(),
 			progressbar.OptionSetWidth(30), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100*time.Millisecond))
 	}
 	jobs := make(chan int)
-	results := make([]RequestResult, len(prompts))
+	results := make([]RequestResult, len(convs)*o.Turns)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range conc {
@@ -194,18 +216,33 @@ func runLevel(ctx context.Context, cl *client, prompts []string, conc int, o Ser
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				rctx, cancel := context.WithTimeout(ctx, o.Timeout)
-				results[i] = cl.do(rctx, prompts[i])
-				cancel()
-				if bar != nil {
-					bar.Add(1)
+				msgs := []chatMessage{{Role: "user", Content: convs[i].first}}
+				for k := range o.Turns {
+					r := &results[i*o.Turns+k]
+					if k > 0 {
+						if prev := results[i*o.Turns+k-1]; prev.Err != nil {
+							*r = RequestResult{Turn: k, Err: fmt.Errorf("turn %d not sent: turn %d failed", k+1, k)}
+							continue
+						}
+						msgs = append(msgs, chatMessage{Role: "assistant", Content: results[i*o.Turns+k-1].Reply},
+							chatMessage{Role: "user", Content: convs[i].next[k-1]})
+					}
+					rctx, cancel := context.WithTimeout(ctx, o.Timeout)
+					*r = cl.do(rctx, msgs)
+					r.Turn = k
+					cancel()
+					if bar != nil {
+						bar.Add(1)
+					}
 				}
 			}
 		}()
 	}
-	for i := range prompts {
+	for i := range convs {
 		if ctx.Err() != nil {
-			results[i] = RequestResult{Err: ctx.Err()}
+			for k := range o.Turns {
+				results[i*o.Turns+k] = RequestResult{Turn: k, Err: ctx.Err()}
+			}
 			continue
 		}
 		jobs <- i
@@ -220,7 +257,7 @@ func runLevel(ctx context.Context, cl *client, prompts []string, conc int, o Ser
 
 func summarise(conc int, rs []RequestResult, wall time.Duration) LevelResult {
 	l := LevelResult{Concurrency: conc, Requests: len(rs), WallS: wall.Seconds()}
-	var ttft, itl, dec, prompt []float64
+	var ttft, itl, dec, prompt, first, followup []float64
 	for _, r := range rs {
 		if r.Err != nil {
 			l.Errors++
@@ -230,6 +267,11 @@ func summarise(conc int, rs []RequestResult, wall time.Duration) LevelResult {
 			continue
 		}
 		ttft = append(ttft, ms(r.TTFT))
+		if r.Turn == 0 {
+			first = append(first, ms(r.TTFT))
+		} else {
+			followup = append(followup, ms(r.TTFT))
+		}
 		for _, g := range r.Gaps {
 			itl = append(itl, ms(g))
 		}
@@ -245,6 +287,7 @@ func summarise(conc int, rs []RequestResult, wall time.Duration) LevelResult {
 	l.ITLMean, l.ITLP99 = mean(itl), percentile(itl, 99)
 	l.DecodeTokSMean, l.DecodeTokSP50 = mean(dec), percentile(dec, 50)
 	l.PromptTokensMean = mean(prompt)
+	l.TTFTFirstMean, l.TTFTFollowupMean = mean(first), mean(followup)
 	if s := wall.Seconds(); s > 0 {
 		l.OutputTokS = float64(l.OutputTokens) / s
 		l.RequestsPerS = float64(l.Requests-l.Errors) / s
@@ -271,16 +314,24 @@ func percentile(xs []float64, p float64) float64 {
 // in the Llama 3 / Qwen vocabularies.
 const wordsPerToken = 0.75
 
-// buildServePrompts makes Requests prompts for each level: a shared prefix
-// (identical in every request of every level) followed by a part unique to
-// the request, together about PromptTokens long.
-func buildServePrompts(o ServeOptions) ([][]string, error) {
+// conversation is one request's first prompt and, with Turns > 1, the
+// user messages of its later turns.
+type conversation struct {
+	first string
+	next  []string
+}
+
+// buildServePrompts makes Requests conversations for each level: a first
+// prompt of a shared prefix (identical in every request of every level)
+// followed by a part unique to the request, together about PromptTokens
+// long, and Turns-1 further user messages of about TurnTokens, unique too.
+func buildServePrompts(o ServeOptions) ([][]conversation, error) {
 	words := strings.Fields(Corpus)
 	prefix, err := fitWords(o.Encoder, func(n int) string { return repeatWords(words, 0, n) }, o.SharedPrefixTokens, o.SharedPrefixTokens)
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]string, len(o.Concurrency))
+	out := make([][]conversation, len(o.Concurrency))
 	for li := range o.Concurrency {
 		for i := range o.Requests {
 			id := li*o.Requests + i
@@ -295,7 +346,17 @@ func buildServePrompts(o ServeOptions) ([][]string, error) {
 			if err != nil {
 				return nil, err
 			}
-			out[li] = append(out[li], p)
+			c := conversation{first: p}
+			for k := 1; k < o.Turns; k++ {
+				head := fmt.Sprintf("Turn %d of request %d.", k+1, id)
+				mk := func(n int) string { return head + " " + repeatWords(words, 13*id+101*k+3, n) }
+				m, err := fitWords(o.Encoder, mk, o.TurnTokens, o.TurnTokens)
+				if err != nil {
+					return nil, err
+				}
+				c.next = append(c.next, m)
+			}
+			out[li] = append(out[li], c)
 		}
 	}
 	return out, nil

@@ -22,6 +22,8 @@ type RequestResult struct {
 	Chunks     int             // content chunks received
 	Prompt     int             // usage.prompt_tokens (0 if the server sent no usage)
 	Completion int             // usage.completion_tokens, else Chunks
+	Turn       int             // the request's turn in its conversation (0: the first; ServeOptions.Turns)
+	Reply      string          // the content received, which a next turn sends back as the assistant's message
 	Err        error
 }
 
@@ -111,11 +113,12 @@ func chatURL(base string) string {
 	return u + "/v1/chat/completions"
 }
 
-// do sends one request and reads its stream to the end.
-func (c *client) do(ctx context.Context, prompt string) RequestResult {
+// do sends one request of the conversation msgs and reads its stream to
+// the end.
+func (c *client) do(ctx context.Context, msgs []chatMessage) RequestResult {
 	var body chatRequest
 	body.Model = c.model
-	body.Messages = []chatMessage{{Role: "user", Content: prompt}}
+	body.Messages = msgs
 	body.MaxTokens = c.maxTokens
 	body.Stream = true
 	body.StreamOptions.IncludeUsage = true
@@ -146,6 +149,7 @@ func (c *client) do(ctx context.Context, prompt string) RequestResult {
 		return res
 	}
 	var last time.Time
+	var reply strings.Builder
 	err = readSSE(resp.Body, func(data []byte) error {
 		if string(data) == "[DONE]" {
 			return errDone
@@ -164,6 +168,7 @@ func (c *client) do(ctx context.Context, prompt string) RequestResult {
 			if c.Delta.Content == "" && c.Delta.ReasoningContent == "" && c.Text == "" {
 				continue
 			}
+			reply.WriteString(c.Delta.Content)
 			now := time.Now()
 			if res.Chunks == 0 {
 				res.TTFT = now.Sub(res.Start)
@@ -176,6 +181,7 @@ func (c *client) do(ctx context.Context, prompt string) RequestResult {
 		return nil
 	})
 	res.Latency = time.Since(res.Start)
+	res.Reply = reply.String()
 	if err != nil && !errors.Is(err, errDone) {
 		res.Err = err
 		return res

@@ -103,6 +103,36 @@ func TestServeResponseFormatAgainstMlxcelServer(t *testing.T) {
 }
 
 // storiesServer serves stories260k on the CPU (4 slots) until the test ends.
+// Two-turn conversations against our own server: the second turns find
+// their first turn's prompt in the prefix cache (the server's hit counter
+// grows by at least a block a conversation), and every turn is answered.
+func TestServeConversationsAgainstMlxcelServer(t *testing.T) {
+	ts := storiesServer(t)
+	enc, err := LoadTokenizer(testdata + "models/stories260k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels, err := RunServe(context.Background(), ServeOptions{URL: ts.URL, Concurrency: []int{2}, Requests: 4, PromptTokens: 96,
+		MaxTokens: 8, IgnoreEOS: true, Turns: 2, TurnTokens: 24, Metrics: true, Encoder: enc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv := levels[0]
+	var table strings.Builder
+	PrintServeTable(&table, levels)
+	t.Log("\n" + table.String())
+	if lv.Errors > 0 || lv.Requests != 8 || lv.OutputTokens != 64 {
+		t.Fatalf("level %+v", lv)
+	}
+	hits, ok := lv.Metrics.seriesSum("mlxcel_prefix_cache_hit_tokens_total")
+	if !ok || hits < 4*16 {
+		t.Errorf("%v prefix-cache hit tokens (exported: %v): want at least a 16-token block for each of the 4 follow-up turns", hits, ok)
+	}
+	if lv.TTFTFirstMean <= 0 || lv.TTFTFollowupMean <= 0 {
+		t.Errorf("TTFT first turns %v ms, follow-ups %v ms", lv.TTFTFirstMean, lv.TTFTFollowupMean)
+	}
+}
+
 func storiesServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	needTestdata(t)

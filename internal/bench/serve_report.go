@@ -32,6 +32,12 @@ func PrintServeTable(w io.Writer, ls []LevelResult) {
 	}
 	tw.Flush()
 	for _, l := range ls {
+		if l.Turns > 1 {
+			fmt.Fprintf(w, "concurrency %d, %d-turn conversations: TTFT mean %.1f ms on first turns, %.1f ms on follow-ups\n",
+				l.Concurrency, l.Turns, l.TTFTFirstMean, l.TTFTFollowupMean)
+		}
+	}
+	for _, l := range ls {
 		for _, e := range l.ErrorSamples {
 			fmt.Fprintf(w, "concurrency %d error: %s\n", l.Concurrency, e)
 		}
@@ -68,7 +74,7 @@ func PrintServeTable(w io.Writer, ls []LevelResult) {
 // serveCSVColumns are the per-level columns of --out FILE.csv.
 var serveCSVColumns = []string{"concurrency", "requests", "errors", "wall_s", "ttft_mean_ms", "ttft_p50_ms", "ttft_p95_ms",
 	"ttft_p99_ms", "itl_mean_ms", "itl_p99_ms", "request_decode_tok_s_mean", "request_decode_tok_s_p50", "output_tok_s",
-	"requests_per_s", "prompt_tokens_mean", "output_tokens"}
+	"requests_per_s", "prompt_tokens_mean", "output_tokens", "turns", "ttft_first_turn_mean_ms", "ttft_followup_mean_ms"}
 
 // ServeReport is the JSON written by --out FILE.json.
 type ServeReport struct {
@@ -78,6 +84,8 @@ type ServeReport struct {
 	PromptTokens       int           `json:"prompt_tokens"`
 	SharedPrefixTokens int           `json:"shared_prefix_tokens"`
 	MaxTokens          int           `json:"max_tokens"`
+	Turns              int           `json:"turns"`
+	TurnTokens         int           `json:"turn_tokens"`
 	RequestsPerLevel   int           `json:"requests_per_level"`
 	Version            string        `json:"mlxcel_version"`
 	Levels             []LevelResult `json:"levels"`
@@ -103,7 +111,8 @@ func writeServeOut(path string, rep ServeReport) error {
 		for _, l := range rep.Levels {
 			cw.Write([]string{strconv.Itoa(l.Concurrency), strconv.Itoa(l.Requests), strconv.Itoa(l.Errors), g(l.WallS),
 				g(l.TTFTMean), g(l.TTFTP50), g(l.TTFTP95), g(l.TTFTP99), g(l.ITLMean), g(l.ITLP99), g(l.DecodeTokSMean),
-				g(l.DecodeTokSP50), g(l.OutputTokS), g(l.RequestsPerS), g(l.PromptTokensMean), strconv.Itoa(l.OutputTokens)})
+				g(l.DecodeTokSP50), g(l.OutputTokS), g(l.RequestsPerS), g(l.PromptTokensMean), strconv.Itoa(l.OutputTokens),
+				strconv.Itoa(l.Turns), g(l.TTFTFirstMean), g(l.TTFTFollowupMean)})
 		}
 		cw.Flush()
 		if err := cw.Error(); err != nil {
@@ -149,6 +158,8 @@ func ServeMain(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.PromptTokens, "prompt-tokens", 512, "prompt length in tokens (approximate without --tokenizer; the server's usage gives the real count)")
 	fs.IntVar(&o.SharedPrefixTokens, "shared-prefix-tokens", 0, "leading prompt tokens shared by every request (prefix-cache workload)")
 	fs.IntVar(&o.MaxTokens, "max-tokens", 128, "tokens to generate per request")
+	fs.IntVar(&o.Turns, "turns", 1, "turns a conversation: each later turn sends the conversation so far, the answer and a new user message (prefix-cache workload of chat clients and agents)")
+	fs.IntVar(&o.TurnTokens, "turn-tokens", 64, "tokens of each later turn's new user message")
 	fs.StringVar(&o.APIKey, "api-key", os.Getenv("OPENAI_API_KEY"), "bearer token (default $OPENAI_API_KEY)")
 	fs.BoolVar(&o.IgnoreEOS, "ignore-eos", true, "ask the server to generate max-tokens regardless of EOS (ignore_eos; turn off for servers that reject it)")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "per-request timeout")
@@ -203,7 +214,7 @@ func ServeMain(args []string, stdout, stderr io.Writer) error {
 	}
 	if *out != "" && len(levels) > 0 {
 		rep := ServeReport{URL: o.URL, Model: o.Model, Date: time.Now().UTC().Format(time.RFC3339), PromptTokens: o.PromptTokens,
-			SharedPrefixTokens: o.SharedPrefixTokens, MaxTokens: o.MaxTokens, RequestsPerLevel: o.Requests, Version: Version(), Levels: levels}
+			SharedPrefixTokens: o.SharedPrefixTokens, MaxTokens: o.MaxTokens, Turns: max(o.Turns, 1), TurnTokens: o.TurnTokens, RequestsPerLevel: o.Requests, Version: Version(), Levels: levels}
 		if err := writeServeOut(*out, rep); err != nil {
 			return err
 		}

@@ -213,6 +213,73 @@ func TestServeErrorsAndCSV(t *testing.T) {
 	}
 }
 
+// --turns: each conversation's later turns send everything so far, the
+// answer the server streamed as the assistant's message and a new user
+// message; the report splits first-turn and follow-up TTFT.
+func TestServeConversations(t *testing.T) {
+	fake := &fakeServer{}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "serve.csv")
+	table, err := run(t, "serve", "--url", srv.URL, "--model", "fake", "--concurrency", "2", "--requests", "2",
+		"--prompt-tokens", "40", "--max-tokens", "4", "--turns", "3", "--turn-tokens", "20", "--out", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table, "3-turn conversations") {
+		t.Errorf("table lacks the turns line:\n%s", table)
+	}
+	fake.mu.Lock()
+	bodies := fake.bodies
+	fake.mu.Unlock()
+	if len(bodies) != 6 {
+		t.Fatalf("server saw %d requests, want 2 conversations of 3 turns", len(bodies))
+	}
+	byConv := map[string][]chatRequest{}
+	for _, b := range bodies {
+		byConv[b.Messages[0].Content] = append(byConv[b.Messages[0].Content], b)
+	}
+	if len(byConv) != 2 {
+		t.Fatalf("%d distinct first messages, want 2", len(byConv))
+	}
+	for _, turns := range byConv {
+		for k, b := range turns {
+			if len(b.Messages) != 2*k+1 {
+				t.Fatalf("turn %d sent %d messages, want %d", k+1, len(b.Messages), 2*k+1)
+			}
+			for j := 1; j < len(b.Messages); j += 2 {
+				if m := b.Messages[j]; m.Role != "assistant" || m.Content != " w0 w1 w2 w3" {
+					t.Errorf("turn %d message %d: %+v, want the streamed answer as the assistant's", k+1, j, m)
+				}
+				if m := b.Messages[j+1]; m.Role != "user" || !strings.HasPrefix(m.Content, fmt.Sprintf("Turn %d of request", (j+1)/2+1)) {
+					t.Errorf("turn %d message %d: %+v, want the next user message", k+1, j+1, m)
+				}
+			}
+		}
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	head, row := strings.Split(lines[0], ","), strings.Split(lines[1], ",")
+	col := func(name string) string {
+		for i, h := range head {
+			if h == name {
+				return row[i]
+			}
+		}
+		t.Fatalf("csv has no %s column: %s", name, lines[0])
+		return ""
+	}
+	if col("requests") != "6" || col("turns") != "3" || col("ttft_first_turn_mean_ms") == "0.000" || col("ttft_followup_mean_ms") == "0.000" {
+		t.Errorf("csv:\n%s", b)
+	}
+	if _, err := run(t, "serve", "--url", srv.URL, "--model", "fake", "--turns", "-1"); err == nil || !strings.Contains(err.Error(), "--turns") {
+		t.Errorf("--turns -1: %v", err)
+	}
+}
+
 func TestServeTokenizerSizedPrompts(t *testing.T) {
 	needTestdata(t)
 	enc, err := LoadTokenizer(testdata + "tokenizers/llama3_1")
@@ -220,16 +287,24 @@ func TestServeTokenizerSizedPrompts(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := ServeOptions{URL: "http://127.0.0.1:1", Concurrency: []int{1}, Requests: 3, PromptTokens: 300,
-		SharedPrefixTokens: 100, Encoder: enc}
+		SharedPrefixTokens: 100, Turns: 3, TurnTokens: 40, Encoder: enc}
 	o.defaults()
 	ps, err := buildServePrompts(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range ps[0] {
-		ids, _ := enc.Encode(p, false)
+	for _, c := range ps[0] {
+		ids, _ := enc.Encode(c.first, false)
 		if len(ids) > 300 || len(ids) < 290 {
 			t.Errorf("prompt is %d tokens, want about 300", len(ids))
+		}
+		if len(c.next) != 2 {
+			t.Fatalf("%d later turns, want 2", len(c.next))
+		}
+		for _, m := range c.next {
+			if ids, _ := enc.Encode(m, false); len(ids) > 40 || len(ids) < 35 {
+				t.Errorf("a later turn's message is %d tokens, want about 40", len(ids))
+			}
 		}
 	}
 }
