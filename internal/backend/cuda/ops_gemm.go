@@ -317,13 +317,18 @@ func (b *Backend) runGemm(l *launch) error {
 }
 
 // qmmOperands is the weight and scale addresses plan q's kernel reads: w's
-// own, or for a tiled kernel (the qmm4_w128_t candidate) its tiled copy,
-// made on first use by qmm_tile_q4, recorded ahead of the product. ok is
+// own, or for a tiled kernel (the _t candidates) its tiled copy. ok is
 // false after a failure, which it records.
 func (b *Backend) qmmOperands(w *weight, q plan.QMM) (wp, sbp uintptr, ok bool) {
 	if !q.Tiled {
 		return w.w, w.sb, true
 	}
+	return b.tiledCopy(w)
+}
+
+// tiledCopy is w's tiled copy (qmm_tile_q4's layout), made on first use,
+// its launch recorded ahead of the product that reads it.
+func (b *Backend) tiledCopy(w *weight) (wp, sbp uintptr, ok bool) {
 	if w.tw == 0 {
 		tiles, ns, nsc := (w.out+plan.QMMWeightRows-1)/plan.QMMWeightRows, w.in/64, max(1, 64>>w.gshft)
 		nw, nsb := tiles*ns*plan.QMMWeightRows*8, tiles*ns*plan.QMMWeightRows*nsc

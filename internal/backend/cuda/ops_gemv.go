@@ -19,7 +19,8 @@ import (
 // negative slot runs all topk slots in one launch (grid.z, see rebase in
 // gemv.cu).
 func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, eidx uintptr, topk, slot int) {
-	sh := plan.GEMVShape{M: M, Experts: eidx != 0, Slots: 1, XAligned: x%16 == 0, Aligned: x%16 == 0 && ldx%4 == 0, MMA: !b.mmaOff}
+	sh := plan.GEMVShape{M: M, Experts: eidx != 0, Slots: 1, XAligned: x%16 == 0, Aligned: x%16 == 0 && ldx%4 == 0, MMA: !b.mmaOff,
+		Tiled: b.Tuning.GEMVTiled}
 	if eidx != 0 && slot < 0 {
 		sh.Slots = topk
 	}
@@ -30,7 +31,14 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 		b.gemvMulti(y, x, w, bias)
 		return
 	case plan.GEMVTensorCore:
-		b.newLaunch(g.Kernel, g.GridX, g.GridY, g.GridZ, g.Block).p(y).p(x).p(w.w).p(w.sb).p(bias).
+		wp, sbp := w.w, w.sb
+		if g.Tiled {
+			var ok bool
+			if wp, sbp, ok = b.tiledCopy(w); !ok {
+				return
+			}
+		}
+		b.newLaunch(g.Kernel, g.GridX, g.GridY, g.GridZ, g.Block).p(y).p(x).p(wp).p(sbp).p(bias).
 			i(N).i(K).i(M).i(w.gshft).i(ldy).i(ldx).p(0).i(0).i(0).i64(0).i64(0)
 		return
 	}

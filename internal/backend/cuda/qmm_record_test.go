@@ -103,3 +103,28 @@ func TestQMMTiledCandidates(t *testing.T) {
 		}
 	}
 }
+
+// TestQMMATiledCandidate: with Tuning.GEMVTiled an 8-row product records
+// qmma4_bf_1_xc_t reading the weight's tiled copy (preset here).
+func TestQMMATiledCandidate(t *testing.T) {
+	b := hostOnlyBackend()
+	b.Tuning.GEMVTiled = true
+	const T = 8
+	b.step.tokens, b.step.seqs, b.step.logitRows = T, T, T
+	s := newLlamaStep(1)
+	rows := func(x *Tensor) *Tensor { c := *x; c.rows = T; return &c }
+	xn, o := rows(s.x), rows(s.q)
+	w := s.layers[0].q
+	w.tw, w.tsb = 1<<40, 1<<41
+	b.Linear(o, xn, w, nil)
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	names := launchNames(b)
+	if len(names) != 1 || names[0] != "qmma4_bf_1_xc_t" {
+		t.Fatalf("recorded %v, want qmma4_bf_1_xc_t", names)
+	}
+	if l := b.rec.ls[0]; uintptr(l.args[2]) != w.tw || uintptr(l.args[3]) != w.tsb {
+		t.Errorf("reads %#x / %#x, want the tiled copy %#x / %#x", l.args[2], l.args[3], w.tw, w.tsb)
+	}
+}

@@ -35,6 +35,10 @@ type Tuning struct {
 	// DeltaChunkMin: fewest positions of a sequence in a step for which
 	// Gated DeltaNet runs the chunked delta rule (DeltaChunk; 0: never).
 	DeltaChunkMin int
+	// GEMVTiled: 2-32 row products take the tensor-core kernels' tiled-
+	// layout candidates (GEMVShape.Tiled; benchmarks and conformance
+	// variants only, until an A/B decides).
+	GEMVTiled bool
 }
 
 // DefaultTuning is what a default run uses.

@@ -58,6 +58,10 @@ type GEMVShape struct {
 	Slots             int
 	XAligned, Aligned bool
 	MMA               bool
+	// Tiled: the tensor-core kernels' tiled-layout candidates (qmma4_*_t,
+	// on qmm_tile_q4's copy of the weights; Tuning.GEMVTiled: benchmarks
+	// and conformance variants only).
+	Tiled bool
 }
 
 // GEMV is the plan of one product launch.
@@ -65,6 +69,7 @@ type GEMV struct {
 	Kind                       GEMVKind
 	Kernel                     string // "" for GEMVMulti (the caller picks it by row length, RowGroupLanes)
 	GridX, GridY, GridZ, Block int
+	Tiled                      bool // the kernel reads the weights' tiled copy (GEMVShape.Tiled)
 }
 
 // TensorCoreRows is the most activation rows the qmma4 kernels take; more
@@ -98,8 +103,12 @@ func PlanGEMV(w Weight, s GEMVShape) GEMV {
 		if !w.ScalesF32 && nt <= 2 {
 			name += "_xc"
 		}
+		tiled := s.Tiled && !w.ScalesF32
+		if tiled {
+			name += "_t"
+		}
 		const rows = 32 // weight rows a block
-		return GEMV{Kind: GEMVTensorCore, Kernel: name, GridX: (N + rows - 1) / rows, GridY: 1, GridZ: 1, Block: 256}
+		return GEMV{Kind: GEMVTensorCore, Kernel: name, GridX: (N + rows - 1) / rows, GridY: 1, GridZ: 1, Block: 256, Tiled: tiled}
 	}
 	mr := 8 // activation rows a block
 	switch {
