@@ -4,11 +4,14 @@
 # 2. TestBenchReadPattern: the 4096x14336 4-bit matrix read with no math in the GEMV's order (rp_rows), in
 #    qmm4_w128's (rp_slab32, 1-8 steps in flight a thread), 128 and 512 bytes a step, and from tiles (rp_tile32).
 # 3. TestBenchQMM: qmm4_w128_t, qmm4_bf_64_t, qmm4_bf_64_m2d1_t beside their row-layout forms; TestBenchTiledRows:
-#    the 2-32 row kernels (qmma4; a batch-8 step took 5.9 ms against 2.3 at one row, issue 21 asks <= 1.25x) on both.
+#    the 1-32 row kernels (the one-row GEMV and qmma4; a batch-8 step took 5.9 ms against 2.3 at one row, issue 21
+#    asks <= 1.25x) on both layouts (qgemv4t_bf, qmma4_*_t).
 # Predictions, if the layout is the limit: rp_rows >= 0.7 of the copy rate, rp_slab32 <= 0.25 at every depth,
 # rp_slab128 ~0.5, rp_slab512 and rp_tile32 near rp_rows; at 128 rows qmm4_w128_t 4096x14336 <= 40 us (qmm4_w128
 # 68.7 in s16a), 14336x4096 <= 35 (53.7), 4096x4096 <= 20 (30.6); at 64 rows qmm4_bf_64_t 14336x4096 <= 30 us
-# (qmm_wide 45.8), 4096x14336 <= 35 (m2d1 49.0); at 8 rows qmma4 from ~0.25 of the copy rate to >= 0.45. If depth lifts rp_slab32 to rp_rows, the kernels are latency-bound;
+# (qmm_wide 45.8), 4096x14336 <= 35 (m2d1 49.0); at 8 rows qmma4 from ~0.25 of the copy rate to >= 0.45; at one row
+# qgemv4t_bf within 10% of qgemvm4 (0.34 / 0.53 / 0.60 / 0.16 / 0.71 of the copy rate on the five shapes, v80), so
+# one layout could serve every row count. If depth lifts rp_slab32 to rp_rows, the kernels are latency-bound;
 # if neither moves, the limit is in the kernels (next-s16b's ncu).
 set -u
 gunzip -kf .gpu/cuda.test.gz; chmod +x .gpu/cuda.test

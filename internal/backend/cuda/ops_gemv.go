@@ -30,6 +30,9 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 	case plan.GEMVMulti:
 		b.gemvMulti(y, x, w, bias)
 		return
+	case plan.GEMVTiledRow:
+		b.gemvTiledRow(y, x, w, bias, g)
+		return
 	case plan.GEMVTensorCore:
 		wp, sbp := w.w, w.sb
 		if g.Tiled {
@@ -52,6 +55,27 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 	if w.quant && g.Kind == plan.GEMVGeneric {
 		l.i(w.bits)
 	}
+}
+
+// gemvTiledRow records qgemv4t_bf (plan g) on w's tiled copy: its splits'
+// partial rows in the step arena, a ticket a tile from the counters.
+func (b *Backend) gemvTiledRow(y, x uintptr, w *weight, bias uintptr, g plan.GEMV) {
+	wp, sbp, ok := b.tiledCopy(w)
+	if !ok {
+		return
+	}
+	var part, cnt uintptr
+	if g.GridZ > 1 {
+		var err error
+		if part, err = b.arenaAllocAny(4 * g.GridZ * w.out); err != nil {
+			b.fail(err)
+			return
+		}
+		if cnt = b.counters(g.GridX); cnt == 0 {
+			return
+		}
+	}
+	b.newLaunch(g.Kernel, g.GridX, g.GridY, g.GridZ, g.Block).p(y).p(x).p(wp).p(sbp).p(bias).i(w.out).i(w.in).p(part).p(cnt)
 }
 
 // plan describes w for the product planners.

@@ -128,3 +128,26 @@ func TestQMMATiledCandidate(t *testing.T) {
 		t.Errorf("reads %#x / %#x, want the tiled copy %#x / %#x", l.args[2], l.args[3], w.tw, w.tsb)
 	}
 }
+
+// TestGEMVTiledRowCandidate: with Tuning.GEMVTiled a one-row product
+// records qgemv4t_bf on the tiled copy, split over K with a partial
+// buffer and tickets when the tiles alone do not fill the device.
+func TestGEMVTiledRowCandidate(t *testing.T) {
+	b := hostOnlyBackend()
+	b.Tuning.GEMVTiled = true
+	s := newLlamaStep(1)
+	w := s.layers[0].q // 4096 x 4096: 32 tiles, so 8 splits
+	w.tw, w.tsb = 1<<40, 1<<41
+	b.Linear(s.q, s.x, w, nil)
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	names := launchNames(b)
+	if len(names) != 1 || names[0] != "qgemv4t_bf" {
+		t.Fatalf("recorded %v, want qgemv4t_bf", names)
+	}
+	l := b.rec.ls[0]
+	if uintptr(l.args[2]) != w.tw || uintptr(l.args[3]) != w.tsb || l.gx != 32 || l.gz != 8 || l.args[7] == 0 || l.args[8] == 0 {
+		t.Errorf("launch grid %dx%dx%d, args %v: want the tiled copy, 32 tiles by 8 splits, a partial buffer and counters", l.gx, l.gy, l.gz, l.args[:l.n])
+	}
+}

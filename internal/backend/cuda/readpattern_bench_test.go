@@ -190,23 +190,32 @@ extern "C" __global__ void __launch_bounds__(256, 2) rp_tile32_d1(const unsigned
 extern "C" __global__ void __launch_bounds__(256, 2) rp_tile32_d2(const unsigned char* w, int stride, int rows, u32* sink) { tile<2>(w, stride, rows, sink); }
 `
 
-// TestBenchTiledRows times the 2-32 row products (qmma4, the batch-8 and
-// batch-16 decode steps' path: a batch-8 step of Llama-3.1-8B took 5.9 ms
-// against 2.3 at one row, s15b) on MLX's row layout and on the tiled copy
-// (qmma4_*_t), interleaved shape by shape.
+// TestBenchTiledRows times the 1-32 row products (the one-row GEMV, and
+// qmma4, the batch-8 and batch-16 decode steps' path: a batch-8 step of
+// Llama-3.1-8B took 5.9 ms against 2.3 at one row, s15b) on MLX's row
+// layout and on the tiled copy (qgemv4t_bf, qmma4_*_t), interleaved shape
+// by shape: the tiled layout can only replace the row layout if the one-row
+// GEMV keeps its rate on it.
 func TestBenchTiledRows(t *testing.T) {
 	o := benchEnabled(t)
 	b := newOrSkip(t)
 	defer b.Close()
 	copyGB := copyRate(t, b, o)
 	def := b.Tuning
-	for _, rows := range []int{2, 8, 16, 32} {
-		for _, s := range [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}} {
+	for _, rows := range []int{1, 2, 8, 16, 32} {
+		shapes := [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}}
+		if rows == 1 {
+			shapes = append(shapes, [2]int{1024, 4096}, [2]int{128256, 4096})
+		}
+		for _, s := range shapes {
 			for _, tiled := range []bool{false, true} {
 				b.Tuning = def
 				b.Tuning.GEMVTiled = tiled
 				d, wb := timeLinear(t, b, "q4g64", rows, s[0], s[1])
 				cfg := "q4g64-mma"
+				if rows == 1 {
+					cfg = "q4g64"
+				}
 				if tiled {
 					cfg += "_t"
 				}

@@ -330,3 +330,72 @@ extern "C" __global__ void qmm_tile_q4(u32* tw, u32* tsb, const u32* w, const u3
         tsb[i] = row < N ? sb[(long long)row * ng + ((s << 6) >> gshift) + j] : 0u;
     }
 }
+
+// qgemv4t_bf: y[N] = x[K] @ W^T for one activation row on the tiled copy
+// (qmm_tile_q4; 4 bits, bf16 scale pairs, groups >= 64): the layout
+// candidate of the one-row GEMV, which only benchmarks and the conformance
+// variants pick (GEMVShape.Tiled). Grid x the 128-row tiles, grid z the K
+// splits; a block's 256 threads take each slab of its range as one
+// coalesced 4 KB (thread 2r+h: row r's 32 weights h of the slab), D slabs
+// of weights in flight. The splits' partial rows go to part[z][N]; the
+// last block of a tile to finish (a ticket in cnt[tile]) sums them in
+// split order, so the result does not depend on which block came last.
+#define QGT_D 4
+DEV void qgemv4t_impl(float* y, const float* x, const u32* tw, const u32* tsb, const float* bias, int N, int K, float* part, int* cnt) {
+    const int tid = threadIdx.x, r = tid >> 1, h = tid & 1, tile = blockIdx.x;
+    const int ns = K >> 6, S = gridDim.z, z = blockIdx.z;
+    const int s0 = (int)((long long)ns * z / S), s1 = (int)((long long)ns * (z + 1) / S);
+    const uint4* wt = reinterpret_cast<const uint4*>(tw + (long long)tile * ns * (128 * 8)) + tid; // slab s: wt[256 s]
+    const u32* st = tsb + (long long)tile * ns * 128 + r;                                          // slab s: st[128 s]
+    grid_dep_launch();
+    uint4 wv[QGT_D];
+    u32 sv[QGT_D];
+#pragma unroll
+    for (int d = 0; d < QGT_D; d++) {
+        const int s = min(s0 + d, s1 - 1);
+        wv[d] = wt[256 * s], sv[d] = st[128 * s];
+    }
+    grid_dep_wait();
+    float acc = 0.f;
+    for (int sb = s0; sb < s1; sb += QGT_D) {
+#pragma unroll
+        for (int d = 0; d < QGT_D; d++) {
+            const int s = sb + d;
+            if (s < s1) { // block-uniform
+                const float4* xp = reinterpret_cast<const float4*>(x + s * 64 + h * 32);
+                const u32 wd[4] = {wv[d].x, wv[d].y, wv[d].z, wv[d].w};
+                float qx = 0.f, sx = 0.f;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float4 xa = __ldg(xp + 2 * j), xb = __ldg(xp + 2 * j + 1);
+                    const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+#pragma unroll
+                    for (int n = 0; n < 8; n++) {
+                        qx = fmaf((float)((wd[j] >> (4 * n)) & 15u), xv[n], qx);
+                        sx += xv[n];
+                    }
+                }
+                acc = fmaf(bf16lo(sv[d]), qx, fmaf(bf16hi(sv[d]), sx, acc));
+                if (s + QGT_D < s1) wv[d] = wt[256 * (s + QGT_D)], sv[d] = st[128 * (s + QGT_D)];
+            }
+        }
+    }
+    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+    const int row = tile * 128 + r;
+    if (S == 1) {
+        if (h == 0 && row < N) y[row] = acc + (bias ? bias[row] : 0.f);
+        return;
+    }
+    if (h == 0 && row < N) part[(long long)z * N + row] = acc;
+    if (!last_block(cnt + tile, S)) return;
+    if (tid < 128 && tile * 128 + tid < N) {
+        const int rr = tile * 128 + tid;
+        float v = 0.f;
+        for (int k = 0; k < S; k++) v += __ldcg(part + (long long)k * N + rr);
+        y[rr] = v + (bias ? bias[rr] : 0.f);
+    }
+}
+extern "C" __global__ void __launch_bounds__(256) qgemv4t_bf(float* y, const float* x, const u32* tw, const u32* tsb, const float* bias,
+                                                             int N, int K, float* part, int* cnt) {
+    qgemv4t_impl(y, x, tw, tsb, bias, N, K, part, cnt); // (its weight prefetch, then grid_dep_wait)
+}

@@ -45,6 +45,9 @@ const (
 	// GEMVGeneric: any layout (qgemvgen*, dgemvs*), one warp a row; the
 	// quantized form takes the bit width as its last argument.
 	GEMVGeneric
+	// GEMVTiledRow: one row on the tiled copy (qgemv4t_bf, the layout
+	// candidate: GEMVShape.Tiled), grid x the 128-row tiles, z the K splits.
+	GEMVTiledRow
 )
 
 // GEMVShape is one product: M activation rows; Experts when the rows
@@ -86,6 +89,12 @@ func PlanGEMV(w Weight, s GEMVShape) GEMV {
 	// unless its rows hold whole pairs of groups (FPPair, a word for both)
 	// it takes the rows kernels (one scale a word) even for one row.
 	chunked := fastQuant && 1<<w.GroupShift >= 128/w.Bits
+	if s.Tiled && M == 1 && !s.Experts && w.Quant && !w.FP && w.Bits == 4 && !w.ScalesF32 && w.GroupShift >= 6 && K%64 == 0 && s.XAligned {
+		// About two blocks an SM of the H200's 132: splits of at least 4 slabs.
+		tiles := (N + 127) / 128
+		split := max(1, min((264+tiles-1)/tiles, 8, K/64/4))
+		return GEMV{Kind: GEMVTiledRow, Kernel: "qgemv4t_bf", GridX: tiles, GridY: 1, GridZ: split, Block: 256, Tiled: true}
+	}
 	if M == 1 && !s.Experts && chunked && s.XAligned {
 		return GEMV{Kind: GEMVMulti}
 	}
