@@ -229,15 +229,7 @@ func TestPrefixRandomWorkload(t *testing.T) {
 // asks for a save under block 8's hash; the same prompt later hits 36
 // tokens only once a snapshot is there, and its first chunk restores it.
 func TestSnapshotCutAndRestore(t *testing.T) {
-	cfg := Config{Parallel: 4, PrefillChunk: 512, MaxBatchTokens: 516}
-	kv, err := kvcache.NewWithOptions(64, 4, kvcache.Options{Slots: cfg.Parallel, PrefixCache: true, Snapshots: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(cfg, kv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, kv, cfg := snapshotSched(t)
 	pre := ramp(36)
 	a := withPrefix(pre, 1, 2, 3)
 	s.Add(a)
@@ -274,15 +266,7 @@ func TestSnapshotCutAndRestore(t *testing.T) {
 // end) stops its prefill where the shared blocks end and saves there; the
 // next prompt sharing them hits that snapshot.
 func TestSnapshotAtBranchPoint(t *testing.T) {
-	cfg := Config{Parallel: 4, PrefillChunk: 512, MaxBatchTokens: 516}
-	kv, err := kvcache.NewWithOptions(64, 4, kvcache.Options{Slots: cfg.Parallel, PrefixCache: true, Snapshots: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(cfg, kv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, kv, cfg := snapshotSched(t)
 	system := ramp(32) // 8 blocks of 4 shared by every prompt
 	prompt := func(tail ...int32) *Seq { return withPrefix(system, tail...) }
 	a := prompt(91, 92, 93, 94, 95, 96, 97)
