@@ -224,6 +224,22 @@ func TestPrefixRandomWorkload(t *testing.T) {
 	t.Logf("%d hit tokens, %d preemptions, %d blocks cached at the end", hits, preempted, s.KV().CachedBlocks())
 }
 
+// snapshotSched is a scheduler over 64 blocks of 4 tokens with prefix
+// caching and a snapshot place per slot (as a store with slot state has).
+func snapshotSched(t *testing.T) (*Scheduler, *kvcache.Manager, Config) {
+	t.Helper()
+	cfg := Config{Parallel: 4, PrefillChunk: 512, MaxBatchTokens: 516}
+	kv, err := kvcache.NewWithOptions(64, 4, kvcache.Options{Slots: cfg.Parallel, PrefixCache: true, Snapshots: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, kv, cfg
+}
+
 // With slot snapshots the prefill of a 39-token prompt (blocks of 4) is
 // cut at 36, its last block boundary before the last token, and that chunk
 // asks for a save under block 8's hash; the same prompt later hits 36
