@@ -137,8 +137,8 @@ func TestConformanceVariants(t *testing.T) {
 		// The tiled-layout candidates of both (qmm_tile_q4's copy of the weights).
 		{"qmm_widet", func(u *plan.Tuning) { u.QMMVariant = "widet" }},
 		{"qmm_m2d1t", func(u *plan.Tuning) { u.QMMVariant = "m2d1t" }},
-		// 2-32 rows on the tensor-core GEMVs' tiled-layout candidates (qmma4_*_t).
-		{"qmma_t", func(u *plan.Tuning) { u.GEMVTiled = true }},
+		// Every 4-bit product on the tiled-layout candidates (qgemv4t_bf, qmma4_*_t, the qmm4 forms' _t twins).
+		{"tiled", func(u *plan.Tuning) { u.Tiled = true }},
 		{"qmm17", func(u *plan.Tuning) { u.QMMMinRows = 17 }}, // 17-32 rows on qmm4 (bf16 x)
 		// The warpgroup form's 128-row tile for 33-64 rows too (sm_90a only).
 		{"qmm_w128", func(u *plan.Tuning) { u.QMMVariant = "w128" }},

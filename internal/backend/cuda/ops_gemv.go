@@ -20,7 +20,7 @@ import (
 // gemv.cu).
 func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, eidx uintptr, topk, slot int) {
 	sh := plan.GEMVShape{M: M, Experts: eidx != 0, Slots: 1, XAligned: x%16 == 0, Aligned: x%16 == 0 && ldx%4 == 0, MMA: !b.mmaOff,
-		Tiled: b.Tuning.GEMVTiled}
+		Tiled: b.Tuning.Tiled}
 	if eidx != 0 && slot < 0 {
 		sh.Slots = topk
 	}
@@ -30,7 +30,7 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 	case plan.GEMVMulti:
 		b.gemvMulti(y, x, w, bias)
 		return
-	case plan.GEMVTiledRow:
+	case plan.TiledRow:
 		b.gemvTiledRow(y, x, w, bias, g)
 		return
 	case plan.GEMVTensorCore:

@@ -104,11 +104,11 @@ func TestQMMTiledCandidates(t *testing.T) {
 	}
 }
 
-// TestQMMATiledCandidate: with Tuning.GEMVTiled an 8-row product records
+// TestQMMATiledCandidate: with Tuning.Tiled an 8-row product records
 // qmma4_bf_1_xc_t reading the weight's tiled copy (preset here).
 func TestQMMATiledCandidate(t *testing.T) {
 	b := hostOnlyBackend()
-	b.Tuning.GEMVTiled = true
+	b.Tuning.Tiled = true
 	const T = 8
 	b.step.tokens, b.step.seqs, b.step.logitRows = T, T, T
 	s := newLlamaStep(1)
@@ -129,12 +129,12 @@ func TestQMMATiledCandidate(t *testing.T) {
 	}
 }
 
-// TestGEMVTiledRowCandidate: with Tuning.GEMVTiled a one-row product
+// TestTiledRowCandidate: with Tuning.Tiled a one-row product
 // records qgemv4t_bf on the tiled copy, split over K with a partial
 // buffer and tickets when the tiles alone do not fill the device.
-func TestGEMVTiledRowCandidate(t *testing.T) {
+func TestTiledRowCandidate(t *testing.T) {
 	b := hostOnlyBackend()
-	b.Tuning.GEMVTiled = true
+	b.Tuning.Tiled = true
 	s := newLlamaStep(1)
 	w := s.layers[0].q // 4096 x 4096: 32 tiles, so 8 splits
 	w.tw, w.tsb = 1<<40, 1<<41

@@ -210,7 +210,7 @@ func TestBenchTiledRows(t *testing.T) {
 		for _, s := range shapes {
 			for _, tiled := range []bool{false, true} {
 				b.Tuning = def
-				b.Tuning.GEMVTiled = tiled
+				b.Tuning.Tiled = tiled
 				d, wb := timeLinear(t, b, "q4g64", rows, s[0], s[1])
 				cfg := "q4g64-mma"
 				if rows == 1 {

@@ -45,9 +45,9 @@ const (
 	// GEMVGeneric: any layout (qgemvgen*, dgemvs*), one warp a row; the
 	// quantized form takes the bit width as its last argument.
 	GEMVGeneric
-	// GEMVTiledRow: one row on the tiled copy (qgemv4t_bf, the layout
+	// TiledRow: one row on the tiled copy (qgemv4t_bf, the layout
 	// candidate: GEMVShape.Tiled), grid x the 128-row tiles, z the K splits.
-	GEMVTiledRow
+	TiledRow
 )
 
 // GEMVShape is one product: M activation rows; Experts when the rows
@@ -62,7 +62,7 @@ type GEMVShape struct {
 	XAligned, Aligned bool
 	MMA               bool
 	// Tiled: the tensor-core kernels' tiled-layout candidates (qmma4_*_t,
-	// on qmm_tile_q4's copy of the weights; Tuning.GEMVTiled: benchmarks
+	// on qmm_tile_q4's copy of the weights; Tuning.Tiled: benchmarks
 	// and conformance variants only).
 	Tiled bool
 }
@@ -93,7 +93,7 @@ func PlanGEMV(w Weight, s GEMVShape) GEMV {
 		// About two blocks an SM of the H200's 132: splits of at least 4 slabs.
 		tiles := (N + 127) / 128
 		split := max(1, min((264+tiles-1)/tiles, 8, K/64/4))
-		return GEMV{Kind: GEMVTiledRow, Kernel: "qgemv4t_bf", GridX: tiles, GridY: 1, GridZ: split, Block: 256, Tiled: true}
+		return GEMV{Kind: TiledRow, Kernel: "qgemv4t_bf", GridX: tiles, GridY: 1, GridZ: split, Block: 256, Tiled: true}
 	}
 	if M == 1 && !s.Experts && chunked && s.XAligned {
 		return GEMV{Kind: GEMVMulti}

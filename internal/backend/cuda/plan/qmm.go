@@ -79,13 +79,17 @@ func qmmForm(t Tuning, N, M int) (qmmKernel, bool) {
 		k, ok := qmmKernels[t.QMMVariant]
 		return k, ok
 	}
-	if t.QMMWarpgroup && M > QMMWMinRows-1 {
-		return qmmKernels["w128"], true
+	form := "wide"
+	switch {
+	case t.QMMWarpgroup && M > QMMWMinRows-1:
+		form = "w128"
+	case N <= QMMNarrowRows:
+		form = "m2d1"
 	}
-	if N <= QMMNarrowRows {
-		return qmmKernels["m2d1"], true
+	if t.Tiled {
+		form += "t"
 	}
-	return qmmKernels["wide"], true
+	return qmmKernels[form], true
 }
 
 // QMMKernels lists the names of the qmm4 kernel forms.

@@ -36,6 +36,8 @@ func TestPlanQMM(t *testing.T) {
 			QMM{"qmm4_w128", 1, 32, 8, 128, 256, 2, QMMWSmem(), false}, true},
 		{"the tiled-layout candidate when asked", q(4096, 14336, 6), 128, Tuning{QMMMinRows: 33, QMMMaxRows: 128, QMMWarpgroup: true, QMMVariant: "w128t"},
 			QMM{"qmm4_w128_t", 1, 32, 8, 128, 256, 2, QMMWSmem(), true}, true},
+		{"tiled: the by-matrix choice's twin", q(4096, 4096, 6), 64, Tuning{QMMMinRows: 33, QMMMaxRows: 128, QMMWarpgroup: true, Tiled: true},
+			QMM{"qmm4_bf_64_m2d1_t", 1, 32, 8, 64, 128, 3, 0, true}, true},
 		{"warpgroup: 65 rows on one 128-row tile", q(4096, 14336, 6), 65, wg, QMM{"qmm4_w128", 1, 32, 8, 128, 256, 2, QMMWSmem(), false}, true},
 		{"warpgroup: 128 rows, group 32", q(1024, 4096, 5), 128, wg, QMM{"qmm4_w128", 1, 8, 8, 128, 256, 2, QMMWSmem(), false}, true},
 		{"warpgroup: 256 rows still cuBLAS", q(4096, 4096, 6), 256, wg, QMM{}, false},
