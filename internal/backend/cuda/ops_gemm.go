@@ -75,7 +75,15 @@ func (b *Backend) gemmBF(d, s *Tensor, w *weight, bias uintptr) {
 		return
 	}
 	wp := w.w
-	if w.quant {
+	switch {
+	case w.quant && b.Tuning.Tiled && w.tileable():
+		tw, tsb, ok := b.tiledCopy(w)
+		if !ok {
+			return
+		}
+		wp = b.scratch.ptr
+		b.newLaunch("dequant_bf16_bf_t", b.gridFor(N*K/8), 1, 1, 256).p(wp).p(tw).p(tsb).i(N).i(K).i(w.gshft)
+	case w.quant:
 		wp = b.scratch.ptr
 		b.newLaunch("dequant_bf16_"+w.sbName(), b.gridFor(N*K/8), 1, 1, 256).p(wp).p(w.w).p(w.sb).i(N).i(K).i(w.bits).i(w.gshft)
 	}
@@ -324,6 +332,12 @@ func (b *Backend) qmmOperands(w *weight, q plan.QMM) (wp, sbp uintptr, ok bool) 
 		return w.w, w.sb, true
 	}
 	return b.tiledCopy(w)
+}
+
+// tileable reports whether w has a tiled copy form (qmm_tile_q4): 4-bit
+// affine codes with bf16 scale pairs, K a multiple of 64, one matrix.
+func (w *weight) tileable() bool {
+	return w.quant && !w.fp && w.bits == 4 && !w.sbF32 && w.in%64 == 0 && w.experts == 1
 }
 
 // tiledCopy is w's tiled copy (qmm_tile_q4's layout), made on first use,

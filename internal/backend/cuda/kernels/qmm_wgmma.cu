@@ -399,3 +399,27 @@ extern "C" __global__ void __launch_bounds__(256) qgemv4t_bf(float* y, const flo
                                                              int N, int K, float* part, int* cnt) {
     qgemv4t_impl(y, x, tw, tsb, bias, N, K, part, cnt); // (its weight prefetch, then grid_dep_wait)
 }
+
+// dequant_bf16_bf_t is dequant_bf16_bf (mma.cu) from the tiled copy: the
+// bf16 matrix the cuBLAS prefill path multiplies, so that a tiled copy can
+// stand in for the rows there too (Tuning.Tiled; 4 bits, bf16 scale
+// pairs, K % 64 == 0). The same rounding: bf16rn(s * q + b).
+extern "C" __global__ void dequant_bf16_bf_t(u16* out, const u32* tw, const u32* tsb, int N, int K, int gshift) {
+    grid_dep_start();
+    const int ns = K >> 6, nsc = max(1, 64 >> gshift);
+    const long long n8 = (long long)N * K / 8;
+    GRID_STRIDE(i, n8) {
+        const long long e0 = i * 8, r = e0 / K, c = e0 - r * K;
+        const long long ts = (r >> 7) * ns + (c >> 6), at = ts * 128 + (r & 127);
+        const u32 v = tw[at * 8 + ((c >> 3) & 7)], sc = tsb[at * nsc + ((c & 63) >> gshift)];
+        const float s = bf16lo(sc), b = bf16hi(sc);
+        uint4 o;
+#define DQT(k) bf16rn(s * (float)((v >> (4 * (k))) & 15u) + b)
+        o.x = DQT(0) | ((u32)DQT(1) << 16);
+        o.y = DQT(2) | ((u32)DQT(3) << 16);
+        o.z = DQT(4) | ((u32)DQT(5) << 16);
+        o.w = DQT(6) | ((u32)DQT(7) << 16);
+#undef DQT
+        reinterpret_cast<uint4*>(out)[i] = o;
+    }
+}
