@@ -256,7 +256,7 @@ func TestBenchQMM(t *testing.T) {
 	def := b.Tuning
 	for _, rows := range []int{64, 128, 256} { // qmm4 from 9 rows here, to compare
 		for _, s := range [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}} {
-			cfgs := []string{"before", "qmm_wide", "qmm_m2d1", "qmm_widet", "qmm_m2d1t"} // _t: the tiled-layout candidates
+			cfgs := []string{"before", "qmm_wide", "qmm_m2d1"}
 			if def.QMMWarpgroup {
 				cfgs = append(cfgs, "qmm_w128")
 				for _, v := range b.qmmwCandidates {

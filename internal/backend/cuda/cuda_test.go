@@ -134,16 +134,9 @@ func TestConformanceVariants(t *testing.T) {
 		{"noqmm", func(u *plan.Tuning) { u.QMMMinRows = 0 }},
 		{"qmm_wide", func(u *plan.Tuning) { u.QMMVariant = "wide" }},
 		{"qmm_m2d1", func(u *plan.Tuning) { u.QMMVariant = "m2d1" }},
-		// The tiled-layout candidates of both (qmm_tile_q4's copy of the weights).
-		{"qmm_widet", func(u *plan.Tuning) { u.QMMVariant = "widet" }},
-		{"qmm_m2d1t", func(u *plan.Tuning) { u.QMMVariant = "m2d1t" }},
-		// Every 4-bit product on the tiled-layout candidates (qgemv4t_bf, qmma4_*_t, the qmm4 forms' _t twins).
-		{"tiled", func(u *plan.Tuning) { u.Tiled = true }},
 		{"qmm17", func(u *plan.Tuning) { u.QMMMinRows = 17 }}, // 17-32 rows on qmm4 (bf16 x)
 		// The warpgroup form's 128-row tile for 33-64 rows too (sm_90a only).
 		{"qmm_w128", func(u *plan.Tuning) { u.QMMVariant = "w128" }},
-		// Its layout candidate on the tiled weight copy (plan.QMMWKernels), checked before any A/B promotes it.
-		{"qmm_w128t", func(u *plan.Tuning) { u.QMMVariant = "w128t" }},
 		// qmm4's forms chosen by the matrix, as on devices without wgmma.
 		{"noqmmw", func(u *plan.Tuning) { u.QMMWarpgroup = false }},
 		// attn_decode where the tile kernel takes decode steps by default.

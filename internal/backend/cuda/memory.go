@@ -260,7 +260,6 @@ type weight struct {
 	fpPair             bool // nvfp4 as SBfp2: a u32 holds two groups' scales (fpquant.go)
 	w, sb              uintptr
 	bytes              int
-	tw, tsb            uintptr // qmm_tile_q4's tiled copy, made for the qmm4_w128_t candidate only (qmmOperands)
 }
 
 func (w *weight) Shape() []int    { return w.shape }

@@ -43,7 +43,7 @@ func TestKernelNames(t *testing.T) {
 func TestKernelsWaitForPredecessors(t *testing.T) {
 	src := kernelSource()
 	parts := strings.Split(src, `extern "C" __global__`)
-	waits := []string{"grid_dep_start()", "grid_dep_wait()", "qgemv_impl<", "qgemv_multi_impl<", "attn_decode_impl<", "attn_dtile_impl<", "norm_row<", "moe_gateup_impl<", "moe_down_sum_impl<", "moe_down_acc_impl<", "qmm4_impl<", "qmmw_impl<", "qgemv4t_impl("}
+	waits := []string{"grid_dep_start()", "grid_dep_wait()", "qgemv_impl<", "qgemv_multi_impl<", "attn_decode_impl<", "attn_dtile_impl<", "norm_row<", "moe_gateup_impl<", "moe_down_sum_impl<", "moe_down_acc_impl<", "qmm4_impl<", "qmmw_impl<"}
 	for _, p := range parts[1:] {
 		open := strings.Index(p, "{")
 		if open < 0 {

@@ -75,15 +75,7 @@ func (b *Backend) gemmBF(d, s *Tensor, w *weight, bias uintptr) {
 		return
 	}
 	wp := w.w
-	switch {
-	case w.quant && b.Tuning.Tiled && w.tileable():
-		tw, tsb, ok := b.tiledCopy(w)
-		if !ok {
-			return
-		}
-		wp = b.scratch.ptr
-		b.newLaunch("dequant_bf16_bf_t", b.gridFor(N*K/8), 1, 1, 256).p(wp).p(tw).p(tsb).i(N).i(K).i(w.gshft)
-	case w.quant:
+	if w.quant {
 		wp = b.scratch.ptr
 		b.newLaunch("dequant_bf16_"+w.sbName(), b.gridFor(N*K/8), 1, 1, 256).p(wp).p(w.w).p(w.sb).i(N).i(K).i(w.bits).i(w.gshft)
 	}
@@ -137,15 +129,11 @@ func (b *Backend) qmm(d, s *Tensor, w *weight, bias uintptr, q plan.QMM) {
 			q, _ = plan.PlanQMM(w.plan(), M, b.SMs, t)
 		}
 	}
-	wp, sbp, ok := b.qmmOperands(w, q)
-	if !ok {
-		return
-	}
 	if !ready {
 		b.convertX(s)
 	}
 	l := b.newLaunch(q.Kernel, q.GridX, q.GridY, q.Split, q.Threads).p(b.scratchX.ptr).i(K).i(M).i(w.gshft).
-		p(d.ptr).p(wp).p(sbp).p(bias).i(N)
+		p(d.ptr).p(w.w).p(w.sb).p(bias).i(N)
 	for range 2 { // segments 1 and 2: none until a product joins the launch
 		l.p(0).p(0).p(0).p(0).i(0)
 	}
@@ -192,9 +180,6 @@ func (b *Backend) joinQMM(d *Tensor, w *weight, bias uintptr, q plan.QMM) bool {
 		int(l.gx) != q.GridX || l.args[qSeg0+2*qSegLen] != 0 {
 		return false
 	}
-	if q.Tiled && w.tw == 0 {
-		return false // its tiled copy is made first, by a launch before its own
-	}
 	seg := 1
 	if l.args[qSeg0+qSegLen] != 0 {
 		seg = 2
@@ -204,12 +189,8 @@ func (b *Backend) joinQMM(d *Tensor, w *weight, bias uintptr, q plan.QMM) bool {
 			return false // the same output twice: keep the order
 		}
 	}
-	wp, sbp, ok := b.qmmOperands(w, q)
-	if !ok {
-		return true // the failure is recorded
-	}
 	o := qSeg0 + seg*qSegLen
-	l.args[o], l.args[o+1], l.args[o+2], l.args[o+3] = uint64(d.ptr), uint64(wp), uint64(sbp), uint64(bias)
+	l.args[o], l.args[o+1], l.args[o+2], l.args[o+3] = uint64(d.ptr), uint64(w.w), uint64(w.sb), uint64(bias)
 	l.args[o+4] = uint64(uint32(int32(w.out)))
 	if seg == 1 {
 		l.args[qNB1] = uint64(l.gy)
@@ -322,43 +303,4 @@ func (b *Backend) runGemm(l *launch) error {
 		uintptr(unsafe.Pointer(&alpha)), w, in, uintptr(k), x, in, uintptr(k),
 		uintptr(unsafe.Pointer(&beta)), y, cudalib.CudaR32F, uintptr(n), compute, cudalib.CublasGemmDflt)
 	return cudalib.BLASErr(fmt.Sprintf("gemm %dx%dx%d", m, n, k), r)
-}
-
-// qmmOperands is the weight and scale addresses plan q's kernel reads: w's
-// own, or for a tiled kernel (the _t candidates) its tiled copy. ok is
-// false after a failure, which it records.
-func (b *Backend) qmmOperands(w *weight, q plan.QMM) (wp, sbp uintptr, ok bool) {
-	if !q.Tiled {
-		return w.w, w.sb, true
-	}
-	return b.tiledCopy(w)
-}
-
-// tileable reports whether w has a tiled copy form (qmm_tile_q4): 4-bit
-// affine codes with bf16 scale pairs, K a multiple of 64, one matrix.
-func (w *weight) tileable() bool {
-	return w.quant && !w.fp && w.bits == 4 && !w.sbF32 && w.in%64 == 0 && w.experts == 1
-}
-
-// tiledCopy is w's tiled copy (qmm_tile_q4's layout), made on first use,
-// its launch recorded ahead of the product that reads it.
-func (b *Backend) tiledCopy(w *weight) (wp, sbp uintptr, ok bool) {
-	if w.tw == 0 {
-		tiles, ns, nsc := (w.out+plan.QMMWeightRows-1)/plan.QMMWeightRows, w.in/64, max(1, 64>>w.gshft)
-		nw, nsb := tiles*ns*plan.QMMWeightRows*8, tiles*ns*plan.QMMWeightRows*nsc
-		unbind := b.bind()
-		tw, err := b.allocPersistent(4 * nw)
-		var tsb uintptr
-		if err == nil {
-			tsb, err = b.allocPersistent(4 * nsb)
-		}
-		unbind()
-		if err != nil {
-			b.fail(err)
-			return 0, 0, false
-		}
-		b.newLaunch("qmm_tile_q4", b.gridFor(nw), 1, 1, 256).p(tw).p(tsb).p(w.w).p(w.sb).i(w.out).i(w.in).i(w.gshft)
-		w.tw, w.tsb = tw, tsb
-	}
-	return w.tw, w.tsb, true
 }

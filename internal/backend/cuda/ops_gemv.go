@@ -19,8 +19,7 @@ import (
 // negative slot runs all topk slots in one launch (grid.z, see rebase in
 // gemv.cu).
 func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, eidx uintptr, topk, slot int) {
-	sh := plan.GEMVShape{M: M, Experts: eidx != 0, Slots: 1, XAligned: x%16 == 0, Aligned: x%16 == 0 && ldx%4 == 0, MMA: !b.mmaOff,
-		Tiled: b.Tuning.Tiled}
+	sh := plan.GEMVShape{M: M, Experts: eidx != 0, Slots: 1, XAligned: x%16 == 0, Aligned: x%16 == 0 && ldx%4 == 0, MMA: !b.mmaOff}
 	if eidx != 0 && slot < 0 {
 		sh.Slots = topk
 	}
@@ -30,18 +29,8 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 	case plan.GEMVMulti:
 		b.gemvMulti(y, x, w, bias)
 		return
-	case plan.TiledRow:
-		b.gemvTiledRow(y, x, w, bias, g)
-		return
 	case plan.GEMVTensorCore:
-		wp, sbp := w.w, w.sb
-		if g.Tiled {
-			var ok bool
-			if wp, sbp, ok = b.tiledCopy(w); !ok {
-				return
-			}
-		}
-		b.newLaunch(g.Kernel, g.GridX, g.GridY, g.GridZ, g.Block).p(y).p(x).p(wp).p(sbp).p(bias).
+		b.newLaunch(g.Kernel, g.GridX, g.GridY, g.GridZ, g.Block).p(y).p(x).p(w.w).p(w.sb).p(bias).
 			i(N).i(K).i(M).i(w.gshft).i(ldy).i(ldx).p(0).i(0).i(0).i64(0).i64(0)
 		return
 	}
@@ -55,27 +44,6 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 	if w.quant && g.Kind == plan.GEMVGeneric {
 		l.i(w.bits)
 	}
-}
-
-// gemvTiledRow records qgemv4t_bf (plan g) on w's tiled copy: its splits'
-// partial rows in the step arena, a ticket a tile from the counters.
-func (b *Backend) gemvTiledRow(y, x uintptr, w *weight, bias uintptr, g plan.GEMV) {
-	wp, sbp, ok := b.tiledCopy(w)
-	if !ok {
-		return
-	}
-	var part, cnt uintptr
-	if g.GridZ > 1 {
-		var err error
-		if part, err = b.arenaAllocAny(4 * g.GridZ * w.out); err != nil {
-			b.fail(err)
-			return
-		}
-		if cnt = b.counters(g.GridX); cnt == 0 {
-			return
-		}
-	}
-	b.newLaunch(g.Kernel, g.GridX, g.GridY, g.GridZ, g.Block).p(y).p(x).p(wp).p(sbp).p(bias).i(w.out).i(w.in).p(part).p(cnt)
 }
 
 // plan describes w for the product planners.

@@ -268,11 +268,7 @@ DEV void qmma_slab_x(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const ty
 // reads all of x (f32, from L2): at 16 rows that is 256 KB per 32 weight
 // rows, 115 MB of L2 reads against 33 MB of weights for 14336x4096, so
 // the _r4 kernels (RT = 4: 64 rows per block) halve it.
-// TILED: w and sb are qmm_tile_q4's tiled copies (qmm_wgmma.cu: tiles of
-// 128 weight rows, a 64-k slab of a tile 4 KB in a row, then one scale
-// word a row and slab for groups >= 64), so a warp's load of 8 rows' slab
-// is 256 contiguous bytes instead of 32 from each of 8 rows.
-template <class SB, int NT, int D, int RT = QMMA_RT, bool XP = false, bool CV = false, bool TILED = false>
+template <class SB, int NT, int D, int RT = QMMA_RT, bool XP = false, bool CV = false>
 DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const float* bias, int N, int K, int M,
                     int gshift, int ldy, int ldx) {
     constexpr int SBW = sizeof(typename SB::raw) / 4;
@@ -280,25 +276,15 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
     const int g = lane >> 2, t = lane & 3;
     const int nw = K >> 3, ng = K >> gshift, ns = K >> 6;
     const int row0 = blockIdx.x * (16 * RT);
-    static_assert(!TILED || SBW == 1, "the tiled copy holds bf16 scale pairs");
-    constexpr int TR = 128;               // rows a tile of the tiled copy
-    const int WS = TILED ? TR * 4 : 4;    // uint2 from one slab of a row to the next
     const uint2* wp[RT][2];
     const u32* sp[RT][2];
 #pragma unroll
     for (int rt = 0; rt < RT; rt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            if constexpr (TILED) {
-                const int r = row0 % TR + rt * 16 + g + 8 * h; // past N: the tile's zero rows
-                const long long tile = (long long)(row0 / TR) * ns;
-                wp[rt][h] = reinterpret_cast<const uint2*>(w + tile * (TR * 8) + r * 8) + t;
-                sp[rt][h] = sb + tile * TR + r; // slab s: [TR s]
-            } else {
-                int row = min(row0 + rt * 16 + g + 8 * h, N - 1);
-                wp[rt][h] = reinterpret_cast<const uint2*>(w + (long long)row * nw) + t; // slab s: [4s]
-                sp[rt][h] = sb + (long long)row * ng * SBW;
-            }
+            int row = min(row0 + rt * 16 + g + 8 * h, N - 1);
+            wp[rt][h] = reinterpret_cast<const uint2*>(w + (long long)row * nw) + t; // slab s: [4s]
+            sp[rt][h] = sb + (long long)row * ng * SBW;
         }
     float acc[RT][NT][4];
 #pragma unroll
@@ -319,11 +305,8 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
                 for (int rt = 0; rt < RT; rt++)
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
-                        wc[d][rt][h] = wp[rt][h][WS * s];
-                        if constexpr (TILED)
-                            sc[d][rt][h] = sp[rt][h][TR * s];
-                        else
-                            sc[d][rt][h] = SB::load(sp[rt][h], (s << 6) >> gshift);
+                        wc[d][rt][h] = wp[rt][h][4 * s];
+                        sc[d][rt][h] = SB::load(sp[rt][h], (s << 6) >> gshift);
                     }
             }
         }
@@ -396,15 +379,6 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
 QMMA(qmma4_bf_1, SBbf, 1, 4) QMMA(qmma4_bf_2, SBbf, 2, 4) QMMA(qmma4_bf_4, SBbf, 4, 2)
 QMMA(qmma4_f32_1, SBf32, 1, 4) QMMA(qmma4_f32_2, SBf32, 2, 4) QMMA(qmma4_f32_4, SBf32, 4, 2)
 QMMA_C(qmma4_bf_1_xc, SBbf, 1, 4, true, true) QMMA_C(qmma4_bf_2_xc, SBbf, 2, 2, true, true)
-// The layout candidates (only benchmarks and the conformance variants pick
-// them, GEMVShape.Tiled): the bf16-scale kernels on the tiled copy.
-#define QMMA_T(NAME, SBT, NT, D, XP, CV)                                                                            \
-    extern "C" __global__ void __launch_bounds__(32 * QMMA_W, 1) NAME(GEMV_PARAMS) {                              \
-        grid_dep_start();                                                                                          \
-        qmma4_impl<SBT, NT, D, QMMA_RT, XP, CV, true>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);               \
-    }
-QMMA_T(qmma4_bf_1_xc_t, SBbf, 1, 4, true, true) QMMA_T(qmma4_bf_2_xc_t, SBbf, 2, 2, true, true)
-QMMA_T(qmma4_bf_4_t, SBbf, 4, 2, false, false)
 
 // Operand conversion for the cuBLAS bf16 path (prefill): weights are
 // dequantized (or narrowed) to bf16 and activations rounded to bf16, then

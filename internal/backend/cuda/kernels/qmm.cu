@@ -141,9 +141,7 @@ DEV void qmm_store_tile(const float* acc, float* red, float* y, const float* bia
 
 // W warps of MT m16 tiles each: a block covers 16*MT*W = QMM_BN weight
 // rows (MT = 2 lets each B fragment from shared memory feed two mma).
-// TILED: w and sb are qmm_tile_q4's tiled copies (qmm_wgmma.cu), so a
-// warp's load of 8 rows' slab is 256 contiguous bytes.
-template <int NB, int D, int MT = 1, int W = QMM_WARPS, bool TILED = false>
+template <int NB, int D, int MT = 1, int W = QMM_WARPS>
 DEV void qmm4_impl(QMM_PARAMS) {
     static_assert(16 * MT * W == QMM_BN, "a block covers QMM_BN weight rows");
     constexpr int NT = 32 * W, BM = 8 * NB, XC = (BM * 8 + NT - 1) / NT;
@@ -166,34 +164,16 @@ DEV void qmm4_impl(QMM_PARAMS) {
     const int s_begin = (int)((long long)ns * rank / S), s_end = (int)((long long)ns * (rank + 1) / S);
     const int nchunks = BM * 8;
 
-    // wload / sload: slab s's 8 bytes of the (mt, h) row and its scale
-    // word for k 64s+16t; tiled, from one base each (rows at fixed offsets
-    // of the warp's first, slabs QMM_BN rows apart).
-    const int nsc = max(1, 64 >> gshift);
-    const uint2* wp[TILED ? 1 : MT][2];
-    const u32* sp[TILED ? 1 : MT][2];
-    if constexpr (TILED) {
-        const int r = row0 - nblk + g;
-        wp[0][0] = reinterpret_cast<const uint2*>(w + (long long)by * ns * (QMM_BN * 8) + r * 8) + t;
-        sp[0][0] = sb + (long long)by * ns * (QMM_BN * nsc) + r * nsc + ((16 * t) >> gshift);
-    } else {
+    const uint2* wp[MT][2];
+    const u32* sp[MT][2];
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int row = min(row0 + 16 * mt + g + 8 * h, N - 1);
-                wp[mt][h] = reinterpret_cast<const uint2*>(w + (long long)row * nw) + t; // slab s: [4s]
-                sp[mt][h] = sb + (long long)row * ng;
-            }
-    }
-    auto wload = [&](int mt, int h, int s) {
-        if constexpr (TILED) return wp[0][0][(16 * mt + 8 * h) * 4 + QMM_BN * 4 * s];
-        else return wp[mt][h][4 * s];
-    };
-    auto sload = [&](int mt, int h, int s) {
-        if constexpr (TILED) return sp[0][0][(16 * mt + 8 * h) * nsc + QMM_BN * nsc * s];
-        else return sp[mt][h][((s << 6) + 16 * t) >> gshift];
-    };
+        for (int h = 0; h < 2; h++) {
+            const int row = min(row0 + 16 * mt + g + 8 * h, N - 1);
+            wp[mt][h] = reinterpret_cast<const uint2*>(w + (long long)row * nw) + t; // slab s: [4s]
+            sp[mt][h] = sb + (long long)row * ng;
+        }
     // The weights are constant: their first slabs load before waiting for
     // the kernel that writes x.
     uint2 wc[D][MT][2];
@@ -206,7 +186,7 @@ DEV void qmm4_impl(QMM_PARAMS) {
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++)
-                wc[d][mt][h] = wload(mt, h, s), sc[d][mt][h] = sload(mt, h, s);
+                wc[d][mt][h] = wp[mt][h][4 * s], sc[d][mt][h] = sp[mt][h][((s << 6) + 16 * t) >> gshift];
     }
     grid_dep_wait();
 
@@ -258,7 +238,8 @@ DEV void qmm4_impl(QMM_PARAMS) {
                     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                         for (int h = 0; h < 2; h++)
-                            wc[d][mt][h] = wload(mt, h, s + D), sc[d][mt][h] = sload(mt, h, s + D);
+                            wc[d][mt][h] = wp[mt][h][4 * (s + D)],
+                            sc[d][mt][h] = sp[mt][h][(((s + D) << 6) + 16 * t) >> gshift];
                 }
 #pragma unroll
                 for (int nt = 0; nt < NB; nt++) {
@@ -284,11 +265,8 @@ DEV void qmm4_impl(QMM_PARAMS) {
 // notes/cuda-kernels.md, s12r3). _m2d1: 4 warps of two m16 tiles (128
 // threads, 3 blocks an SM), each x fragment feeding two mma, one weight
 // slab in flight: faster on matrices of up to 4096 rows (s13r3).
-#define QMM(NAME, NB, D, MT, W, MINB, TILED)                                                                    \
+#define QMM(NAME, NB, D, MT, W, MINB)                                                                           \
     extern "C" __global__ void __launch_bounds__(32 * W, MINB) NAME(QMM_PARAMS) {                              \
-        qmm4_impl<NB, D, MT, W, TILED>(QMM_ARGS);                                                              \
+        qmm4_impl<NB, D, MT, W>(QMM_ARGS);                                                                     \
     }
-QMM(qmm4_bf_64, 8, 2, 1, 8, 2, false) QMM(qmm4_bf_64_m2d1, 8, 1, 2, 4, 3, false)
-// The layout candidates (as qmm4_w128_t; only benchmarks and the
-// conformance variants pick them): the same kernels on the tiled copy.
-QMM(qmm4_bf_64_t, 8, 2, 1, 8, 2, true) QMM(qmm4_bf_64_m2d1_t, 8, 1, 2, 4, 3, true)
+QMM(qmm4_bf_64, 8, 2, 1, 8, 2) QMM(qmm4_bf_64_m2d1, 8, 1, 2, 4, 3)

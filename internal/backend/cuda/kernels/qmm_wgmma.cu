@@ -177,10 +177,8 @@ DEV void qmmw_keep(u32 (&a)[4][4]) {
 // activation rows (grid x), grid y the weight-row blocks of up to three
 // segments (QMM_PARAMS), grid z the split-K cluster. The ring holds ST
 // slabs: ST-2 being copied, one in the MMAs of the slab before, one being
-// dequantized. TILED: w and sb are the tiled copies qmm_tile_q4 writes
-// (a block's slab of weights one contiguous 4 KB, its scales after each
-// other), not MLX's rows.
-template <int BN, int ST, bool TILED = false>
+// dequantized.
+template <int BN, int ST>
 DEV void qmmw_impl(QMMW_PARAMS) {
     typedef QmmwRing<BN> R;
     constexpr int P = ST - 2, NB = BN / 8;
@@ -199,24 +197,18 @@ DEV void qmmw_impl(QMMW_PARAMS) {
     unsigned char* const smem = qmmw_raw + (ring - raw);
     const u32 bars = ring + ST * R::SLOT;
     const int tid = threadIdx.x, nw = K >> 3, ng = K >> gshift, nsc = max(1, 64 >> gshift);
-    if constexpr (TILED) { // the block's tiles (in place: no more live registers)
-        w += (long long)by * ns * (QMM_BN * 8) + tid * 4;
-        sb += (long long)by * ns * (QMM_BN * nsc);
-    }
     // One slab's weights and scales, or its x, into slot i % ST.
     auto issue_w = [&](int i) {
         const u32 p = ring + (i % ST) * R::SLOT;
         const int s = s_begin + i;
         {
             const int r = tid >> 1, h = tid & 1, row = min(nblk + r, N - 1);
-            const u32* src = TILED ? w + s * (QMM_BN * 8) : w + (long long)row * nw + s * 8 + h * 4;
-            fa_cp16(p + R::WO + r * 32 + 16 * (h ^ ((r >> 2) & 1)), src, 16);
+            fa_cp16(p + R::WO + r * 32 + 16 * (h ^ ((r >> 2) & 1)), w + (long long)row * nw + s * 8 + h * 4, 16);
         }
         const int g0 = (s << 6) >> gshift;
         for (int e = tid; e < QMM_BN * nsc; e += QMMW_THREADS) {
             const int r = e / nsc, j = e - r * nsc, row = min(nblk + r, N - 1);
-            const u32* src = TILED ? sb + s * (QMM_BN * nsc) + e : sb + (long long)row * ng + g0 + j;
-            cp_async4(p + R::SCO + (r * QMMW_SCW + j) * 4, src);
+            cp_async4(p + R::SCO + (r * QMMW_SCW + j) * 4, sb + (long long)row * ng + g0 + j);
         }
     };
     auto issue_x = [&](int i) {
@@ -298,128 +290,8 @@ DEV void qmmw_impl(QMMW_PARAMS) {
 // qmm4 at 64 rows on 3 of 4 Llama shapes, and asking L2 for each weight
 // row's whole 128-byte line (cp.async .L2::128B) changed nothing (s15b,
 // s15c; notes/cuda-session-15.md).
-#define QMMW(NAME, BN, ST, PER_SM, TILED)                                                                       \
+#define QMMW(NAME, BN, ST, PER_SM)                                                                              \
     extern "C" __global__ void __launch_bounds__(QMMW_THREADS, PER_SM) NAME(QMMW_PARAMS) {                     \
-        qmmw_impl<BN, ST, TILED>(QMM_ARGS, tmap);                                                              \
+        qmmw_impl<BN, ST>(QMM_ARGS, tmap);                                                                     \
     }
-QMMW(qmm4_w128, 128, 4, 2, false)
-// Candidate for the layout A/B (only benchmarks and the conformance
-// variants pick it, plan.QMMWKernels): the same kernel on weights
-// repacked tile by tile, whose slab reads are one coalesced 4 KB instead
-// of 32 bytes from each of 128 rows (notes/cuda-session-17.md).
-QMMW(qmm4_w128_t, 128, 4, 2, true)
-
-// qmm_tile_q4 writes the tiled copies qmm4_w128_t reads: for weight-row
-// tile y (128 rows, past N zero) and slab s (64 k), tw[y][s] holds the
-// tile's rows' 8 words of the slab one after another (4 KB), tsb[y][s]
-// their nsc scale/bias words each (nsc = max(1, 64 >> gshift); a group of
-// 128 repeats in both of its slabs). Grid-stride over tw's words, then
-// tsb's.
-extern "C" __global__ void qmm_tile_q4(u32* tw, u32* tsb, const u32* w, const u32* sb, int N, int K, int gshift) {
-    grid_dep_start();
-    const int ns = K >> 6, nw = K >> 3, ng = K >> gshift, nsc = max(1, 64 >> gshift);
-    const long long tiles = (N + QMM_BN - 1) / QMM_BN, nwt = tiles * ns * QMM_BN * 8, nst = tiles * ns * QMM_BN * nsc;
-    GRID_STRIDE(i, nwt) {
-        const long long ts = i / (QMM_BN * 8), y = ts / ns, s = ts - y * ns;
-        const int r = (int)(i / 8 % QMM_BN), k = (int)(i % 8), row = (int)y * QMM_BN + r;
-        tw[i] = row < N ? w[(long long)row * nw + s * 8 + k] : 0u;
-    }
-    GRID_STRIDE(i, nst) {
-        const long long ts = i / (QMM_BN * nsc), y = ts / ns, s = ts - y * ns;
-        const int r = (int)(i / nsc % QMM_BN), j = (int)(i % nsc), row = (int)y * QMM_BN + r;
-        tsb[i] = row < N ? sb[(long long)row * ng + ((s << 6) >> gshift) + j] : 0u;
-    }
-}
-
-// qgemv4t_bf: y[N] = x[K] @ W^T for one activation row on the tiled copy
-// (qmm_tile_q4; 4 bits, bf16 scale pairs, groups >= 64): the layout
-// candidate of the one-row GEMV, which only benchmarks and the conformance
-// variants pick (GEMVShape.Tiled). Grid x the 128-row tiles, grid z the K
-// splits; a block's 256 threads take each slab of its range as one
-// coalesced 4 KB (thread 2r+h: row r's 32 weights h of the slab), D slabs
-// of weights in flight. The splits' partial rows go to part[z][N]; the
-// last block of a tile to finish (a ticket in cnt[tile]) sums them in
-// split order, so the result does not depend on which block came last.
-#define QGT_D 4
-DEV void qgemv4t_impl(float* y, const float* x, const u32* tw, const u32* tsb, const float* bias, int N, int K, float* part, int* cnt) {
-    const int tid = threadIdx.x, r = tid >> 1, h = tid & 1, tile = blockIdx.x;
-    const int ns = K >> 6, S = gridDim.z, z = blockIdx.z;
-    const int s0 = (int)((long long)ns * z / S), s1 = (int)((long long)ns * (z + 1) / S);
-    const uint4* wt = reinterpret_cast<const uint4*>(tw + (long long)tile * ns * (128 * 8)) + tid; // slab s: wt[256 s]
-    const u32* st = tsb + (long long)tile * ns * 128 + r;                                          // slab s: st[128 s]
-    grid_dep_launch();
-    uint4 wv[QGT_D];
-    u32 sv[QGT_D];
-#pragma unroll
-    for (int d = 0; d < QGT_D; d++) {
-        const int s = min(s0 + d, s1 - 1);
-        wv[d] = wt[256 * s], sv[d] = st[128 * s];
-    }
-    grid_dep_wait();
-    float acc = 0.f;
-    for (int sb = s0; sb < s1; sb += QGT_D) {
-#pragma unroll
-        for (int d = 0; d < QGT_D; d++) {
-            const int s = sb + d;
-            if (s < s1) { // block-uniform
-                const float4* xp = reinterpret_cast<const float4*>(x + s * 64 + h * 32);
-                const u32 wd[4] = {wv[d].x, wv[d].y, wv[d].z, wv[d].w};
-                float qx = 0.f, sx = 0.f;
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const float4 xa = __ldg(xp + 2 * j), xb = __ldg(xp + 2 * j + 1);
-                    const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-#pragma unroll
-                    for (int n = 0; n < 8; n++) {
-                        qx = fmaf((float)((wd[j] >> (4 * n)) & 15u), xv[n], qx);
-                        sx += xv[n];
-                    }
-                }
-                acc = fmaf(bf16lo(sv[d]), qx, fmaf(bf16hi(sv[d]), sx, acc));
-                if (s + QGT_D < s1) wv[d] = wt[256 * (s + QGT_D)], sv[d] = st[128 * (s + QGT_D)];
-            }
-        }
-    }
-    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-    const int row = tile * 128 + r;
-    if (S == 1) {
-        if (h == 0 && row < N) y[row] = acc + (bias ? bias[row] : 0.f);
-        return;
-    }
-    if (h == 0 && row < N) part[(long long)z * N + row] = acc;
-    if (!last_block(cnt + tile, S)) return;
-    if (tid < 128 && tile * 128 + tid < N) {
-        const int rr = tile * 128 + tid;
-        float v = 0.f;
-        for (int k = 0; k < S; k++) v += __ldcg(part + (long long)k * N + rr);
-        y[rr] = v + (bias ? bias[rr] : 0.f);
-    }
-}
-extern "C" __global__ void __launch_bounds__(256) qgemv4t_bf(float* y, const float* x, const u32* tw, const u32* tsb, const float* bias,
-                                                             int N, int K, float* part, int* cnt) {
-    qgemv4t_impl(y, x, tw, tsb, bias, N, K, part, cnt); // (its weight prefetch, then grid_dep_wait)
-}
-
-// dequant_bf16_bf_t is dequant_bf16_bf (mma.cu) from the tiled copy: the
-// bf16 matrix the cuBLAS prefill path multiplies, so that a tiled copy can
-// stand in for the rows there too (Tuning.Tiled; 4 bits, bf16 scale
-// pairs, K % 64 == 0). The same rounding: bf16rn(s * q + b).
-extern "C" __global__ void dequant_bf16_bf_t(u16* out, const u32* tw, const u32* tsb, int N, int K, int gshift) {
-    grid_dep_start();
-    const int ns = K >> 6, nsc = max(1, 64 >> gshift);
-    const long long n8 = (long long)N * K / 8;
-    GRID_STRIDE(i, n8) {
-        const long long e0 = i * 8, r = e0 / K, c = e0 - r * K;
-        const long long ts = (r >> 7) * ns + (c >> 6), at = ts * 128 + (r & 127);
-        const u32 v = tw[at * 8 + ((c >> 3) & 7)], sc = tsb[at * nsc + ((c & 63) >> gshift)];
-        const float s = bf16lo(sc), b = bf16hi(sc);
-        uint4 o;
-#define DQT(k) bf16rn(s * (float)((v >> (4 * (k))) & 15u) + b)
-        o.x = DQT(0) | ((u32)DQT(1) << 16);
-        o.y = DQT(2) | ((u32)DQT(3) << 16);
-        o.z = DQT(4) | ((u32)DQT(5) << 16);
-        o.w = DQT(6) | ((u32)DQT(7) << 16);
-#undef DQT
-        reinterpret_cast<uint4*>(out)[i] = o;
-    }
-}
+QMMW(qmm4_w128, 128, 4, 2)

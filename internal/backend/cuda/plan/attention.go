@@ -35,11 +35,6 @@ type Tuning struct {
 	// DeltaChunkMin: fewest positions of a sequence in a step for which
 	// Gated DeltaNet runs the chunked delta rule (DeltaChunk; 0: never).
 	DeltaChunkMin int
-	// Tiled: the 4-bit products take the tiled-layout candidates, on
-	// qmm_tile_q4's copy of the weights: qgemv4t_bf at one row, qmma4_*_t
-	// at 2-32 (GEMVShape.Tiled), the _t twin of the qmm4 form qmmForm picks
-	// above. Benchmarks and conformance variants only, until an A/B decides.
-	Tiled bool
 }
 
 // DefaultTuning is what a default run uses.

@@ -45,9 +45,6 @@ const (
 	// GEMVGeneric: any layout (qgemvgen*, dgemvs*), one warp a row; the
 	// quantized form takes the bit width as its last argument.
 	GEMVGeneric
-	// TiledRow: one row on the tiled copy (qgemv4t_bf, the layout
-	// candidate: GEMVShape.Tiled), grid x the 128-row tiles, z the K splits.
-	TiledRow
 )
 
 // GEMVShape is one product: M activation rows; Experts when the rows
@@ -61,10 +58,6 @@ type GEMVShape struct {
 	Slots             int
 	XAligned, Aligned bool
 	MMA               bool
-	// Tiled: the tensor-core kernels' tiled-layout candidates (qmma4_*_t,
-	// on qmm_tile_q4's copy of the weights; Tuning.Tiled: benchmarks
-	// and conformance variants only).
-	Tiled bool
 }
 
 // GEMV is the plan of one product launch.
@@ -72,7 +65,6 @@ type GEMV struct {
 	Kind                       GEMVKind
 	Kernel                     string // "" for GEMVMulti (the caller picks it by row length, RowGroupLanes)
 	GridX, GridY, GridZ, Block int
-	Tiled                      bool // the kernel reads the weights' tiled copy (GEMVShape.Tiled)
 }
 
 // TensorCoreRows is the most activation rows the qmma4 kernels take; more
@@ -89,12 +81,6 @@ func PlanGEMV(w Weight, s GEMVShape) GEMV {
 	// unless its rows hold whole pairs of groups (FPPair, a word for both)
 	// it takes the rows kernels (one scale a word) even for one row.
 	chunked := fastQuant && 1<<w.GroupShift >= 128/w.Bits
-	if s.Tiled && M == 1 && !s.Experts && w.Quant && !w.FP && w.Bits == 4 && !w.ScalesF32 && w.GroupShift >= 6 && K%64 == 0 && s.XAligned {
-		// About two blocks an SM of the H200's 132: splits of at least 4 slabs.
-		tiles := (N + 127) / 128
-		split := max(1, min((264+tiles-1)/tiles, 8, K/64/4))
-		return GEMV{Kind: TiledRow, Kernel: "qgemv4t_bf", GridX: tiles, GridY: 1, GridZ: split, Block: 256, Tiled: true}
-	}
 	if M == 1 && !s.Experts && chunked && s.XAligned {
 		return GEMV{Kind: GEMVMulti}
 	}
@@ -112,12 +98,8 @@ func PlanGEMV(w Weight, s GEMVShape) GEMV {
 		if !w.ScalesF32 && nt <= 2 {
 			name += "_xc"
 		}
-		tiled := s.Tiled && !w.ScalesF32
-		if tiled {
-			name += "_t"
-		}
 		const rows = 32 // weight rows a block
-		return GEMV{Kind: GEMVTensorCore, Kernel: name, GridX: (N + rows - 1) / rows, GridY: 1, GridZ: 1, Block: 256, Tiled: tiled}
+		return GEMV{Kind: GEMVTensorCore, Kernel: name, GridX: (N + rows - 1) / rows, GridY: 1, GridZ: 1, Block: 256}
 	}
 	mr := 8 // activation rows a block
 	switch {

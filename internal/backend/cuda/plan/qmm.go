@@ -28,25 +28,17 @@ const (
 type qmmKernel struct {
 	name           string
 	threads, perSM int
-	tile, smem     int  // activation rows a block; dynamic shared memory bytes (0: static only)
-	tiled          bool // reads the tiled copy of the weights (QMM.Tiled)
+	tile, smem     int // activation rows a block; dynamic shared memory bytes (0: static only)
 }
 
 // "w128" is the warpgroup-MMA form (kernels/qmm_wgmma.cu, sm_90a): 256
 // threads over 128 weight rows and a tile of 128 activation rows, a ring
 // of 4 slabs in dynamic shared memory (QMMWSmem). Deeper rings (5 and 9
-// slabs) lost their A/B (s16a, notes/cuda-session-17.md). "w128t" is its
-// layout candidate, which only benchmarks and the conformance variants
-// pick until an A/B decides: the same kernel on a copy of the weights
-// repacked tile by tile (QMM.Tiled).
+// slabs) lost their A/B (s16a, notes/cuda-session-17.md).
 var qmmKernels = map[string]qmmKernel{
-	"wide":  {"qmm4_bf_64", 256, 2, 64, 0, false},
-	"m2d1":  {"qmm4_bf_64_m2d1", 128, 3, 64, 0, false},
-	"w128":  {"qmm4_w128", 256, 2, 128, QMMWSmem(), false},
-	"w128t": {"qmm4_w128_t", 256, 2, 128, QMMWSmem(), true},
-	// qmm4's forms on the tiled copy: the same layout A/B at up to 64 rows.
-	"widet": {"qmm4_bf_64_t", 256, 2, 64, 0, true},
-	"m2d1t": {"qmm4_bf_64_m2d1_t", 128, 3, 64, 0, true},
+	"wide": {"qmm4_bf_64", 256, 2, 64, 0},
+	"m2d1": {"qmm4_bf_64_m2d1", 128, 3, 64, 0},
+	"w128": {"qmm4_w128", 256, 2, 128, QMMWSmem()},
 }
 
 // QMMWSmem is the dynamic shared memory of the warpgroup form: its ring
@@ -79,22 +71,18 @@ func qmmForm(t Tuning, N, M int) (qmmKernel, bool) {
 		k, ok := qmmKernels[t.QMMVariant]
 		return k, ok
 	}
-	form := "wide"
-	switch {
-	case t.QMMWarpgroup && M > QMMWMinRows-1:
-		form = "w128"
-	case N <= QMMNarrowRows:
-		form = "m2d1"
+	if t.QMMWarpgroup && M > QMMWMinRows-1 {
+		return qmmKernels["w128"], true
 	}
-	if t.Tiled {
-		form += "t"
+	if N <= QMMNarrowRows {
+		return qmmKernels["m2d1"], true
 	}
-	return qmmKernels[form], true
+	return qmmKernels["wide"], true
 }
 
 // QMMKernels lists the names of the qmm4 kernel forms.
 func QMMKernels() []string {
-	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w128", "qmm4_w128_t", "qmm4_bf_64_t", "qmm4_bf_64_m2d1_t"}
+	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w128"}
 }
 
 // QMMWKernel is a warpgroup form: its variant name (Tuning.QMMVariant),
@@ -106,10 +94,10 @@ type QMMWKernel struct {
 
 // QMMWKernels lists the warpgroup forms (they need sm_90a and their
 // dynamic shared memory opted in): the planner's first, then the
-// candidates only benchmarks pick.
+// candidates only benchmarks pick (none now: list one here to A/B it).
 func QMMWKernels() []QMMWKernel {
 	var ks []QMMWKernel
-	for _, v := range []string{"w128", "w128t"} {
+	for _, v := range []string{"w128"} {
 		k := qmmKernels[v]
 		ks = append(ks, QMMWKernel{v, k.name, k.smem})
 	}
@@ -132,9 +120,6 @@ type QMM struct {
 	TileRows            int
 	Threads, PerSM      int // block size; blocks an SM (QMMSplit)
 	Smem                int // dynamic shared memory bytes
-	// Tiled: the kernel reads the weights' tiled copy (qmm_tile_q4's
-	// layout: a 128-row tile's 64-k slab as 4 KB in a row), not MLX's rows.
-	Tiled bool
 }
 
 // PlanQMM plans y[M, N] = x[M, K] @ W^T on the qmm4 kernels, or reports
@@ -152,7 +137,7 @@ func PlanQMM(w Weight, M, SMs int, t Tuning) (QMM, bool) {
 	}
 	gx, gy := (M+k.tile-1)/k.tile, (w.N+QMMWeightRows-1)/QMMWeightRows
 	return QMM{Kernel: k.name, GridX: gx, GridY: gy, Split: QMMSplit(gx*gy, w.K, SMs, k.perSM), TileRows: k.tile,
-		Threads: k.threads, PerSM: k.perSM, Smem: k.smem, Tiled: k.tiled}, true
+		Threads: k.threads, PerSM: k.perSM, Smem: k.smem}, true
 }
 
 // QMMSplit is the split-K count of a qmm4 launch of blocks blocks over K:
