@@ -379,6 +379,17 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
 QMMA(qmma4_bf_1, SBbf, 1, 4) QMMA(qmma4_bf_2, SBbf, 2, 4) QMMA(qmma4_bf_4, SBbf, 4, 2)
 QMMA(qmma4_f32_1, SBf32, 1, 4) QMMA(qmma4_f32_2, SBf32, 2, 4) QMMA(qmma4_f32_4, SBf32, 4, 2)
 QMMA_C(qmma4_bf_1_xc, SBbf, 1, 4, true, true) QMMA_C(qmma4_bf_2_xc, SBbf, 2, 2, true, true)
+// Occupancy candidates of the _xc kernels (plan.QMMAVariants; benchmarks
+// only): s18c's Nsight Compute run found qmma4_bf_1_xc at 182 registers,
+// one block of 8 warps an SM and each warp issuing once in 5.6 cycles.
+#define QMMA_V(NAME, SBT, NT, D, RT, MINB)                                                                          \
+    extern "C" __global__ void __launch_bounds__(32 * QMMA_W, MINB) NAME(GEMV_PARAMS) {                           \
+        grid_dep_start();                                                                                          \
+        qmma4_impl<SBT, NT, D, RT, true, true>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);                      \
+    }
+QMMA_V(qmma4_bf_1_xc_b2, SBbf, 1, 2, 2, 2) QMMA_V(qmma4_bf_2_xc_b2, SBbf, 2, 1, 2, 2)
+QMMA_V(qmma4_bf_1_xc_r1, SBbf, 1, 4, 1, 2) QMMA_V(qmma4_bf_2_xc_r1, SBbf, 2, 2, 1, 2)
+QMMA_V(qmma4_bf_1_xc_r1b3, SBbf, 1, 2, 1, 3) QMMA_V(qmma4_bf_2_xc_r1b3, SBbf, 2, 1, 1, 3)
 
 // Operand conversion for the cuBLAS bf16 path (prefill): weights are
 // dequantized (or narrowed) to bf16 and activations rounded to bf16, then

@@ -58,7 +58,17 @@ type GEMVShape struct {
 	Slots             int
 	XAligned, Aligned bool
 	MMA               bool
+	// Variant: a qmma4 occupancy candidate ("b2", "r1", "r1b3": QMMAVariants),
+	// for 2-16 rows and bf16 scales (Tuning.QMMAVariant: benchmarks and
+	// conformance variants only).
+	Variant string
 }
+
+// QMMAVariants are the qmma4 occupancy candidates, by suffix: the weight
+// rows a block (16 a tile) for each. "b2": the 32-row block in two blocks
+// an SM (fewer slabs in flight a warp); "r1": 16 rows a block, two an SM;
+// "r1b3": 16 rows, three an SM.
+var QMMAVariants = map[string]int{"b2": 32, "r1": 16, "r1b3": 16}
 
 // GEMV is the plan of one product launch.
 type GEMV struct {
@@ -95,10 +105,13 @@ func PlanGEMV(w Weight, s GEMVShape) GEMV {
 			nt = 2
 		}
 		name := fmt.Sprintf("qmma4_%s_%d", w.scaleName(), nt)
+		rows := 32 // weight rows a block
 		if !w.ScalesF32 && nt <= 2 {
 			name += "_xc"
+			if r, ok := QMMAVariants[s.Variant]; ok {
+				name, rows = name+"_"+s.Variant, r
+			}
 		}
-		const rows = 32 // weight rows a block
 		return GEMV{Kind: GEMVTensorCore, Kernel: name, GridX: (N + rows - 1) / rows, GridY: 1, GridZ: 1, Block: 256}
 	}
 	mr := 8 // activation rows a block
