@@ -56,6 +56,7 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 		"b2":      func(u *plan.Tuning) { u.QMMAVariant = "b2" },   // qmma4's occupancy candidates (2-16 rows)
 		"r1":      func(u *plan.Tuning) { u.QMMAVariant = "r1" },
 		"r1b3":    func(u *plan.Tuning) { u.QMMAVariant = "r1b3" },
+		"ks":      func(u *plan.Tuning) { u.QMMAVariant = "ks" },
 	}
 	// Each call allocates its own KV store and frees it after its point
 	// (backend.FreeKVStore).
@@ -63,8 +64,8 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 	for _, pt := range []struct {
 		n, ctx int
 		vs     []string
-	}{{1, 1024, []string{"default", "notile"}}, {8, 1024, []string{"default", "b2", "r1", "r1b3"}},
-		{16, 1024, []string{"default", "qmm17", "b2", "r1", "r1b3"}}, {24, 1024, []string{"default", "qmm17"}},
+	}{{1, 1024, []string{"default", "notile"}}, {8, 1024, []string{"default", "b2", "r1", "r1b3", "ks"}},
+		{16, 1024, []string{"default", "qmm17", "b2", "r1", "r1b3", "ks"}}, {24, 1024, []string{"default", "qmm17"}},
 		{32, 1024, []string{"default", "qmm17"}}, {64, 1024, []string{"default", "w128"}},
 		{96, 1024, []string{"default", "noqmmw"}}, {128, 1024, []string{"default", "noqmmw"}}} {
 		for _, name := range pt.vs {

@@ -139,6 +139,7 @@ func TestConformanceVariants(t *testing.T) {
 		{"qmma_b2", func(u *plan.Tuning) { u.QMMAVariant = "b2" }},
 		{"qmma_r1", func(u *plan.Tuning) { u.QMMAVariant = "r1" }},
 		{"qmma_r1b3", func(u *plan.Tuning) { u.QMMAVariant = "r1b3" }},
+		{"qmma_ks", func(u *plan.Tuning) { u.QMMAVariant = "ks" }},
 		// The warpgroup form's 128-row tile for 33-64 rows too (sm_90a only).
 		{"qmm_w128", func(u *plan.Tuning) { u.QMMVariant = "w128" }},
 		// qmm4's forms chosen by the matrix, as on devices without wgmma.

@@ -19,7 +19,7 @@ import (
 // negative slot runs all topk slots in one launch (grid.z, see rebase in
 // gemv.cu).
 func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, eidx uintptr, topk, slot int) {
-	sh := plan.GEMVShape{M: M, Experts: eidx != 0, Slots: 1, XAligned: x%16 == 0, Aligned: x%16 == 0 && ldx%4 == 0, MMA: !b.mmaOff, Variant: b.Tuning.QMMAVariant}
+	sh := plan.GEMVShape{M: M, Experts: eidx != 0, Slots: 1, XAligned: x%16 == 0, Aligned: x%16 == 0 && ldx%4 == 0, MMA: !b.mmaOff, Variant: b.Tuning.QMMAVariant, SMs: b.SMs}
 	if eidx != 0 && slot < 0 {
 		sh.Slots = topk
 	}
@@ -30,8 +30,9 @@ func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, e
 		b.gemvMulti(y, x, w, bias)
 		return
 	case plan.GEMVTensorCore:
-		b.newLaunch(g.Kernel, g.GridX, g.GridY, g.GridZ, g.Block).p(y).p(x).p(w.w).p(w.sb).p(bias).
+		l := b.newLaunch(g.Kernel, g.GridX, g.GridY, g.GridZ, g.Block).p(y).p(x).p(w.w).p(w.sb).p(bias).
 			i(N).i(K).i(M).i(w.gshft).i(ldy).i(ldx).p(0).i(0).i(0).i64(0).i64(0)
+		l.cz = uint32(g.Cluster)
 		return
 	}
 	// Strides between experts, in u32 words of weights and of scales.

@@ -208,7 +208,7 @@ func TestBenchFewRows(t *testing.T) {
 		}
 		vs := []string{""}
 		if rows > 1 {
-			vs = append(vs, "b2", "r1", "r1b3")
+			vs = append(vs, "b2", "r1", "r1b3", "ks")
 		}
 		for _, s := range shapes {
 			for _, v := range vs {

@@ -268,7 +268,9 @@ DEV void qmma_slab_x(float (&acc)[RT][NT][4], const uint2 (&wc)[RT][2], const ty
 // reads all of x (f32, from L2): at 16 rows that is 256 KB per 32 weight
 // rows, 115 MB of L2 reads against 33 MB of weights for 14336x4096, so
 // the _r4 kernels (RT = 4: 64 rows per block) halve it.
-template <class SB, int NT, int D, int RT = QMMA_RT, bool XP = false, bool CV = false>
+// KS: the blocks of a thread block cluster along grid z split K (slab
+// ranges), and their partials meet through distributed shared memory.
+template <class SB, int NT, int D, int RT = QMMA_RT, bool XP = false, bool CV = false, bool KS = false>
 DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const float* bias, int N, int K, int M,
                     int gshift, int ldy, int ldx) {
     constexpr int SBW = sizeof(typename SB::raw) / 4;
@@ -294,13 +296,15 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
 #pragma unroll
             for (int i = 0; i < 4; i++) acc[rt][nt][i] = 0.f;
 
-    for (int s0 = warp; s0 < ns; s0 += D * QMMA_W) {
+    const int nsplit = KS ? gridDim.z : 1, per = (ns + nsplit - 1) / nsplit;
+    const int s_beg = KS ? blockIdx.z * per : 0, s_end = KS ? min(ns, s_beg + per) : ns;
+    for (int s0 = s_beg + warp; s0 < s_end; s0 += D * QMMA_W) {
         uint2 wc[D][RT][2];
         typename SB::raw sc[D][RT][2];
 #pragma unroll
         for (int d = 0; d < D; d++) {
-            const int s = CV ? min(s0 + d * QMMA_W, ns - 1) : s0 + d * QMMA_W;
-            if (CV || s < ns) {
+            const int s = CV ? min(s0 + d * QMMA_W, s_end - 1) : s0 + d * QMMA_W;
+            if (CV || s < s_end) {
 #pragma unroll
                 for (int rt = 0; rt < RT; rt++)
 #pragma unroll
@@ -317,10 +321,10 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
 #pragma unroll
             for (int d = 0; d < D; d++)
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++) qmma_loadx_c(f[d][nt], x, M, ldx, min(s0 + d * QMMA_W, ns - 1), nt, g, t);
+                for (int nt = 0; nt < NT; nt++) qmma_loadx_c(f[d][nt], x, M, ldx, min(s0 + d * QMMA_W, s_end - 1), nt, g, t);
 #pragma unroll
             for (int d = 0; d < D; d++)
-                qmma_slab_x<SB, NT, RT>(acc, wc[d], sc[d], f[d], t, s0 + d * QMMA_W < ns ? 1.f : 0.f);
+                qmma_slab_x<SB, NT, RT>(acc, wc[d], sc[d], f[d], t, s0 + d * QMMA_W < s_end ? 1.f : 0.f);
         } else if constexpr (XP) {
             // x of the D slabs loaded with their weights, before any math:
             // one L2 round trip per D slabs instead of one per slab.
@@ -330,18 +334,18 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
                 const int s = s0 + d * QMMA_W;
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
-                    if (s < ns) qmma_loadx(f[d][nt], x, M, ldx, s, nt, g, t);
+                    if (s < s_end) qmma_loadx(f[d][nt], x, M, ldx, s, nt, g, t);
             }
 #pragma unroll
             for (int d = 0; d < D; d++) {
                 const int s = s0 + d * QMMA_W;
-                if (s < ns) qmma_slab_x<SB, NT, RT>(acc, wc[d], sc[d], f[d], t);
+                if (s < s_end) qmma_slab_x<SB, NT, RT>(acc, wc[d], sc[d], f[d], t);
             }
         } else {
 #pragma unroll
             for (int d = 0; d < D; d++) {
                 const int s = s0 + d * QMMA_W; // warp-uniform: the shuffles inside see every lane
-                if (s < ns) qmma_slab<SB, NT, RT>(acc, wc[d], sc[d], x, M, ldx, s, g, t);
+                if (s < s_end) qmma_slab<SB, NT, RT>(acc, wc[d], sc[d], x, M, ldx, s, g, t);
             }
         }
     }
@@ -362,7 +366,23 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
         for (int k = 0; k < QMMA_W; k++) v += red[k][e][ln];
         const int i = e & 3, nt = (e >> 2) % NT, rt = (e >> 2) / NT;
         const int row = row0 + rt * 16 + (ln >> 2) + (i >> 1) * 8, col = nt * 8 + 2 * (ln & 3) + (i & 1);
-        if (row < N && col < M) y[(long long)col * ldy + row] = v + (bias ? bias[row] : 0.f);
+        if (KS && nsplit > 1) red[0][e][ln] = v; // (this thread's own element: read above)
+        else if (row < N && col < M) y[(long long)col * ldy + row] = v + (bias ? bias[row] : 0.f);
+    }
+    if constexpr (KS) {
+        if (nsplit > 1) {
+            cluster_sync(); // every split's block partial is in its shared memory
+            const int chunk = (NE * 32 + nsplit - 1) / nsplit, e0 = blockIdx.z * chunk, e1 = min(e0 + chunk, NE * 32);
+            for (int idx = e0 + threadIdx.x; idx < e1; idx += blockDim.x) {
+                const int e = idx >> 5, ln = idx & 31;
+                float v = 0.f;
+                for (int k = 0; k < nsplit; k++) v += ld_cluster(&red[0][e][ln], k);
+                const int i = e & 3, nt = (e >> 2) % NT, rt = (e >> 2) / NT;
+                const int row = row0 + rt * 16 + (ln >> 2) + (i >> 1) * 8, col = nt * 8 + 2 * (ln & 3) + (i & 1);
+                if (row < N && col < M) y[(long long)col * ldy + row] = v + (bias ? bias[row] : 0.f);
+            }
+            cluster_sync(); // no block leaves (and frees its partial) while another reads it
+        }
     }
 }
 #define QMMA(NAME, SBT, NT, D) QMMA_C(NAME, SBT, NT, D, false, false)
@@ -390,6 +410,14 @@ QMMA_C(qmma4_bf_1_xc, SBbf, 1, 4, true, true) QMMA_C(qmma4_bf_2_xc, SBbf, 2, 2, 
 QMMA_V(qmma4_bf_1_xc_b2, SBbf, 1, 2, 2, 2) QMMA_V(qmma4_bf_2_xc_b2, SBbf, 2, 1, 2, 2)
 QMMA_V(qmma4_bf_1_xc_r1, SBbf, 1, 4, 1, 2) QMMA_V(qmma4_bf_2_xc_r1, SBbf, 2, 2, 1, 2)
 QMMA_V(qmma4_bf_1_xc_r1b3, SBbf, 1, 2, 1, 3) QMMA_V(qmma4_bf_2_xc_r1b3, SBbf, 2, 1, 1, 3)
+// ks: b2 with K split over a cluster of blocks along grid z (plan: about
+// two blocks an SM over the grid).
+#define QMMA_KS(NAME, SBT, NT, D, RT, MINB)                                                                         \
+    extern "C" __global__ void __launch_bounds__(32 * QMMA_W, MINB) NAME(GEMV_PARAMS) {                           \
+        grid_dep_start();                                                                                          \
+        qmma4_impl<SBT, NT, D, RT, true, true, true>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);                \
+    }
+QMMA_KS(qmma4_bf_1_xc_ks, SBbf, 1, 2, 2, 2) QMMA_KS(qmma4_bf_2_xc_ks, SBbf, 2, 1, 2, 2)
 
 // Operand conversion for the cuBLAS bf16 path (prefill): weights are
 // dequantized (or narrowed) to bf16 and activations rounded to bf16, then

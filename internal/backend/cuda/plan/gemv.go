@@ -62,20 +62,27 @@ type GEMVShape struct {
 	// for 2-16 rows and bf16 scales (Tuning.QMMAVariant: benchmarks and
 	// conformance variants only).
 	Variant string
+	SMs     int // the device's multiprocessors ("ks": the split's size)
 }
 
 // QMMAVariants are the qmma4 occupancy candidates, by suffix: the weight
 // rows a block (16 a tile) for each. "b2": the 32-row block in two blocks
 // an SM (fewer slabs in flight a warp); "r1": 16 rows a block, two an SM;
 // "r1b3": 16 rows, three an SM.
-var QMMAVariants = map[string]int{"b2": 32, "r1": 16, "r1b3": 16}
+// "ks": b2 with K split over a cluster of blocks (grid z) so the grid
+// holds about two blocks an SM.
+var QMMAVariants = map[string]int{"b2": 32, "r1": 16, "r1b3": 16, "ks": 32}
 
 // GEMV is the plan of one product launch.
 type GEMV struct {
 	Kind                       GEMVKind
 	Kernel                     string // "" for GEMVMulti (the caller picks it by row length, RowGroupLanes)
 	GridX, GridY, GridZ, Block int
+	Cluster                    int // blocks a thread block cluster along z (0: none)
 }
+
+// QMMAWarps is the warps of a qmma4 block (QMMA_W), each taking slabs of K.
+const QMMAWarps = 8
 
 // TensorCoreRows is the most activation rows the qmma4 kernels take; more
 // go to cuBLAS on dequantized weights.
@@ -105,14 +112,24 @@ func PlanGEMV(w Weight, s GEMVShape) GEMV {
 			nt = 2
 		}
 		name := fmt.Sprintf("qmma4_%s_%d", w.scaleName(), nt)
-		rows := 32 // weight rows a block
+		rows, split := 32, false // weight rows a block; K split over a cluster
 		if !w.ScalesF32 && nt <= 2 {
 			name += "_xc"
 			if r, ok := QMMAVariants[s.Variant]; ok {
-				name, rows = name+"_"+s.Variant, r
+				name, rows, split = name+"_"+s.Variant, r, s.Variant == "ks"
 			}
 		}
-		return GEMV{Kind: GEMVTensorCore, Kernel: name, GridX: (N + rows - 1) / rows, GridY: 1, GridZ: 1, Block: 256}
+		g := GEMV{Kind: GEMVTensorCore, Kernel: name, GridX: (N + rows - 1) / rows, GridY: 1, GridZ: 1, Block: 256}
+		if split {
+			sms := s.SMs
+			if sms <= 0 {
+				sms = 132
+			}
+			if z := min(8, K/64/QMMAWarps, max(1, (2*sms+g.GridX/2)/g.GridX)); z > 1 {
+				g.GridZ, g.Cluster = z, z
+			}
+		}
+		return g
 	}
 	mr := 8 // activation rows a block
 	switch {
