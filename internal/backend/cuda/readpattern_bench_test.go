@@ -190,30 +190,34 @@ extern "C" __global__ void __launch_bounds__(256, 2) rp_tile32_d1(const unsigned
 extern "C" __global__ void __launch_bounds__(256, 2) rp_tile32_d2(const unsigned char* w, int stride, int rows, u32* sink) { tile<2>(w, stride, rows, sink); }
 `
 
-// TestBenchFewRows times the 1-16 row products (the one-row GEMV, and
-// qmma4, the batch-2 to batch-16 decode steps' path: a batch-8 step of
-// Llama-3.1-8B took 5.9 ms against 2.3 at one row, s15b) with qmma4's
-// occupancy candidates (plan.QMMAVariants) beside the default, interleaved
-// shape by shape.
+// TestBenchFewRows times the 1-32 row products (the one-row GEMV, and
+// qmma4, the batch-2 to batch-32 decode steps' path) on the Llama-3.1-8B
+// shapes, with the 17-32 row candidates (qmma4's K-split form, "ks", and
+// qmm4, "qmm17") beside the default, interleaved shape by shape.
 func TestBenchFewRows(t *testing.T) {
 	o := benchEnabled(t)
 	b := newOrSkip(t)
 	defer b.Close()
 	copyGB := copyRate(t, b, o)
 	def := b.Tuning
-	for _, rows := range []int{1, 2, 8, 16} {
+	for _, rows := range []int{1, 2, 8, 16, 24, 32} {
 		shapes := [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}}
 		if rows == 1 {
 			shapes = append(shapes, [2]int{1024, 4096}, [2]int{128256, 4096})
 		}
 		vs := []string{""}
-		if rows > 1 {
-			vs = append(vs, "b2", "r1", "r1b3", "ks")
+		if rows > 16 {
+			vs = append(vs, "ks", "qmm17")
 		}
 		for _, s := range shapes {
 			for _, v := range vs {
 				b.Tuning = def
-				b.Tuning.QMMAVariant = v
+				switch v {
+				case "ks":
+					b.Tuning.QMMAVariant = v
+				case "qmm17":
+					b.Tuning.QMMMinRows = 17
+				}
 				d, wb := timeLinear(t, b, "q4g64", rows, s[0], s[1])
 				cfg := "q4g64"
 				if rows > 1 {

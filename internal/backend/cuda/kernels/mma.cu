@@ -395,29 +395,24 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
 // rows take the _xc kernels: x loaded with the weights for all D slabs
 // before any math, without branches around the shuffles (5-15% faster
 // than loading each slab's x after its weights on 8 of 9 shapes;
-// docs/cuda.md). f32 scales and 17-32 rows keep the plain form.
+// docs/cuda.md), K split over a cluster (below). f32 scales and 17-32 rows
+// keep the plain form.
 QMMA(qmma4_bf_1, SBbf, 1, 4) QMMA(qmma4_bf_2, SBbf, 2, 4) QMMA(qmma4_bf_4, SBbf, 4, 2)
 QMMA(qmma4_f32_1, SBf32, 1, 4) QMMA(qmma4_f32_2, SBf32, 2, 4) QMMA(qmma4_f32_4, SBf32, 4, 2)
-QMMA_C(qmma4_bf_1_xc, SBbf, 1, 4, true, true) QMMA_C(qmma4_bf_2_xc, SBbf, 2, 2, true, true)
-// Occupancy candidates of the _xc kernels (plan.QMMAVariants; benchmarks
-// only): s18c's Nsight Compute run found qmma4_bf_1_xc at 182 registers,
-// one block of 8 warps an SM and each warp issuing once in 5.6 cycles.
-#define QMMA_V(NAME, SBT, NT, D, RT, MINB)                                                                          \
-    extern "C" __global__ void __launch_bounds__(32 * QMMA_W, MINB) NAME(GEMV_PARAMS) {                           \
+// The _xc kernels split K over a thread block cluster along grid z (KS)
+// so the grid holds about two blocks an SM (plan.PlanGEMV), at <= 128
+// registers (two blocks an SM) with 2 slabs in flight a warp (1 at 16
+// rows): s18d, 1.1-1.4x the unsplit one-block-an-SM form (D 4 and 2) on
+// the Llama shapes at 2-16 rows, a batch-8 decode step 4.85 ms against
+// 5.91 (notes/cuda-session-18.md).
+#define QMMA_KS(NAME, SBT, NT, D, XP, CV)                                                                           \
+    extern "C" __global__ void __launch_bounds__(32 * QMMA_W, 2) NAME(GEMV_PARAMS) {                              \
         grid_dep_start();                                                                                          \
-        qmma4_impl<SBT, NT, D, RT, true, true>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);                      \
+        qmma4_impl<SBT, NT, D, QMMA_RT, XP, CV, true>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);               \
     }
-QMMA_V(qmma4_bf_1_xc_b2, SBbf, 1, 2, 2, 2) QMMA_V(qmma4_bf_2_xc_b2, SBbf, 2, 1, 2, 2)
-QMMA_V(qmma4_bf_1_xc_r1, SBbf, 1, 4, 1, 2) QMMA_V(qmma4_bf_2_xc_r1, SBbf, 2, 2, 1, 2)
-QMMA_V(qmma4_bf_1_xc_r1b3, SBbf, 1, 2, 1, 3) QMMA_V(qmma4_bf_2_xc_r1b3, SBbf, 2, 1, 1, 3)
-// ks: b2 with K split over a cluster of blocks along grid z (plan: about
-// two blocks an SM over the grid).
-#define QMMA_KS(NAME, SBT, NT, D, RT, MINB)                                                                         \
-    extern "C" __global__ void __launch_bounds__(32 * QMMA_W, MINB) NAME(GEMV_PARAMS) {                           \
-        grid_dep_start();                                                                                          \
-        qmma4_impl<SBT, NT, D, RT, true, true, true>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);                \
-    }
-QMMA_KS(qmma4_bf_1_xc_ks, SBbf, 1, 2, 2, 2) QMMA_KS(qmma4_bf_2_xc_ks, SBbf, 2, 1, 2, 2)
+QMMA_KS(qmma4_bf_1_xc, SBbf, 1, 2, true, true) QMMA_KS(qmma4_bf_2_xc, SBbf, 2, 1, true, true)
+// The candidate for 17-32 rows (plan.QMMAVariants; benchmarks only).
+QMMA_KS(qmma4_bf_4_ks, SBbf, 4, 1, false, false)
 
 // Operand conversion for the cuBLAS bf16 path (prefill): weights are
 // dequantized (or narrowed) to bf16 and activations rounded to bf16, then

@@ -58,20 +58,12 @@ type GEMVShape struct {
 	Slots             int
 	XAligned, Aligned bool
 	MMA               bool
-	// Variant: a qmma4 occupancy candidate ("b2", "r1", "r1b3": QMMAVariants),
-	// for 2-16 rows and bf16 scales (Tuning.QMMAVariant: benchmarks and
-	// conformance variants only).
+	// Variant "ks": 17-32 rows on the K-split form of the _xc kernels
+	// (qmma4_bf_4_ks; Tuning.QMMAVariant: benchmarks and conformance
+	// variants only).
 	Variant string
-	SMs     int // the device's multiprocessors ("ks": the split's size)
+	SMs     int // the device's multiprocessors (the K split's size)
 }
-
-// QMMAVariants are the qmma4 occupancy candidates, by suffix: the weight
-// rows a block (16 a tile) for each. "b2": the 32-row block in two blocks
-// an SM (fewer slabs in flight a warp); "r1": 16 rows a block, two an SM;
-// "r1b3": 16 rows, three an SM.
-// "ks": b2 with K split over a cluster of blocks (grid z) so the grid
-// holds about two blocks an SM.
-var QMMAVariants = map[string]int{"b2": 32, "r1": 16, "r1b3": 16, "ks": 32}
 
 // GEMV is the plan of one product launch.
 type GEMV struct {
@@ -83,6 +75,16 @@ type GEMV struct {
 
 // QMMAWarps is the warps of a qmma4 block (QMMA_W), each taking slabs of K.
 const QMMAWarps = 8
+
+// QMMASplit is the K split of a K-split qmma4 launch of blocks row
+// blocks: about two blocks an SM over the grid (its blocks run two an
+// SM), at most 8 (a portable cluster) and at least a slab a warp.
+func QMMASplit(blocks, K, sms int) int {
+	if sms <= 0 {
+		sms = 132
+	}
+	return max(1, min(8, K/64/QMMAWarps, (2*sms+blocks/2)/blocks))
+}
 
 // TensorCoreRows is the most activation rows the qmma4 kernels take; more
 // go to cuBLAS on dequantized weights.
@@ -112,20 +114,19 @@ func PlanGEMV(w Weight, s GEMVShape) GEMV {
 			nt = 2
 		}
 		name := fmt.Sprintf("qmma4_%s_%d", w.scaleName(), nt)
-		rows, split := 32, false // weight rows a block; K split over a cluster
-		if !w.ScalesF32 && nt <= 2 {
+		// bf16 scales up to 16 rows: the _xc kernels, K split over a
+		// cluster of blocks.
+		split := !w.ScalesF32 && (nt <= 2 || s.Variant == "ks")
+		switch {
+		case !w.ScalesF32 && nt <= 2:
 			name += "_xc"
-			if r, ok := QMMAVariants[s.Variant]; ok {
-				name, rows, split = name+"_"+s.Variant, r, s.Variant == "ks"
-			}
+		case split:
+			name += "_ks"
 		}
+		const rows = 32 // weight rows a block
 		g := GEMV{Kind: GEMVTensorCore, Kernel: name, GridX: (N + rows - 1) / rows, GridY: 1, GridZ: 1, Block: 256}
 		if split {
-			sms := s.SMs
-			if sms <= 0 {
-				sms = 132
-			}
-			if z := min(8, K/64/QMMAWarps, max(1, (2*sms+g.GridX/2)/g.GridX)); z > 1 {
+			if z := QMMASplit(g.GridX, K, s.SMs); z > 1 {
 				g.GridZ, g.Cluster = z, z
 			}
 		}
