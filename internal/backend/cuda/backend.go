@@ -271,7 +271,6 @@ func kernelNames() []string {
 		names = append(names, fmt.Sprintf("qmma4_bf_%d", nt), fmt.Sprintf("qmma4_f32_%d", nt))
 	}
 	names = append(names, "qmma4_bf_1_xc", "qmma4_bf_2_xc")
-	names = append(names, "qmma4_bf_4_ks")
 	names = append(names, plan.QMMKernels()...)
 	for _, hd := range []int{64, 128} {
 		for _, k := range []string{"", "_h1", "_h2", "_h4", "_h1c", "_h2c", "_h4c"} {

@@ -53,7 +53,6 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 		"qmm17":   func(u *plan.Tuning) { u.QMMMinRows = 17 },      // 17-32 rows on qmm4 (bf16 x) instead of qmma4 (f16 x)
 		"noqmmw":  func(u *plan.Tuning) { u.QMMWarpgroup = false }, // qmm4 (mma.sync) instead of the warpgroup forms
 		"w128":    func(u *plan.Tuning) { u.QMMVariant = "w128" },  // the 128-row warpgroup tile at every row count
-		"ks":      func(u *plan.Tuning) { u.QMMAVariant = "ks" },   // 17-32 rows on qmma4's K-split form
 	}
 	// Each call allocates its own KV store and frees it after its point
 	// (backend.FreeKVStore).
@@ -62,8 +61,8 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 		n, ctx int
 		vs     []string
 	}{{1, 1024, []string{"default", "notile"}}, {8, 1024, []string{"default"}},
-		{16, 1024, []string{"default"}}, {24, 1024, []string{"default", "qmm17", "ks"}},
-		{32, 1024, []string{"default", "qmm17", "ks"}}, {64, 1024, []string{"default", "w128"}},
+		{16, 1024, []string{"default"}}, {24, 1024, []string{"default", "qmm17"}},
+		{32, 1024, []string{"default", "qmm17"}}, {64, 1024, []string{"default", "w128"}},
 		{96, 1024, []string{"default", "noqmmw"}}, {128, 1024, []string{"default", "noqmmw"}}} {
 		for _, name := range pt.vs {
 			b.Tuning = def

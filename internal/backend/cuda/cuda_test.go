@@ -135,8 +135,6 @@ func TestConformanceVariants(t *testing.T) {
 		{"qmm_wide", func(u *plan.Tuning) { u.QMMVariant = "wide" }},
 		{"qmm_m2d1", func(u *plan.Tuning) { u.QMMVariant = "m2d1" }},
 		{"qmm17", func(u *plan.Tuning) { u.QMMMinRows = 17 }}, // 17-32 rows on qmm4 (bf16 x)
-		// 17-32 rows on qmma4's K-split form (the candidate qmma4_bf_4_ks).
-		{"qmma_ks", func(u *plan.Tuning) { u.QMMAVariant = "ks" }},
 		// The warpgroup form's 128-row tile for 33-64 rows too (sm_90a only).
 		{"qmm_w128", func(u *plan.Tuning) { u.QMMVariant = "w128" }},
 		// qmm4's forms chosen by the matrix, as on devices without wgmma.

@@ -192,8 +192,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) rp_tile32_d2(const unsigned
 
 // TestBenchFewRows times the 1-32 row products (the one-row GEMV, and
 // qmma4, the batch-2 to batch-32 decode steps' path) on the Llama-3.1-8B
-// shapes, with the 17-32 row candidates (qmma4's K-split form, "ks", and
-// qmm4, "qmm17") beside the default, interleaved shape by shape.
+// shapes, with qmm4 ("qmm17", bf16 activations) beside the default at 17-32
+// rows, interleaved shape by shape.
 func TestBenchFewRows(t *testing.T) {
 	o := benchEnabled(t)
 	b := newOrSkip(t)
@@ -207,15 +207,12 @@ func TestBenchFewRows(t *testing.T) {
 		}
 		vs := []string{""}
 		if rows > 16 {
-			vs = append(vs, "ks", "qmm17")
+			vs = append(vs, "qmm17")
 		}
 		for _, s := range shapes {
 			for _, v := range vs {
 				b.Tuning = def
-				switch v {
-				case "ks":
-					b.Tuning.QMMAVariant = v
-				case "qmm17":
+				if v == "qmm17" {
 					b.Tuning.QMMMinRows = 17
 				}
 				d, wb := timeLinear(t, b, "q4g64", rows, s[0], s[1])

@@ -395,9 +395,9 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
 // rows take the _xc kernels: x loaded with the weights for all D slabs
 // before any math, without branches around the shuffles (5-15% faster
 // than loading each slab's x after its weights on 8 of 9 shapes;
-// docs/cuda.md), K split over a cluster (below). f32 scales and 17-32 rows
-// keep the plain form.
-QMMA(qmma4_bf_1, SBbf, 1, 4) QMMA(qmma4_bf_2, SBbf, 2, 4) QMMA(qmma4_bf_4, SBbf, 4, 2)
+// docs/cuda.md). bf16 scales split K over a cluster (below); f32 scales
+// keep the unsplit forms.
+QMMA(qmma4_bf_1, SBbf, 1, 4) QMMA(qmma4_bf_2, SBbf, 2, 4)
 QMMA(qmma4_f32_1, SBf32, 1, 4) QMMA(qmma4_f32_2, SBf32, 2, 4) QMMA(qmma4_f32_4, SBf32, 4, 2)
 // The _xc kernels split K over a thread block cluster along grid z (KS)
 // so the grid holds about two blocks an SM (plan.PlanGEMV), at <= 128
@@ -410,9 +410,10 @@ QMMA(qmma4_f32_1, SBf32, 1, 4) QMMA(qmma4_f32_2, SBf32, 2, 4) QMMA(qmma4_f32_4, 
         grid_dep_start();                                                                                          \
         qmma4_impl<SBT, NT, D, QMMA_RT, XP, CV, true>(y, x, w, sb, bias, N, K, M, gshift, ldy, ldx);               \
     }
+// 17-32 rows (qmma4_bf_4) too, one slab in flight a warp: 1.06-1.14x the
+// unsplit form (s18e), though 120 bytes spill at 128 registers.
 QMMA_KS(qmma4_bf_1_xc, SBbf, 1, 2, true, true) QMMA_KS(qmma4_bf_2_xc, SBbf, 2, 1, true, true)
-// The candidate for 17-32 rows (plan.QMMAVariants; benchmarks only).
-QMMA_KS(qmma4_bf_4_ks, SBbf, 4, 1, false, false)
+QMMA_KS(qmma4_bf_4, SBbf, 4, 1, false, false)
 
 // Operand conversion for the cuBLAS bf16 path (prefill): weights are
 // dequantized (or narrowed) to bf16 and activations rounded to bf16, then

@@ -25,7 +25,6 @@ type Tuning struct {
 	// runs on the tensor-core tile kernel (DecodeTile; 0: never).
 	DecTileMinTokens int
 	QMMVariant       string // the qmm4 kernel form for every product ("": by the matrix, qmmForm)
-	QMMAVariant      string // "ks": 17-32 rows on qmma4's K-split form (GEMVShape.Variant; benchmarks only)
 	// QMMWarpgroup: the device runs the warpgroup-MMA forms of the
 	// many-row products (sm_90a; the backend sets it).
 	QMMWarpgroup bool

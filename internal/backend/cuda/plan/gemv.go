@@ -58,11 +58,7 @@ type GEMVShape struct {
 	Slots             int
 	XAligned, Aligned bool
 	MMA               bool
-	// Variant "ks": 17-32 rows on the K-split form of the _xc kernels
-	// (qmma4_bf_4_ks; Tuning.QMMAVariant: benchmarks and conformance
-	// variants only).
-	Variant string
-	SMs     int // the device's multiprocessors (the K split's size)
+	SMs               int // the device's multiprocessors (the K split's size)
 }
 
 // GEMV is the plan of one product launch.
@@ -114,14 +110,11 @@ func PlanGEMV(w Weight, s GEMVShape) GEMV {
 			nt = 2
 		}
 		name := fmt.Sprintf("qmma4_%s_%d", w.scaleName(), nt)
-		// bf16 scales up to 16 rows: the _xc kernels, K split over a
-		// cluster of blocks.
-		split := !w.ScalesF32 && (nt <= 2 || s.Variant == "ks")
-		switch {
-		case !w.ScalesF32 && nt <= 2:
+		// bf16 scales: K split over a cluster of blocks, and up to 16
+		// rows the _xc kernels.
+		split := !w.ScalesF32
+		if split && nt <= 2 {
 			name += "_xc"
-		case split:
-			name += "_ks"
 		}
 		const rows = 32 // weight rows a block
 		g := GEMV{Kind: GEMVTensorCore, Kernel: name, GridX: (N + rows - 1) / rows, GridY: 1, GridZ: 1, Block: 256}
