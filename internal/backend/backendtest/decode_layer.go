@@ -3,6 +3,7 @@ package backendtest
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
 	"github.com/mlxcel/mlxcel/internal/tensor"
@@ -49,7 +50,8 @@ func runDecodeLayer(e *env) {
 		// reached ~8 (std), where the top-2 softmax turns the 3e-3 f16
 		// rounding carried from attention into 1e-2 on the MoE output
 		// (one seed in ~15 on the H200 crossed the bound).
-		router := e.weight(denseHost("router", []int{E, c.hidden}, e.randn(E*c.hidden, 0.1), tensor.BF16))
+		routerData := e.randn(E*c.hidden, 0.1)
+		router := e.weight(denseHost("router", []int{E, c.hidden}, routerData, tensor.BF16))
 		eg, eu, ed := ex("eg", c.inter, c.hidden), ex("eu", c.inter, c.hidden), ex("ed", c.hidden, c.inter)
 		vec := func(name string, n int) wpair {
 			x := e.randn(n, 0.2)
@@ -69,7 +71,11 @@ func runDecodeLayer(e *env) {
 		kva, kvb := e.kvStores(spec)
 		tables := [][]int32{{5, 2, 7}, {0, 6, 3}} // blocks of both layers' caches
 		lens := []int{0, 0}
+		tiedBefore := false // a near-tie at layer 0 of an earlier step reached the KV of layer 1
 		for si, plan := range [][]int{{21, 9}, {1, 0}, {0, 1}, {1, 1}, {1, 0}} {
+			if tiedBefore {
+				break
+			}
 			T := e.planStep(plan, tables, lens)
 			// The last two steps let the backend leave q and k unwritten
 			// (ScratchQK), as the model does; they are not compared there.
@@ -80,6 +86,7 @@ func runDecodeLayer(e *env) {
 			q, k, v, att := e.poisoned(T, qd), e.poisoned(T, kd), e.poisoned(T, kd), e.poisoned(T, qd)
 			g, u := e.poisoned(T, c.inter), e.poisoned(T, c.inter)
 			hAttn := e.poisoned(T, c.hidden)
+			margins := [2]float64{math.Inf(1), math.Inf(1)}
 			for i, be := range []backend.Backend{e.test, e.ref} {
 				pick := func(p pair) backend.Tensor { return []backend.Tensor{p.a, p.b}[i] }
 				pw := func(p wpair) backend.Weight { return []backend.Weight{p.a, p.b}[i] }
@@ -101,6 +108,9 @@ func runDecodeLayer(e *env) {
 					be.Linear(pick(o), pick(att), pw(wo), nil)
 					be.Add(pick(x), pick(x), pick(o))
 					be.RMSNorm(pick(h), pick(x), pw(n2), 1e-6)
+					if c.moe && i == 1 {
+						margins[layer] = routingMargin(e.ref, pick(h), routerData, E, c.hidden, topk, T)
+					}
 					if c.moe {
 						be.MoE(pick(o), pick(h), pw(router), backend.Experts{Gate: pw(eg), Up: pw(eu), Down: pw(ed)},
 							backend.MoEParams{TopK: topk, Renorm: true, Act: backend.SiLU})
@@ -125,9 +135,47 @@ func runDecodeLayer(e *env) {
 			if !c.moe {
 				checks = append(checks, named{"act", g}, named{"up", u})
 			}
+			// A token whose k-th and (k+1)-th router logits nearly tie may
+			// pick another expert on the backend under test (its MoE input
+			// differs from the reference's by ~1e-4 in the logits): the MoE
+			// output is then not comparable, nor anything after it. A tie
+			// at layer 1 spoils that step's MoE output and residual; at
+			// layer 0, all of layer 1 (every tensor checked is layer 1's)
+			// and, through its KV, the later steps.
+			const tieMargin = 2e-3 // ~20x the CUDA backend's logit error: s18g's flip came at a gap of 1.2e-4
+			switch {
+			case margins[0] < tieMargin:
+				e.t.Logf("%s: router near-tie at layer 0 (top-%d margin %.2g): this step and the case's later steps not compared", name, topk, margins[0])
+				checks, tiedBefore = nil, true
+			case margins[1] < tieMargin:
+				e.t.Logf("%s: router near-tie at layer 1 (top-%d margin %.2g): down and residual not compared", name, topk, margins[1])
+				checks = slices.DeleteFunc(checks, func(n named) bool { return n.name == "down" || n.name == "residual" })
+			}
 			for _, t := range checks {
 				e.check(name+"/"+t.name, t.p, T)
 			}
 		}
 	}
+}
+
+// routingMargin is the smallest gap, over the T rows of h read from ref,
+// between the topk-th and the next router logit (router: E x hidden, as
+// the backends hold it in bf16).
+func routingMargin(ref backend.Backend, h backend.Tensor, router []float32, E, hidden, topk, T int) float64 {
+	x := make([]float32, T*hidden)
+	ref.ReadRows(h, x)
+	margin := math.Inf(1)
+	logits := make([]float64, E)
+	for t := range T {
+		for ex := range E {
+			var acc float64
+			for j := range hidden {
+				acc += float64(tensor.BF16ToF32(tensor.F32ToBF16(router[ex*hidden+j]))) * float64(x[t*hidden+j])
+			}
+			logits[ex] = acc
+		}
+		slices.Sort(logits)
+		margin = min(margin, logits[E-topk]-logits[E-topk-1])
+	}
+	return margin
 }
