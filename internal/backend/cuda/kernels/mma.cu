@@ -359,15 +359,19 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
 #pragma unroll
             for (int i = 0; i < 4; i++) red[warp][(rt * NT + nt) * 4 + i][lane] = acc[rt][nt][i];
     __syncthreads();
+    // store writes fragment element e of lane ln (sum v) to y.
+    auto store = [&](int e, int ln, float v) {
+        const int i = e & 3, nt = (e >> 2) % NT, rt = (e >> 2) / NT;
+        const int row = row0 + rt * 16 + (ln >> 2) + (i >> 1) * 8, col = nt * 8 + 2 * (ln & 3) + (i & 1);
+        if (row < N && col < M) y[(long long)col * ldy + row] = v + (bias ? bias[row] : 0.f);
+    };
     for (int idx = threadIdx.x; idx < NE * 32; idx += blockDim.x) {
         const int e = idx >> 5, ln = idx & 31;
         float v = 0.f;
 #pragma unroll
         for (int k = 0; k < QMMA_W; k++) v += red[k][e][ln];
-        const int i = e & 3, nt = (e >> 2) % NT, rt = (e >> 2) / NT;
-        const int row = row0 + rt * 16 + (ln >> 2) + (i >> 1) * 8, col = nt * 8 + 2 * (ln & 3) + (i & 1);
         if (KS && nsplit > 1) red[0][e][ln] = v; // (this thread's own element: read above)
-        else if (row < N && col < M) y[(long long)col * ldy + row] = v + (bias ? bias[row] : 0.f);
+        else store(e, ln, v);
     }
     if constexpr (KS) {
         if (nsplit > 1) {
@@ -377,9 +381,7 @@ DEV void qmma4_impl(float* y, const float* x, const u32* w, const u32* sb, const
                 const int e = idx >> 5, ln = idx & 31;
                 float v = 0.f;
                 for (int k = 0; k < nsplit; k++) v += ld_cluster(&red[0][e][ln], k);
-                const int i = e & 3, nt = (e >> 2) % NT, rt = (e >> 2) / NT;
-                const int row = row0 + rt * 16 + (ln >> 2) + (i >> 1) * 8, col = nt * 8 + 2 * (ln & 3) + (i & 1);
-                if (row < N && col < M) y[(long long)col * ldy + row] = v + (bias ? bias[row] : 0.f);
+                store(e, ln, v);
             }
             cluster_sync(); // no block leaves (and frees its partial) while another reads it
         }
