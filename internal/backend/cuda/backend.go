@@ -93,6 +93,7 @@ type Backend struct {
 	ropeTabs map[string]uintptr // inverse-frequency tables by content
 	scratch  devBuf             // cuBLAS path: dequantized weights
 	scratchX devBuf             // cuBLAS bf16 path: activations rounded to bf16
+	scratchH devBuf             // qmm4's f16 candidates: x as qmm_x16 writes it, then the rows' 1/scale
 	wsBuf    devBuf             // cuBLAS workspace
 	pinned   []byte             // page-locked staging for uploads
 
@@ -516,7 +517,7 @@ func (b *Backend) Close() error {
 		_ = b.d.Call("cuMemFree", b.d.MemFree, c.ptr)
 	}
 	b.closeAsync()
-	for _, p := range []*devBuf{&b.stepBuf, &b.scratch, &b.scratchX, &b.wsBuf, &b.cntBuf, &b.feed, &b.tmaps.buf} {
+	for _, p := range []*devBuf{&b.stepBuf, &b.scratch, &b.scratchX, &b.scratchH, &b.wsBuf, &b.cntBuf, &b.feed, &b.tmaps.buf} {
 		if p.ptr != 0 {
 			_ = b.d.Call("cuMemFree", b.d.MemFree, p.ptr)
 		}

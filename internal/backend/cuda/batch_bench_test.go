@@ -50,9 +50,10 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 		"notile":  func(u *plan.Tuning) { u.DecTileMinTokens = 0 }, // attn_decode at every batch
 		"wide":    func(u *plan.Tuning) { u.QMMVariant = "wide" },  // qmm4's 8-warp form for every product
 		"m2d1":    func(u *plan.Tuning) { u.QMMVariant = "m2d1" },
-		"qmm17":   func(u *plan.Tuning) { u.QMMMinRows = 17 },      // 17-32 rows on qmm4 (bf16 x) instead of qmma4 (f16 x)
-		"noqmmw":  func(u *plan.Tuning) { u.QMMWarpgroup = false }, // qmm4 (mma.sync) instead of the warpgroup forms
-		"w128":    func(u *plan.Tuning) { u.QMMVariant = "w128" },  // the 128-row warpgroup tile at every row count
+		"qmm17":   func(u *plan.Tuning) { u.QMMMinRows = 17 },                 // 17-32 rows on qmm4 (bf16 x) instead of qmma4 (f16 x)
+		"qmm17h":  func(u *plan.Tuning) { u.QMMMinRows, u.QMMF16 = 17, true }, // the same on qmm4's f16 candidates (17-64 rows)
+		"noqmmw":  func(u *plan.Tuning) { u.QMMWarpgroup = false },            // qmm4 (mma.sync) instead of the warpgroup forms
+		"w128":    func(u *plan.Tuning) { u.QMMVariant = "w128" },             // the 128-row warpgroup tile at every row count
 	}
 	// Each call allocates its own KV store and frees it after its point
 	// (backend.FreeKVStore).
@@ -61,8 +62,8 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 		n, ctx int
 		vs     []string
 	}{{1, 1024, []string{"default", "notile"}}, {8, 1024, []string{"default"}},
-		{16, 1024, []string{"default"}}, {24, 1024, []string{"default", "qmm17"}},
-		{32, 1024, []string{"default", "qmm17"}}, {64, 1024, []string{"default", "w128"}},
+		{16, 1024, []string{"default"}}, {24, 1024, []string{"default", "qmm17", "qmm17h"}},
+		{32, 1024, []string{"default", "qmm17", "qmm17h"}}, {64, 1024, []string{"default", "w128", "qmm17h"}},
 		{96, 1024, []string{"default", "noqmmw"}}, {128, 1024, []string{"default", "noqmmw"}}} {
 		for _, name := range pt.vs {
 			b.Tuning = def

@@ -2,14 +2,19 @@
 
 package cuda
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
+)
 
 // Tolerance reports where this backend is not f32-exact, for the
 // conformance suite:
 //   - Linear over more than gemmRows rows runs through cuBLAS on bf16
 //     operands (f32 accumulation), or TF32 for f32/f16 weights, and 4-bit
 //     Linear over the qmm4 kernels' rows (Tuning.QMMMinRows and up) on
-//     weights dequantized to bf16 and bf16 activations, as cuBLAS does;
+//     weights dequantized to bf16 and bf16 activations, as cuBLAS does
+//     (f16 for both under the f16 candidates, Tuning.QMMF16);
 //   - 4-bit Linear with groups of 64 or more over 2..QMMMinRows-1 rows runs
 //     on the tensor cores with activations rounded to f16 (11 bits) after
 //     a power-of-two scale;
@@ -34,7 +39,13 @@ import "strings"
 //     30-row prefill step leaves in the cache).
 func (b *Backend) Tolerance(op string, rows int) float64 {
 	linear := strings.HasPrefix(op, "Linear") || strings.HasPrefix(op, "Sequences")
+	qmmRows := b.Tuning.QMMMinRows > 0 && rows >= b.Tuning.QMMMinRows && strings.Contains(op, "/q4")
+	qmmF16 := qmmRows && b.Tuning.QMMF16 && !(b.Tuning.QMMWarpgroup && rows >= plan.QMMWMinRows)
 	switch {
+	case linear && rows <= gemmRows && qmmF16:
+		// qmm4's f16 candidates (Tuning.QMMF16): f16 weights and
+		// activations, as the few-row tensor-core kernels.
+		return 1e-3
 	case linear && (rows > gemmRows || b.Tuning.QMMMinRows > 0 && rows >= b.Tuning.QMMMinRows && strings.Contains(op, "/q4")):
 		return 1e-2
 	case linear && rows >= 2 && (strings.Contains(op, "/q4g64") || strings.Contains(op, "/q4g128")):
@@ -47,7 +58,7 @@ func (b *Backend) Tolerance(op string, rows int) float64 {
 		// The routing weights' softmax amplifies the rounding in its input:
 		// one seed of ~15 on the H200 gave 4.3e-3 on the MoE output.
 		return 1e-2
-	case strings.HasPrefix(op, "DecodeLayer") && b.Tuning.QMMMinRows > 0 && b.Tuning.QMMMinRows <= 30 && strings.Contains(op, "/q4"):
+	case strings.HasPrefix(op, "DecodeLayer") && b.Tuning.QMMMinRows > 0 && b.Tuning.QMMMinRows <= 30 && !b.Tuning.QMMF16 && strings.Contains(op, "/q4"):
 		// The case's 30-row prefill runs its 4-bit products on bf16
 		// activations (qmm4), as Linear at those rows, and the cache
 		// carries that rounding into the decode steps after it.
