@@ -385,7 +385,12 @@ func (b *Backend) fn(name string) uintptr {
 }
 
 // alloc takes device memory (cuMemAlloc: plain allocations only).
+// alloc binds the context itself: ops record on whatever OS thread their
+// goroutine runs on, and the arena grows from inside them (a cuMemAlloc
+// on a thread where the context is not current fails with
+// CUDA_ERROR_INVALID_CONTEXT, s18d).
 func (b *Backend) alloc(n int) (uintptr, error) {
+	defer b.bind()()
 	var p uintptr
 	if n <= 0 {
 		n = 1

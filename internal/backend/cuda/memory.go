@@ -59,6 +59,10 @@ func (b *Backend) markArena() arenaMark { return arenaMark{b.arena.cur, b.arena.
 
 func (b *Backend) arenaRelease(m arenaMark) { b.arena.cur, b.arena.off = m.cur, m.off }
 
+// arenaAlloc takes n bytes of op scratch from the step arena, growing it
+// by a chunk when full. Outside a step the arena is simply not rewound
+// until the first BeginStep, which flushes everything recorded before it
+// rewinds.
 func (b *Backend) arenaAlloc(n int) (uintptr, error) {
 	a := &b.arena
 	n = (n + arenaAlign - 1) / arenaAlign * arenaAlign

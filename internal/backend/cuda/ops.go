@@ -449,7 +449,7 @@ func (b *Backend) moe(dst, x, routerX backend.Tensor, router backend.Weight, e b
 func (b *Backend) moeGrouped(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams, ex moeExtras) {
 	T, hidden, E, inter := s.rows, s.cols, rw.out, gw.out
 	alloc := func(n int) uintptr {
-		ptr, err := b.arenaAllocAny(n)
+		ptr, err := b.arenaAlloc(n)
 		if err != nil {
 			b.fail(err)
 		}
@@ -489,26 +489,6 @@ func (b *Backend) moeGrouped(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend
 	b.newLaunch("moe_sum", T, 1, 1, min(256, roundUp(hidden, 32))).p(d.ptr).p(y).p(wts).i(T).i(p.TopK).i(hidden)
 }
 
-// arenaAllocAny takes op scratch from the step arena. Outside a step the
-// arena is simply not rewound until the first BeginStep, which flushes
-// everything recorded before it rewinds.
-func (b *Backend) arenaAllocAny(n int) (uintptr, error) {
-	if b.inStep {
-		return b.arenaAlloc(n)
-	}
-	defer b.bind()()
-	return b.arenaAlloc(n)
-}
-
-// arenaAllocFreshAny is arenaAllocFresh in or outside a step.
-func (b *Backend) arenaAllocFreshAny(n int) (uintptr, error) {
-	if b.inStep {
-		return b.arenaAllocFresh(n)
-	}
-	defer b.bind()()
-	return b.arenaAllocFresh(n)
-}
-
 func (b *Backend) ReadRows(x backend.Tensor, out []float32) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -543,7 +523,7 @@ func (b *Backend) argmaxInto(t *Tensor) error {
 	}
 	if S := (t.cols + argmaxSpan - 1) / argmaxSpan; S > 1 {
 		S = min(S, 128)
-		part, err := b.arenaAllocAny(8 * S * t.rows)
+		part, err := b.arenaAlloc(8 * S * t.rows)
 		if err != nil {
 			return err
 		}

@@ -81,7 +81,7 @@ func (b *Backend) moeGEMM(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.Mo
 	tiles := moeMaxTiles(P, E)
 	rows := tiles * moeTile
 	alloc := func(n int) uintptr {
-		ptr, err := b.arenaAllocAny(n)
+		ptr, err := b.arenaAlloc(n)
 		if err != nil {
 			b.fail(err)
 		}

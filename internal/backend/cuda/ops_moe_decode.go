@@ -142,7 +142,7 @@ func (b *Backend) moeDecode(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.
 		return false
 	}
 	alloc := func(n int) uintptr {
-		ptr, err := b.arenaAllocAny(n)
+		ptr, err := b.arenaAlloc(n)
 		if err != nil {
 			b.fail(err)
 		}

@@ -231,14 +231,14 @@ func (b *Backend) sampleLaunch(t *Tensor, words []int32, os int) (uintptr, error
 	// The output first, the parameters last: the addresses the launch
 	// names then depend on the row count and logprobs only, not on the
 	// history's length, and a repeated step shape replays its graph.
-	out, err := b.arenaAllocAny(4 * t.rows * os)
+	out, err := b.arenaAlloc(4 * t.rows * os)
 	if err != nil {
 		return 0, err
 	}
 	// Nothing queued or recorded names prm (fresh in this step's arena,
 	// and the copy is ordered on the stream behind the step before): it
 	// may be queued ahead of the launches still being recorded.
-	prm, err := b.arenaAllocFreshAny(4 * len(words))
+	prm, err := b.arenaAllocFresh(4 * len(words))
 	if err != nil {
 		return 0, err
 	}
