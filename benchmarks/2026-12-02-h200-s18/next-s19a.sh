@@ -4,7 +4,7 @@
 # 1. TestModelsGPUQMMF16 (the 4-bit fixtures with the candidates from 17 rows, common bounds) and
 #    TestConformanceVariants/qmm17h16 (held to the f16 bound, 1e-3, on Linear at 17-64 rows).
 # 2. TestBenchFewRows (24 / 32 rows: qmma4, qmm17, qmm17h) and TestBenchBatchDecodeTuning (24, 32, 64 with qmm17h).
-# 3. next-s18h's DecodeLayer seed check (s18d's INVALID_CONTEXT).
+# 3. next-s18h's DecodeLayer seed check (s18d's INVALID_CONTEXT; since fixed: alloc binds the context).
 # Predictions: the fixtures pass (incremental logits ~1e-2 on Qwen3.5 MoE, not 0.1); conformance passes at 1e-3;
 # qmm17h within 5% of qmm17 (one HSUB2 and an f16 FMA for bf16's two FMAs; the conversion is an extra ~3 us
 # launch a product group): batch 24 ~8.0 ms, 32 ~8.5, 64 ~9.5 (9.47 now).
