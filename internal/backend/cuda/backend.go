@@ -180,7 +180,7 @@ func New(dev int) (*Backend, error) {
 	// the non-portable opt-in.
 	hopper := b.d.LaunchKernelEx != 0 && b.d.Attr(b.dev, cudalib.AttrCCMajor) >= 9
 	b.pdl = hopper
-	b.DecClusterMax = 0
+	b.DecClusterMax, b.Clusters = 0, hopper
 	if hopper {
 		b.DecClusterMax = b.optInClusters()
 	}

@@ -261,7 +261,10 @@ func (b *Backend) joinQMM(d *Tensor, w *weight, bias uintptr, q plan.QMM, xcopy 
 	if seg == 2 {
 		l.args[qNB2] = uint64(l.gy - uint32(q.GridY))
 	}
-	split := plan.QMMSplit(int(l.gx*l.gy), w.in, b.SMs, q.PerSM)
+	split := 1
+	if b.Tuning.Clusters {
+		split = plan.QMMSplit(int(l.gx*l.gy), w.in, b.SMs, q.PerSM)
+	}
 	l.gz, l.cz = uint32(split), 0
 	if split > 1 {
 		l.cz = uint32(split)

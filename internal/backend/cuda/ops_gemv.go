@@ -19,7 +19,7 @@ import (
 // negative slot runs all topk slots in one launch (grid.z, see rebase in
 // gemv.cu).
 func (b *Backend) gemv(y, x uintptr, w *weight, bias uintptr, M, ldy, ldx int, eidx uintptr, topk, slot int) {
-	sh := plan.GEMVShape{M: M, Experts: eidx != 0, Slots: 1, XAligned: x%16 == 0, Aligned: x%16 == 0 && ldx%4 == 0, MMA: !b.mmaOff, SMs: b.SMs}
+	sh := plan.GEMVShape{M: M, Experts: eidx != 0, Slots: 1, XAligned: x%16 == 0, Aligned: x%16 == 0 && ldx%4 == 0, MMA: !b.mmaOff, SMs: b.SMs, Clusters: b.Tuning.Clusters}
 	if eidx != 0 && slot < 0 {
 		sh.Slots = topk
 	}

@@ -29,6 +29,11 @@ type Tuning struct {
 	// QMMWarpgroup: the device runs the warpgroup-MMA forms of the
 	// many-row products (sm_90a; the backend sets it).
 	QMMWarpgroup bool
+	// Clusters: the device launches thread block clusters (sm_90 and
+	// later; the backend clears it elsewhere), which qmm4's and qmma4's K
+	// splits merge their partials in; without them the products run
+	// unsplit.
+	Clusters bool
 	// DecGenericWide: decode steps of head dims 256 and 512 take the
 	// generic attention kernel, as before attn_decode and attn_dtile took
 	// them (TestWideDecodeBench's baseline; false by default).
@@ -42,7 +47,7 @@ type Tuning struct {
 func DefaultTuning() Tuning {
 	return Tuning{DecSplitKeys: DecSplitKeys, DecHeads: DecHeadsPerBlock, DecHeadsMaxCtx: DecHeadsMaxCtx, DecLongHeads: -1, DecClusterMax: 16,
 		QMMMinRows: QMMMinRows, QMMMaxRows: QMMMaxRows, DecTileMinTokens: DecTileMinTokens,
-		DeltaChunkMin: DeltaChunkMin}
+		DeltaChunkMin: DeltaChunkMin, Clusters: true}
 }
 
 // DecHeadsPerBlock is attn_decode's default number of query heads a block

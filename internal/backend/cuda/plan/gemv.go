@@ -58,7 +58,8 @@ type GEMVShape struct {
 	Slots             int
 	XAligned, Aligned bool
 	MMA               bool
-	SMs               int // the device's multiprocessors (the K split's size)
+	SMs               int  // the device's multiprocessors (the K split's size)
+	Clusters          bool // the device launches thread block clusters (Tuning.Clusters): K splits take them
 }
 
 // GEMV is the plan of one product launch.
@@ -116,6 +117,7 @@ func PlanGEMV(w Weight, s GEMVShape) GEMV {
 		if split && nt <= 2 {
 			name += "_xc"
 		}
+		split = split && s.Clusters
 		const rows = 32 // weight rows a block
 		g := GEMV{Kind: GEMVTensorCore, Kernel: name, GridX: (N + rows - 1) / rows, GridY: 1, GridZ: 1, Block: 256}
 		if split {

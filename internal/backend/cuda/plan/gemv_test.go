@@ -12,7 +12,7 @@ func TestPlanGEMV(t *testing.T) {
 	nvfp4 := Weight{N: 4096, K: 4096, Quant: true, Bits: 4, GroupShift: 4, FP: true}
 	mxfp8 := Weight{N: 4096, K: 4096, Quant: true, Bits: 8, GroupShift: 5, FP: true}
 	nvfp4p := Weight{N: 4096, K: 4096, Quant: true, Bits: 4, GroupShift: 5, FP: true, FPPair: true}
-	ok := GEMVShape{XAligned: true, Aligned: true, MMA: true, Slots: 1}
+	ok := GEMVShape{XAligned: true, Aligned: true, MMA: true, Slots: 1, Clusters: true}
 	with := func(s GEMVShape, m int) GEMVShape { s.M = m; return s }
 	for _, c := range []struct {
 		name string
@@ -27,6 +27,8 @@ func TestPlanGEMV(t *testing.T) {
 			func() GEMVShape { s := with(ok, 8); s.SMs = 132; return s }(), GEMV{GEMVTensorCore, "qmma4_bf_1_xc", 128, 1, 2, 256, 2}},
 		{"k/v rows, split 8", Weight{N: 1024, K: 4096, Quant: true, Bits: 4, GroupShift: 6},
 			func() GEMVShape { s := with(ok, 8); s.SMs = 132; return s }(), GEMV{GEMVTensorCore, "qmma4_bf_1_xc", 32, 1, 8, 256, 8}},
+		{"no clusters on the device: no split", Weight{N: 4096, K: 4096, Quant: true, Bits: 4, GroupShift: 6},
+			func() GEMVShape { s := with(ok, 8); s.SMs, s.Clusters = 132, false; return s }(), GEMV{GEMVTensorCore, "qmma4_bf_1_xc", 128, 1, 1, 256, 0}},
 		{"enough blocks: no split", q4, func() GEMVShape { s := with(ok, 8); s.SMs = 132; return s }(), GEMV{GEMVTensorCore, "qmma4_bf_1_xc", 448, 1, 1, 256, 0}},
 		{"32 rows, K split too", Weight{N: 4096, K: 4096, Quant: true, Bits: 4, GroupShift: 6},
 			func() GEMVShape { s := with(ok, 32); s.SMs = 132; return s }(), GEMV{GEMVTensorCore, "qmma4_bf_4", 128, 1, 2, 256, 2}},

@@ -141,8 +141,10 @@ func PlanQMM(w Weight, M, SMs int, t Tuning) (QMM, bool) {
 		return QMM{}, false
 	}
 	gx, gy := (M+k.tile-1)/k.tile, (w.N+QMMWeightRows-1)/QMMWeightRows
-	q := QMM{Kernel: k.name, GridX: gx, GridY: gy, Split: QMMSplit(gx*gy, w.K, SMs, k.perSM), TileRows: k.tile,
-		Threads: k.threads, PerSM: k.perSM, Smem: k.smem}
+	q := QMM{Kernel: k.name, GridX: gx, GridY: gy, Split: 1, TileRows: k.tile, Threads: k.threads, PerSM: k.perSM, Smem: k.smem}
+	if t.Clusters {
+		q.Split = QMMSplit(gx*gy, w.K, SMs, k.perSM)
+	}
 	if t.QMMF16 && k.smem == 0 { // the mma.sync forms' f16 twins
 		q.Kernel, q.F16 = strings.Replace(q.Kernel, "qmm4_bf_", "qmm4_h16_", 1), true
 	}
