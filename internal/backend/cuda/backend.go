@@ -287,7 +287,7 @@ func kernelNames() []string {
 	names = append(names, "kv_store", "attention", "kv_store_f8", "attention_f8", "flash2_attn_64_f8", "flash2_attn_128_f8", "flash2_attn_256_f8",
 		"flash2_attn_512_f8", "attn_dtile_64_f8", "attn_dtile_128_f8", "attn_dtile_256_f8")
 	return append(names, "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_dtile_64", "attn_dtile_128", "attn_dtile_256",
-		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6") // (two-argument __launch_bounds__: not matched by kernelName)
+		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6", "moe_qmma4_bf_b2") // (two-argument __launch_bounds__: not matched by kernelName)
 }
 
 // wideDecodeKernels are attn_decode's head dim 256 and 512 kernels, f16

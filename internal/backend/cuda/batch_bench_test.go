@@ -11,6 +11,7 @@ import (
 	"github.com/mlxcel/mlxcel/internal/backend/cuda"
 	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
 	"github.com/mlxcel/mlxcel/internal/bench"
+	"github.com/mlxcel/mlxcel/internal/model"
 	"github.com/mlxcel/mlxcel/internal/model/synthetic"
 	"github.com/mlxcel/mlxcel/internal/weights"
 )
@@ -32,18 +33,7 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 	}
 	defer be.Close()
 	b := be.(*cuda.Backend)
-	dir, err := synthetic.FindProfile("llama-3.1-8b-4bit", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := weights.LoadConfig(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _, err := synthetic.Build(cfg, be, synthetic.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := syntheticModel(t, be, "llama-3.1-8b-4bit")
 	def := b.Tuning
 	variants := map[string]func(*plan.Tuning){
 		"default": func(*plan.Tuning) {},
@@ -73,6 +63,56 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 				t.Fatal(err)
 			}
 			fmt.Printf("%s,%d,%d,%.3f,%.1f\n", name, pt.n, pt.ctx, ms, float64(pt.n)/ms*1e3)
+		}
+	}
+	b.Tuning = def
+}
+
+// syntheticModel builds a profile's synthetic model on be.
+func syntheticModel(t *testing.T, be backend.Backend, profile string) *model.Model {
+	t.Helper()
+	dir, err := synthetic.FindProfile(profile, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := weights.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := synthetic.Build(cfg, be, synthetic.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestBenchBatchDecodeTuningMoE times decode steps of the synthetic
+// Qwen3-30B-A3B 4-bit model (128 experts, top 8: at 16 to 64 sequences
+// the grouped expert GEMM, moe_qmma4, reads nearly every expert a layer)
+// with moe_qmma4's two-blocks-an-SM candidate (Tuning.MoEQMMA2) against
+// the default, interleaved. MLXCEL_CUDA_BENCH=1 runs it on a GPU.
+func TestBenchBatchDecodeTuningMoE(t *testing.T) {
+	if os.Getenv("MLXCEL_CUDA_BENCH") != "1" {
+		t.Skip("MLXCEL_CUDA_BENCH=1 runs the benchmarks")
+	}
+	be, err := backend.New("cuda", backend.Options{})
+	if err != nil {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	defer be.Close()
+	b := be.(*cuda.Backend)
+	m := syntheticModel(t, be, "qwen3-30b-a3b-4bit")
+	def := b.Tuning
+	fmt.Println("tuning,batch,context,step_ms,tok_s")
+	for _, n := range []int{16, 32, 64} {
+		for _, v := range []string{"default", "moeb2", "default", "moeb2"} {
+			b.Tuning = def
+			b.Tuning.MoEQMMA2 = v == "moeb2"
+			ms, err := bench.BatchStepMS(m, n, 1024, 16, 8192)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Printf("moe_%s,%d,%d,%.3f,%.1f\n", v, n, 1024, ms, float64(n)/ms*1e3)
 		}
 	}
 	b.Tuning = def

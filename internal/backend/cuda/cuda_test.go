@@ -135,6 +135,8 @@ func TestConformanceVariants(t *testing.T) {
 		{"qmm_wide", func(u *plan.Tuning) { u.QMMVariant = "wide" }},
 		{"qmm_m2d1", func(u *plan.Tuning) { u.QMMVariant = "m2d1" }},
 		{"qmm17", func(u *plan.Tuning) { u.QMMMinRows = 17 }}, // 17-32 rows on qmm4 (bf16 x)
+		// moe_qmma4's two-blocks-an-SM candidate (the grouped expert GEMM, bf16 scales).
+		{"moeb2", func(u *plan.Tuning) { u.MoEQMMA2 = true }},
 		// 17-64 rows on qmm4's f16 candidates (f16 x and weights), held to the f16 bound.
 		{"qmm17h16", func(u *plan.Tuning) { u.QMMMinRows, u.QMMF16 = 17, true }},
 		// The warpgroup form's 128-row tile for 33-64 rows too (sm_90a only).

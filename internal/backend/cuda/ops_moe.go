@@ -144,6 +144,10 @@ func (b *Backend) moeQMMA(y0, y1, x uintptr, w0, w1 *weight, tileE, ntiles uintp
 	if w0.fp {
 		gshift = 6 // SBmx: a slab's two scale words are one raw value
 	}
-	b.newLaunch("moe_qmma4_"+w0.sbName(), (N+31)/32, tiles, gz, 256).p(y0).p(y1).p(x).p(w0.w).p(w0.sb).p(w1w).p(w1sb).
+	name := "moe_qmma4_" + w0.sbName()
+	if b.Tuning.MoEQMMA2 && w0.sbName() == "bf" {
+		name += "_b2"
+	}
+	b.newLaunch(name, (N+31)/32, tiles, gz, 256).p(y0).p(y1).p(x).p(w0.w).p(w0.sb).p(w1w).p(w1sb).
 		p(tileE).p(ntiles).i(N).i(K).i(gshift).i64(wstride).i64(sbstride)
 }

@@ -100,7 +100,10 @@ extern "C" __global__ void moe_gather(float* xs, const float* x, const int* sort
 // Requirements as qmma4_impl: 4 bits, group >= 64 (SBmx: a slab's scale
 // words as one group), K % 64 == 0. The
 // kernels call grid_dep_start first: ntiles and tileE come from moe_align.
-template <class SB>
+// B2: the two-blocks-an-SM candidate (<= 128 registers: half the slabs
+// in flight a warp; Tuning.MoEQMMA2, benchmarks only): s18c found qmma4's
+// one block of 8 warps an SM starved of warps.
+template <class SB, bool B2 = false>
 DEV void moe_qmma4(float* y0, float* y1, const float* xs, const u32* w0, const u32* sb0, const u32* w1, const u32* sb1,
                    const int* tileE, const int* ntiles, int N, int K, int gshift, long long wstride, long long sbstride) {
     const int tile = blockIdx.y;
@@ -114,8 +117,8 @@ DEV void moe_qmma4(float* y0, float* y1, const float* xs, const u32* w0, const u
     // Only the real rows: sparse tiles (short prompts, many experts) skip
     // the padding's x loads, and up to 8 rows its mma too. (A third,
     // 16-row variant would take qmma4_impl's reduction buffers past 48 KB.)
-    if (M <= 8) qmma4_impl<SB, 1, 4>(y, xs, w, sb, nullptr, N, K, M, gshift, N, K);
-    else qmma4_impl<SB, 4, 2>(y, xs, w, sb, nullptr, N, K, M, gshift, N, K);
+    if (M <= 8) qmma4_impl<SB, 1, B2 ? 2 : 4>(y, xs, w, sb, nullptr, N, K, M, gshift, N, K);
+    else qmma4_impl<SB, 4, B2 ? 1 : 2>(y, xs, w, sb, nullptr, N, K, M, gshift, N, K);
 }
 #define MOE_QMMA_PARAMS                                                                                              \
     float *y0, float *y1, const float *xs, const u32 *w0, const u32 *sb0, const u32 *w1, const u32 *sb1,              \
@@ -124,6 +127,10 @@ DEV void moe_qmma4(float* y0, float* y1, const float* xs, const u32* w0, const u
 extern "C" __global__ void __launch_bounds__(256) moe_qmma4_bf(MOE_QMMA_PARAMS) {
     grid_dep_start();
     moe_qmma4<SBbf>(MOE_QMMA_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) moe_qmma4_bf_b2(MOE_QMMA_PARAMS) {
+    grid_dep_start();
+    moe_qmma4<SBbf, true>(MOE_QMMA_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(256) moe_qmma4_f32(MOE_QMMA_PARAMS) {
     grid_dep_start();
