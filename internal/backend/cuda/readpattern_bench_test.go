@@ -97,7 +97,7 @@ func TestBenchReadPattern(t *testing.T) {
 	d := timeIt(func() {
 		b.newLaunchFn(rows, "rp_rows", b.SMs*8, 1, 1, 256).p(w).i(rowStride / 16).i(N).p(sink)
 	})
-	o.add("readpattern", "rows", 1, fmt.Sprintf("%dx%d", N, K), float64(d.Microseconds()), bytes/d.Seconds()/1e9, bytes/d.Seconds()/1e9/copyGB, "a warp streams a row")
+	o.add("readpattern", "rows", 1, fmt.Sprintf("%dx%d", N, K), float64(d.Nanoseconds())/1e3, bytes/d.Seconds()/1e9, bytes/d.Seconds()/1e9/copyGB, "a warp streams a row")
 	const splits = 8
 	for _, c := range []struct {
 		kernel string
@@ -113,7 +113,7 @@ func TestBenchReadPattern(t *testing.T) {
 		if strings.HasPrefix(c.kernel, "rp_tile") {
 			note += ", tiles repacked contiguous"
 		}
-		o.add("readpattern", c.kernel, 128, fmt.Sprintf("%dx%d", N, K), float64(d.Microseconds()), gb, gb/copyGB, note)
+		o.add("readpattern", c.kernel, 128, fmt.Sprintf("%dx%d", N, K), float64(d.Nanoseconds())/1e3, gb, gb/copyGB, note)
 	}
 	b.mu.Lock()
 	err, b.err = b.err, nil
