@@ -24,15 +24,8 @@ import (
 // interleaved in one process, to measure defaults rather than assume
 // them. MLXCEL_CUDA_BENCH=1 runs it on a GPU.
 func TestBenchBatchDecodeTuning(t *testing.T) {
-	if os.Getenv("MLXCEL_CUDA_BENCH") != "1" {
-		t.Skip("MLXCEL_CUDA_BENCH=1 runs the benchmarks")
-	}
-	be, err := backend.New("cuda", backend.Options{})
-	if err != nil {
-		t.Skipf("no CUDA device: %v", err)
-	}
+	be, b := benchBackend(t)
 	defer be.Close()
-	b := be.(*cuda.Backend)
 	m := syntheticModel(t, be, "llama-3.1-8b-4bit")
 	def := b.Tuning
 	variants := map[string]func(*plan.Tuning){
@@ -68,6 +61,20 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 	b.Tuning = def
 }
 
+// benchBackend is the CUDA backend for a benchmark (MLXCEL_CUDA_BENCH=1;
+// skipped without it or without a device).
+func benchBackend(t *testing.T) (backend.Backend, *cuda.Backend) {
+	t.Helper()
+	if os.Getenv("MLXCEL_CUDA_BENCH") != "1" {
+		t.Skip("MLXCEL_CUDA_BENCH=1 runs the benchmarks")
+	}
+	be, err := backend.New("cuda", backend.Options{})
+	if err != nil {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	return be, be.(*cuda.Backend)
+}
+
 // syntheticModel builds a profile's synthetic model on be.
 func syntheticModel(t *testing.T, be backend.Backend, profile string) *model.Model {
 	t.Helper()
@@ -92,15 +99,8 @@ func syntheticModel(t *testing.T, be backend.Backend, profile string) *model.Mod
 // with moe_qmma4's two-blocks-an-SM candidate (Tuning.MoEQMMA2) against
 // the default, interleaved. MLXCEL_CUDA_BENCH=1 runs it on a GPU.
 func TestBenchBatchDecodeTuningMoE(t *testing.T) {
-	if os.Getenv("MLXCEL_CUDA_BENCH") != "1" {
-		t.Skip("MLXCEL_CUDA_BENCH=1 runs the benchmarks")
-	}
-	be, err := backend.New("cuda", backend.Options{})
-	if err != nil {
-		t.Skipf("no CUDA device: %v", err)
-	}
+	be, b := benchBackend(t)
 	defer be.Close()
-	b := be.(*cuda.Backend)
 	m := syntheticModel(t, be, "qwen3-30b-a3b-4bit")
 	def := b.Tuning
 	fmt.Println("tuning,batch,context,step_ms,tok_s")

@@ -16,19 +16,7 @@ func TestQMMJoinsProducts(t *testing.T) {
 	b := hostOnlyBackend()
 	b.scratchX = devBuf{ptr: 1 << 38, size: 64 << 20}
 	const T = 64
-	b.step.tokens, b.step.seqs, b.step.logitRows = T, T, T
-	s := newLlamaStep(1)
-	rows := func(x *Tensor) *Tensor { c := *x; c.rows = T; return &c }
-	x, xn, q, k, v := rows(s.h), rows(s.x), rows(s.q), rows(s.k), rows(s.v)
-	g, u := rows(s.g), rows(s.u)
-	L := s.layers[0]
-	b.RMSNorm(xn, x, s.norm, 1e-5)
-	b.Linear(q, xn, L.q, nil)
-	b.Linear(k, xn, L.k, nil)
-	b.Linear(v, xn, L.v, nil)
-	b.RMSNorm(xn, x, s.norm, 1e-5)
-	b.Linear(g, xn, L.g, nil)
-	b.Linear(u, xn, L.u, nil)
+	_, q, k, v, g, u := recordNormProducts(b, T)
 	ls := b.rec.ls
 	names := launchNames(b)
 	want := []string{"rmsnorm", "qmm4_bf_64_m2d1", "rmsnorm", "qmm4_bf_64"} // narrow q/k/v, wide gate/up
@@ -74,19 +62,7 @@ func TestQMMF16JoinsProducts(t *testing.T) {
 	b.scratchH = devBuf{ptr: 1 << 39, size: 64 << 20}
 	b.Tuning.QMMMinRows, b.Tuning.QMMF16 = 17, true
 	const T = 24
-	b.step.tokens, b.step.seqs, b.step.logitRows = T, T, T
-	s := newLlamaStep(1)
-	rows := func(x *Tensor) *Tensor { c := *x; c.rows = T; return &c }
-	x, xn, q, k, v := rows(s.h), rows(s.x), rows(s.q), rows(s.k), rows(s.v)
-	g, u := rows(s.g), rows(s.u)
-	L := s.layers[0]
-	b.RMSNorm(xn, x, s.norm, 1e-5)
-	b.Linear(q, xn, L.q, nil)
-	b.Linear(k, xn, L.k, nil)
-	b.Linear(v, xn, L.v, nil)
-	b.RMSNorm(xn, x, s.norm, 1e-5)
-	b.Linear(g, xn, L.g, nil)
-	b.Linear(u, xn, L.u, nil)
+	xn, q, k, v, g, u := recordNormProducts(b, T)
 	names := launchNames(b)
 	want := []string{"rmsnorm", "qmm_x16", "qmm4_h16_64_m2d1", "rmsnorm", "qmm_x16", "qmm4_h16_64"}
 	if len(names) != len(want) {
@@ -119,4 +95,24 @@ func TestQMMF16JoinsProducts(t *testing.T) {
 			}
 		}
 	}
+}
+
+// recordNormProducts records a T-row step's norm and its q, k and v
+// products, then the next norm and its gate and up products (Llama-3.1-8B
+// shapes), and returns the norm output and the five products' outputs.
+func recordNormProducts(b *Backend, T int) (xn, q, k, v, g, u *Tensor) {
+	b.step.tokens, b.step.seqs, b.step.logitRows = T, T, T
+	s := newLlamaStep(1)
+	rows := func(x *Tensor) *Tensor { c := *x; c.rows = T; return &c }
+	x := rows(s.h)
+	xn, q, k, v, g, u = rows(s.x), rows(s.q), rows(s.k), rows(s.v), rows(s.g), rows(s.u)
+	L := s.layers[0]
+	b.RMSNorm(xn, x, s.norm, 1e-5)
+	b.Linear(q, xn, L.q, nil)
+	b.Linear(k, xn, L.k, nil)
+	b.Linear(v, xn, L.v, nil)
+	b.RMSNorm(xn, x, s.norm, 1e-5)
+	b.Linear(g, xn, L.g, nil)
+	b.Linear(u, xn, L.u, nil)
+	return
 }
