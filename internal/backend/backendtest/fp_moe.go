@@ -42,6 +42,7 @@ func runMoEFP(e *env) {
 			// nvfp4 rows of an odd count of groups (down: 80 = 5 x 16).
 			{4, 128, 80, 2, 3, bf, false, false, quant.NVFP4},
 			{4, 128, 80, 2, 1, bf, true, false, quant.NVFP4},
+			{16, 256, 160, 4, 12, bf, false, false, ""}, // 12 tokens: per token, or grouped where a backend takes them so
 		} {
 			if c.heavy && mode == quant.MXFP8 || c.only != "" && c.only != mode {
 				continue

@@ -366,6 +366,7 @@ func runMoE(e *env) {
 		{q4, q8, 128, 256, 128, 8, true, backend.SiLU, 31, false},
 		{q4, bf, 4, 2048, 768, 2, true, backend.SiLU, 1, true},    // Qwen3-30B-A3B's widths
 		{q8, q4, 4, 1536, 1024, 2, false, backend.SiLU, 2, false}, // 8-bit rows of 96 and 64 chunks
+		{q4, bf, 16, 256, 128, 4, false, backend.SiLU, 12, false}, // a backend's grouped path for few tokens, where it takes them
 	} {
 		router := e.weight(c.router.host("router", []int{c.E, c.hidden}, e.randn(c.E*c.hidden, 0.2)))
 		ex := func(name string, out, in int) wpair {

@@ -93,7 +93,6 @@ type Backend struct {
 	ropeTabs map[string]uintptr // inverse-frequency tables by content
 	scratch  devBuf             // cuBLAS path: dequantized weights
 	scratchX devBuf             // cuBLAS bf16 path: activations rounded to bf16
-	scratchH devBuf             // qmm4's f16 candidates: x as qmm_x16 writes it, then the rows' 1/scale
 	wsBuf    devBuf             // cuBLAS workspace
 	pinned   []byte             // page-locked staging for uploads
 
@@ -287,7 +286,7 @@ func kernelNames() []string {
 	names = append(names, "kv_store", "attention", "kv_store_f8", "attention_f8", "flash2_attn_64_f8", "flash2_attn_128_f8", "flash2_attn_256_f8",
 		"flash2_attn_512_f8", "attn_dtile_64_f8", "attn_dtile_128_f8", "attn_dtile_256_f8")
 	return append(names, "flash2_attn_64", "flash2_attn_128", "flash2_attn_256", "flash2_attn_512", "attn_dtile_64", "attn_dtile_128", "attn_dtile_256",
-		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6", "moe_qmma4_bf_b2") // (two-argument __launch_bounds__: not matched by kernelName)
+		"moe_gateup4_bf_o6", "moe_gateup4_bf_g64_o6", "moe_qmma4_bf", "moe_qmma4_f32", "moe_qmma4_fp", "moe_qmma4_fp2") // (two-argument __launch_bounds__: not matched by kernelName)
 }
 
 // wideDecodeKernels are attn_decode's head dim 256 and 512 kernels, f16
@@ -522,7 +521,7 @@ func (b *Backend) Close() error {
 		_ = b.d.Call("cuMemFree", b.d.MemFree, c.ptr)
 	}
 	b.closeAsync()
-	for _, p := range []*devBuf{&b.stepBuf, &b.scratch, &b.scratchX, &b.scratchH, &b.wsBuf, &b.cntBuf, &b.feed, &b.tmaps.buf} {
+	for _, p := range []*devBuf{&b.stepBuf, &b.scratch, &b.scratchX, &b.wsBuf, &b.cntBuf, &b.feed, &b.tmaps.buf} {
 		if p.ptr != 0 {
 			_ = b.d.Call("cuMemFree", b.d.MemFree, p.ptr)
 		}

@@ -33,10 +33,9 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 		"notile":  func(u *plan.Tuning) { u.DecTileMinTokens = 0 }, // attn_decode at every batch
 		"wide":    func(u *plan.Tuning) { u.QMMVariant = "wide" },  // qmm4's 8-warp form for every product
 		"m2d1":    func(u *plan.Tuning) { u.QMMVariant = "m2d1" },
-		"qmm17":   func(u *plan.Tuning) { u.QMMMinRows = 17 },                 // 17-32 rows on qmm4 (bf16 x) instead of qmma4 (f16 x)
-		"qmm17h":  func(u *plan.Tuning) { u.QMMMinRows, u.QMMF16 = 17, true }, // the same on qmm4's f16 candidates (17-64 rows)
-		"noqmmw":  func(u *plan.Tuning) { u.QMMWarpgroup = false },            // qmm4 (mma.sync) instead of the warpgroup forms
-		"w128":    func(u *plan.Tuning) { u.QMMVariant = "w128" },             // the 128-row warpgroup tile at every row count
+		"qmm17":   func(u *plan.Tuning) { u.QMMMinRows = 17 },      // 17-32 rows on qmm4 (bf16 x) instead of qmma4 (f16 x)
+		"noqmmw":  func(u *plan.Tuning) { u.QMMWarpgroup = false }, // qmm4 (mma.sync) instead of the warpgroup forms
+		"w128":    func(u *plan.Tuning) { u.QMMVariant = "w128" },  // the 128-row warpgroup tile at every row count
 	}
 	// Each call allocates its own KV store and frees it after its point
 	// (backend.FreeKVStore).
@@ -45,8 +44,8 @@ func TestBenchBatchDecodeTuning(t *testing.T) {
 		n, ctx int
 		vs     []string
 	}{{1, 1024, []string{"default", "notile"}}, {8, 1024, []string{"default"}},
-		{16, 1024, []string{"default"}}, {24, 1024, []string{"default", "qmm17", "qmm17h"}},
-		{32, 1024, []string{"default", "qmm17", "qmm17h"}}, {64, 1024, []string{"default", "w128", "qmm17h"}},
+		{16, 1024, []string{"default"}}, {24, 1024, []string{"default", "qmm17"}},
+		{32, 1024, []string{"default", "qmm17"}}, {64, 1024, []string{"default", "w128"}},
 		{96, 1024, []string{"default", "noqmmw"}}, {128, 1024, []string{"default", "noqmmw"}}} {
 		for _, name := range pt.vs {
 			b.Tuning = def
@@ -94,26 +93,39 @@ func syntheticModel(t *testing.T, be backend.Backend, profile string) *model.Mod
 }
 
 // TestBenchBatchDecodeTuningMoE times decode steps of the synthetic
-// Qwen3-30B-A3B 4-bit model (128 experts, top 8: at 16 to 64 sequences
-// the grouped expert GEMM, moe_qmma4, reads nearly every expert a layer)
-// with moe_qmma4's two-blocks-an-SM candidate (Tuning.MoEQMMA2) against
-// the default, interleaved. MLXCEL_CUDA_BENCH=1 runs it on a GPU.
+// Qwen3-30B-A3B 4-bit (128 experts, top 8) and gpt-oss-20b (32 experts,
+// top 4, mxfp4) models at 8 to 64 sequences: below 32 tokens the default
+// (plan.MoEGEMMFrom's rule) interleaved with every step on the grouped
+// expert GEMM ("grouped", which reads each expert once for all its
+// tokens) and every step on the three-launch per-token path ("pertoken").
+// MLXCEL_CUDA_BENCH=1 runs it on a GPU.
 func TestBenchBatchDecodeTuningMoE(t *testing.T) {
 	be, b := benchBackend(t)
 	defer be.Close()
-	m := syntheticModel(t, be, "qwen3-30b-a3b-4bit")
 	def := b.Tuning
 	fmt.Println("tuning,batch,context,step_ms,tok_s")
-	for _, n := range []int{16, 32, 64} {
-		for _, v := range []string{"default", "moeb2", "default", "moeb2"} {
-			b.Tuning = def
-			b.Tuning.MoEQMMA2 = v == "moeb2"
-			ms, err := bench.BatchStepMS(m, n, 1024, 16, 8192)
-			if err != nil {
-				t.Fatal(err)
+	for _, p := range []string{"qwen3-30b-a3b-4bit", "gpt-oss-20b-mxfp4-q8"} {
+		m := syntheticModel(t, be, p)
+		for _, n := range []int{8, 16, 24, 32, 64} {
+			vs := []string{"default"}
+			if n < plan.MoEDecodeMaxTokens {
+				vs = []string{"default", "grouped", "pertoken", "default", "grouped", "pertoken"}
 			}
-			fmt.Printf("moe_%s,%d,%d,%.3f,%.1f\n", v, n, 1024, ms, float64(n)/ms*1e3)
+			for _, v := range vs {
+				b.Tuning = def
+				switch v {
+				case "grouped":
+					b.Tuning.MoEGEMMRows = 1
+				case "pertoken":
+					b.Tuning.MoEGEMMRows = plan.MoEDecodeMaxTokens
+				}
+				ms, err := bench.BatchStepMS(m, n, 1024, 16, 8192)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Printf("%s_%s,%d,%d,%.3f,%.1f\n", p, v, n, 1024, ms, float64(n)/ms*1e3)
+			}
 		}
+		b.Tuning = def
 	}
-	b.Tuning = def
 }

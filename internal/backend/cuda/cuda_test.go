@@ -120,7 +120,7 @@ func TestGraphReplay(t *testing.T) {
 // shorter and longer splits; each form of the qmm4 kernel for every
 // product; attn_decode for the decode steps attn_dtile takes by default;
 // the generic kernel for head dims 256 and 512; Gated DeltaNet all
-// recurrent or all chunked.
+// recurrent or all chunked; MoE steps of 8 tokens on the grouped GEMM.
 func TestConformanceVariants(t *testing.T) {
 	for _, v := range []struct {
 		name string
@@ -135,10 +135,6 @@ func TestConformanceVariants(t *testing.T) {
 		{"qmm_wide", func(u *plan.Tuning) { u.QMMVariant = "wide" }},
 		{"qmm_m2d1", func(u *plan.Tuning) { u.QMMVariant = "m2d1" }},
 		{"qmm17", func(u *plan.Tuning) { u.QMMMinRows = 17 }}, // 17-32 rows on qmm4 (bf16 x)
-		// moe_qmma4's two-blocks-an-SM candidate (the grouped expert GEMM, bf16 scales).
-		{"moeb2", func(u *plan.Tuning) { u.MoEQMMA2 = true }},
-		// 17-64 rows on qmm4's f16 candidates (f16 x and weights), held to the f16 bound.
-		{"qmm17h16", func(u *plan.Tuning) { u.QMMMinRows, u.QMMF16 = 17, true }},
 		// The warpgroup form's 128-row tile for 33-64 rows too (sm_90a only).
 		{"qmm_w128", func(u *plan.Tuning) { u.QMMVariant = "w128" }},
 		// qmm4's forms chosen by the matrix, as on devices without wgmma.
@@ -152,6 +148,8 @@ func TestConformanceVariants(t *testing.T) {
 		// chunked form for every one (decode tokens and 1-position chunks too).
 		{"nochunk", func(u *plan.Tuning) { u.DeltaChunkMin = 0 }},
 		{"chunk1", func(u *plan.Tuning) { u.DeltaChunkMin = 1 }},
+		// MoE steps of 8 tokens and more on the grouped expert GEMM.
+		{"moegrouped8", func(u *plan.Tuning) { u.MoEGEMMRows = 8 }},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			b := newOrSkip(t)

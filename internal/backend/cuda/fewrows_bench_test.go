@@ -10,8 +10,8 @@ import (
 
 // TestBenchFewRows times the 1-32 row products (the one-row GEMV, and
 // qmma4, the batch-2 to batch-32 decode steps' path) on the Llama-3.1-8B
-// shapes, with qmm4 ("qmm17", bf16 activations) and its f16 candidates
-// ("qmm17h") beside the default at 17-32 rows, interleaved shape by shape.
+// shapes, with qmm4 ("qmm17", bf16 activations) beside the default at 17-32
+// rows, interleaved shape by shape.
 func TestBenchFewRows(t *testing.T) {
 	o := benchEnabled(t)
 	b := newOrSkip(t)
@@ -25,16 +25,13 @@ func TestBenchFewRows(t *testing.T) {
 		}
 		vs := []string{""}
 		if rows > 16 {
-			vs = append(vs, "qmm17", "qmm17h")
+			vs = append(vs, "qmm17")
 		}
 		for _, s := range shapes {
 			for _, v := range vs {
 				b.Tuning = def
-				switch v {
-				case "qmm17":
+				if v == "qmm17" {
 					b.Tuning.QMMMinRows = 17
-				case "qmm17h":
-					b.Tuning.QMMMinRows, b.Tuning.QMMF16 = 17, true
 				}
 				d, wb := timeLinear(t, b, "q4g64", rows, s[0], s[1])
 				cfg := "q4g64"

@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/model/modeltest"
@@ -50,34 +49,6 @@ func TestModelsGPU(t *testing.T) {
 	}
 	c, r, d, fl, lastErr := b.GraphStats()
 	t.Logf("graphs: %d captured, %d replays, %d direct launches, %d failed (%v)", c, r, d, fl, lastErr)
-}
-
-// TestModelsGPUQMMF16 runs the 4-bit fixtures with qmm4's f16 candidates
-// taking 17-64 rows (Tuning.QMMF16): at 17 rows the bf16 form moved the
-// Qwen3.5 MoE fixture's incremental logits to 0.101 (s13r7, plan/qmm.go),
-// the f16 form has to keep the common bounds.
-func TestModelsGPUQMMF16(t *testing.T) {
-	b := newOrSkip(t)
-	defer b.Close()
-	b.Tuning.QMMMinRows, b.Tuning.QMMF16 = 17, true
-	dir := testdataDir()
-	for _, f := range []struct{ dir, ref string }{{"tiny/llama-mlx-q4g64", ""}, {"tiny/qwen3_moe-mlx-q4g64", ""},
-		{"tiny/mixtral-mlx-q4g64", ""}, {"tiny/qwen3_5_text-mlx-q4g64", "reference_t130.safetensors"}, {"tiny/qwen3_5_moe_text-mlx-q4g64", ""}} {
-		t.Run(f.dir+"/"+f.ref, func(t *testing.T) {
-			if _, err := os.Stat(dir + "/" + f.dir); err != nil {
-				t.Fatalf("fixture %s missing (MLXCEL_TESTDATA or ../shared/testdata): %v", f.dir, err)
-			}
-			o := modeltest.Options{RelTol: 2e-2, NearTie: 1e-3, Prefix: 17, Reference: f.ref}
-			if strings.HasPrefix(f.dir, "tiny/qwen3_5") { // hybridFixtures' bounds
-				o.FullRelTol, o.GreedyChunk = 0.05, 32
-				if strings.Contains(f.dir, "moe") {
-					o.FullRelTol = 0.31
-				}
-			}
-			r := modeltest.Check(t, dir+"/"+f.dir, b, o)
-			t.Logf("%s %s: full %.2e incremental %.2e greedy steps checked %d", f.dir, f.ref, r.FullRel, r.IncrRel, r.GreedyChecked)
-		})
-	}
 }
 
 // TestDumpSource writes the concatenated kernel source to MLXCEL_DUMP_SRC

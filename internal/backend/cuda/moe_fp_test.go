@@ -42,7 +42,7 @@ func newGptOssMoE(mode string, E, hidden, inter int) gptOssMoE {
 // TestRecordMoEPrefillFP records, without a device, gpt-oss's MoE block at
 // gpt-oss-20b's and -120b's shapes (32 and 128 experts of 2880 x 2880,
 // top-4, biases, clamped SwiGLU) and plain experts at odd widths: steps of
-// moeGEMMRows tokens or more in mxfp4 and nvfp4 must take the grouped
+// 8 tokens or more (plan.MoEGEMMFrom) in mxfp4 and nvfp4 must take the grouped
 // GEMM with the SBmx kernels (moe_qmma4_fp / _fp2, gshift 6, the scale
 // strides of a word a group or pair), mxfp8 and shorter steps the
 // per-token path; every launch's arguments must match its kernel.
@@ -56,8 +56,8 @@ func TestRecordMoEPrefillFP(t *testing.T) {
 	}{
 		{quant.MXFP4, 32, 2880, 2880, 512, false, "moe_qmma4_fp"},  // gpt-oss-20b
 		{quant.MXFP4, 128, 2880, 2880, 512, false, "moe_qmma4_fp"}, // gpt-oss-120b
-		{quant.MXFP4, 32, 2880, 2880, moeGEMMRows, false, "moe_qmma4_fp"},
-		{quant.MXFP4, 32, 2880, 2880, moeGEMMRows - 1, false, ""},
+		{quant.MXFP4, 32, 2880, 2880, 8, false, "moe_qmma4_fp"},    // mxfp4 goes grouped from 8 tokens (plan.MoEGEMMFrom)
+		{quant.MXFP4, 32, 2880, 2880, 7, false, ""},
 		{quant.NVFP4, 32, 2880, 2880, 512, false, "moe_qmma4_fp2"},
 		{quant.MXFP8, 32, 2880, 2880, 512, false, ""}, // byte codes: not qmma4's layout
 		{quant.MXFP4, 16, 576, 320, 100, true, "moe_qmma4_fp"},

@@ -40,10 +40,13 @@ func TestMoEPrefill(t *testing.T) {
 		renorm                    bool
 		grouped                   bool // the path the case must take
 	}{
-		{200, 16, 4, 256, 128, 4, 64, tensor.BF16, backend.SiLU, true, true}, // Qwen3-MoE-like
-		{600, 8, 2, 512, 256, 4, 64, tensor.BF16, backend.SiLU, true, true},  // full tiles
-		{33, 64, 8, 256, 256, 4, 128, f16, backend.GELUTanh, false, true},    // sparse tiles, f32 scales
-		{moeGEMMRows - 1, 16, 4, 256, 128, 4, 64, tensor.BF16, backend.SiLU, true, false},
+		{200, 16, 4, 256, 128, 4, 64, tensor.BF16, backend.SiLU, true, true},  // Qwen3-MoE-like
+		{600, 8, 2, 512, 256, 4, 64, tensor.BF16, backend.SiLU, true, true},   // full tiles
+		{33, 64, 8, 256, 256, 4, 128, f16, backend.GELUTanh, false, true},     // sparse tiles, f32 scales
+		{7, 16, 4, 256, 128, 4, 64, tensor.BF16, backend.SiLU, true, false},   // below plan.MoEGEMMFrom's 8
+		{8, 16, 4, 256, 128, 4, 64, tensor.BF16, backend.SiLU, true, true},    // from it
+		{23, 128, 8, 256, 128, 4, 64, tensor.BF16, backend.SiLU, true, false}, // Qwen3's 128 experts, top 8: from 24
+		{24, 128, 8, 256, 128, 4, 64, tensor.BF16, backend.SiLU, true, true},
 		{64, 16, 4, 256, 128, 8, 64, tensor.BF16, backend.SiLU, true, false}, // 8 bits: per-token path
 		{64, 16, 4, 256, 128, 4, 32, tensor.BF16, backend.SiLU, true, false}, // group 32: per-token path
 	} {

@@ -103,10 +103,6 @@ func (b *Backend) convertX(s *Tensor) {
 // A product on the same x as the qmm4 launch just recorded (a layer's q,
 // k and v, or gate and up) joins it as another segment.
 func (b *Backend) qmm(d, s *Tensor, w *weight, bias uintptr, q plan.QMM) {
-	if q.F16 {
-		b.qmmF16(d, s, w, bias, q)
-		return
-	}
 	N, K, M := w.out, w.in, s.rows
 	ready := false
 	if b.scratchX.size >= M*K*2 {
@@ -121,7 +117,7 @@ func (b *Backend) qmm(d, s *Tensor, w *weight, bias uintptr, q plan.QMM) {
 		}
 		ready = b.bf16FromProducer(s.ptr, M*K)
 	}
-	if ready && b.joinQMM(d, w, bias, q, b.scratchX.ptr) {
+	if ready && b.joinQMM(d, w, bias, q) {
 		return
 	}
 	var tmap uintptr
@@ -151,63 +147,6 @@ func (b *Backend) qmm(d, s *Tensor, w *weight, bias uintptr, q plan.QMM) {
 	}
 }
 
-// qmmF16 is qmm on the f16 candidates (plan.QMM.F16): x's f16 copy and
-// its rows' 1/scale in scratchH (qmm_x16, shared with the products before
-// it on the same x, which it joins as qmm does).
-func (b *Backend) qmmF16(d, s *Tensor, w *weight, bias uintptr, q plan.QMM) {
-	N, K, M := w.out, w.in, s.rows
-	xbytes := roundUp(M*K*2, 256)
-	if b.scratchH.size < xbytes+4*M {
-		unbind := b.bind()
-		err := b.grow(&b.scratchH, xbytes+4*M)
-		unbind()
-		if err != nil {
-			b.fail(err)
-			return
-		}
-	}
-	inv := b.scratchH.ptr + uintptr(xbytes)
-	ready := b.f16Ready(s.ptr, M, K)
-	if ready && b.joinQMM(d, w, bias, q, b.scratchH.ptr) {
-		return
-	}
-	if !ready {
-		b.newLaunch("qmm_x16", M, 1, 1, 256).p(b.scratchH.ptr).p(inv).p(s.ptr).i(K)
-	}
-	l := b.newLaunch(q.Kernel, q.GridX, q.GridY, q.Split, q.Threads).p(b.scratchH.ptr).i(K).i(M).i(w.gshft).
-		p(d.ptr).p(w.w).p(w.sb).p(bias).i(N)
-	for range 2 { // segments 1 and 2: none until a product joins the launch
-		l.p(0).p(0).p(0).p(0).i(0)
-	}
-	l.i(q.GridY).i(q.GridY).p(inv)
-	if q.Split > 1 {
-		l.cz = uint32(q.Split)
-	}
-}
-
-// f16Ready reports whether scratchH holds x's f16 copy (M rows of K),
-// looking back over the f16 products recorded since qmm_x16 wrote it.
-func (b *Backend) f16Ready(x uintptr, M, K int) bool {
-	ls := b.rec.ls
-	for i := len(ls) - 1; i >= 0 && i >= len(ls)-16; i-- {
-		l := &ls[i]
-		if b.isQMM(l.fn) {
-			if uintptr(l.args[qX]) != b.scratchH.ptr {
-				return false
-			}
-			for j := range 3 {
-				if uintptr(l.args[qSeg0+j*qSegLen]) == x {
-					return false
-				}
-			}
-			continue
-		}
-		return l.fn == b.fn("qmm_x16") && uintptr(l.args[0]) == b.scratchH.ptr && uintptr(l.args[2]) == x &&
-			int(l.gx) == M && int(int32(l.args[3])) == K
-	}
-	return false
-}
-
 // isQMM reports whether fn is one of the qmm4 kernels (x, K, M, gshift,
 // segments of (y, ...): a product on the bf16 copy).
 func (b *Backend) isQMM(fn uintptr) bool {
@@ -227,17 +166,17 @@ const (
 )
 
 // joinQMM adds the product of w into d to the qmm4 launch just recorded
-// when that launch reads the same copy of x (xcopy: scratchX's bf16, or
-// scratchH's f16) with the same kernel and group size and has a free
-// segment; the merged launch is split again for its larger grid.
-func (b *Backend) joinQMM(d *Tensor, w *weight, bias uintptr, q plan.QMM, xcopy uintptr) bool {
+// when that launch reads the same bf16 x with the same kernel and group
+// size and has a free segment; the merged launch is split again for its
+// larger grid.
+func (b *Backend) joinQMM(d *Tensor, w *weight, bias uintptr, q plan.QMM) bool {
 	n := len(b.rec.ls)
 	if n == 0 {
 		return false
 	}
 	l := &b.rec.ls[n-1]
 	arg := func(i int) int { return int(int32(l.args[i])) }
-	if l.fn != b.fn(q.Kernel) || uintptr(l.args[qX]) != xcopy || arg(qK) != w.in || arg(qGshift) != w.gshft ||
+	if l.fn != b.fn(q.Kernel) || uintptr(l.args[qX]) != b.scratchX.ptr || arg(qK) != w.in || arg(qGshift) != w.gshft ||
 		int(l.gx) != q.GridX || l.args[qSeg0+2*qSegLen] != 0 {
 		return false
 	}

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"github.com/mlxcel/mlxcel/internal/backend"
+	"github.com/mlxcel/mlxcel/internal/backend/cuda/plan"
 )
 
 // Grouped expert GEMM for MoE steps with many tokens (kernels/moe.cu).
@@ -13,14 +14,6 @@ import (
 // expert on the device and each expert's weights are read once per tile
 // of moeTile rows, on the tensor cores (qmma4_impl, 4-bit weights:
 // affine, mxfp4 and nvfp4).
-
-// moeGEMMRows is the token count from which MoE takes the grouped path.
-// Below it a step's pairs spread too thinly over the experts for tiles to
-// share weight reads (a decode step: 1 row per expert), and the per-token
-// GEMVs, which need no sorting pass, win. Not measured: 32 is where Linear
-// also leaves the GEMV kernels (gemmRows), and with top-8 of 128 experts it
-// is 2 rows per expert on average.
-const moeGEMMRows = 32
 
 const (
 	moeYS   = 4    // MOE_YS in moe.cu: blocks a tile in moe_gather and moe_act
@@ -34,7 +27,7 @@ const (
 // 64, and sizes within the kernels' grids.
 func (b *Backend) moeGEMMApplies(s *Tensor, gw, uw, dw *weight, E, topk int) bool {
 	T, hidden, inter := s.rows, s.cols, gw.out
-	if T < moeGEMMRows || E > moeMaxE || hidden%64 != 0 || inter%64 != 0 || s.ptr%16 != 0 {
+	if T < plan.MoEGEMMFrom(b.Tuning, E, topk, gw.fp) || E > moeMaxE || hidden%64 != 0 || inter%64 != 0 || s.ptr%16 != 0 {
 		return false
 	}
 	for _, w := range []*weight{gw, uw, dw} {
@@ -144,10 +137,6 @@ func (b *Backend) moeQMMA(y0, y1, x uintptr, w0, w1 *weight, tileE, ntiles uintp
 	if w0.fp {
 		gshift = 6 // SBmx: a slab's two scale words are one raw value
 	}
-	name := "moe_qmma4_" + w0.sbName()
-	if b.Tuning.MoEQMMA2 && w0.sbName() == "bf" {
-		name += "_b2"
-	}
-	b.newLaunch(name, (N+31)/32, tiles, gz, 256).p(y0).p(y1).p(x).p(w0.w).p(w0.sb).p(w1w).p(w1sb).
+	b.newLaunch("moe_qmma4_"+w0.sbName(), (N+31)/32, tiles, gz, 256).p(y0).p(y1).p(x).p(w0.w).p(w0.sb).p(w1w).p(w1sb).
 		p(tileE).p(ntiles).i(N).i(K).i(gshift).i64(wstride).i64(sbstride)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/mlxcel/mlxcel/internal/tensor"
 )
 
-// MoE for steps of fewer than moeGEMMRows tokens in three launches
+// MoE for steps of fewer than plan.MoEDecodeMaxTokens tokens in three launches
 // (kernels/moe_decode.cu) instead of the grouped path's seven (router
 // GEMV, moe_route_w, gate, up, gated activation, down, moe_sum):
 //
@@ -134,7 +134,7 @@ func moeDecodeTakes(rw, gw, uw, dw *weight, ex moeExtras) (rx, gx, dx, ok bool) 
 // the model's residual Add; callers pass 0 for now).
 func (b *Backend) moeDecode(d, s, rs *Tensor, rw, gw, uw, dw *weight, p backend.MoEParams, ex moeExtras, res uintptr) bool {
 	T, hidden, E, inter, topk := s.rows, s.cols, rw.out, gw.out, p.TopK
-	if T >= moeGEMMRows || E > moeDecodeMaxE || s.ptr%16 != 0 || rs.ptr%16 != 0 || d.ptr == res {
+	if T >= plan.MoEDecodeMaxTokens || E > moeDecodeMaxE || s.ptr%16 != 0 || rs.ptr%16 != 0 || d.ptr == res {
 		return false
 	}
 	rx, gx, dx, ok := moeDecodeTakes(rw, gw, uw, dw, ex)

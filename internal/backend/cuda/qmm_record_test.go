@@ -52,51 +52,6 @@ func TestQMMJoinsProducts(t *testing.T) {
 	}
 }
 
-// TestQMMF16JoinsProducts: under the f16 candidates (Tuning.QMMF16) a
-// 24-row step's q, k and v, and then gate and up, each become one
-// conversion (qmm_x16) and one qmm4_h16 launch reading scratchH, the rows'
-// 1/scale last, and the norms are not asked for a bf16 copy.
-func TestQMMF16JoinsProducts(t *testing.T) {
-	b := hostOnlyBackend()
-	b.scratchX = devBuf{ptr: 1 << 38, size: 64 << 20}
-	b.scratchH = devBuf{ptr: 1 << 39, size: 64 << 20}
-	b.Tuning.QMMMinRows, b.Tuning.QMMF16 = 17, true
-	const T = 24
-	xn, q, k, v, g, u := recordNormProducts(b, T)
-	names := launchNames(b)
-	want := []string{"rmsnorm", "qmm_x16", "qmm4_h16_64_m2d1", "rmsnorm", "qmm_x16", "qmm4_h16_64"}
-	if len(names) != len(want) {
-		t.Fatalf("recorded %v, want %v", names, want)
-	}
-	for i := range want {
-		if names[i] != want[i] {
-			t.Fatalf("recorded %v, want %v", names, want)
-		}
-	}
-	inv := b.scratchH.ptr + uintptr(roundUp(T*4096*2, 256))
-	ls := b.rec.ls
-	for i, c := range []struct {
-		at   int
-		outs []*Tensor
-	}{{2, []*Tensor{q, k, v}}, {5, []*Tensor{g, u}}} {
-		l, conv, norm := &ls[c.at], &ls[c.at-1], &ls[c.at-2]
-		if norm.args[5] != 0 {
-			t.Errorf("group %d: the norm writes a bf16 copy to %#x", i, norm.args[5])
-		}
-		if uintptr(conv.args[0]) != b.scratchH.ptr || uintptr(conv.args[1]) != inv || uintptr(conv.args[2]) != xn.ptr || int(conv.gx) != T {
-			t.Errorf("group %d: qmm_x16 args %#x %#x %#x grid %d", i, conv.args[0], conv.args[1], conv.args[2], conv.gx)
-		}
-		if uintptr(l.args[qX]) != b.scratchH.ptr || uintptr(l.args[qNB2+1]) != inv {
-			t.Errorf("group %d: x %#x, inverse scales %#x; want %#x, %#x", i, l.args[qX], l.args[qNB2+1], b.scratchH.ptr, inv)
-		}
-		for si, o := range c.outs {
-			if uintptr(l.args[qSeg0+si*qSegLen]) != o.ptr {
-				t.Errorf("group %d: segment %d writes %#x, want %#x", i, si, l.args[qSeg0+si*qSegLen], o.ptr)
-			}
-		}
-	}
-}
-
 // recordNormProducts records a T-row step's norm and its q, k and v
 // products, then the next norm and its gate and up products (Llama-3.1-8B
 // shapes), and returns the norm output and the five products' outputs.

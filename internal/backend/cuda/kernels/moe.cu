@@ -100,10 +100,13 @@ extern "C" __global__ void moe_gather(float* xs, const float* x, const int* sort
 // Requirements as qmma4_impl: 4 bits, group >= 64 (SBmx: a slab's scale
 // words as one group), K % 64 == 0. The
 // kernels call grid_dep_start first: ntiles and tileE come from moe_align.
-// B2: the two-blocks-an-SM candidate (<= 128 registers: half the slabs
-// in flight a warp; Tuning.MoEQMMA2, benchmarks only): s18c found qmma4's
-// one block of 8 warps an SM starved of warps.
-template <class SB, bool B2 = false>
+// Two blocks an SM (<= 128 registers: half the slabs in flight a warp,
+// against one block with twice the slabs): measured on the H200 (s19a,
+// s19b), decode steps of synthetic Qwen3-30B-A3B at 32 / 64 sequences
+// 17.3 / 20.4 ms against 23.2 / 27.2, gpt-oss-20b 20.0 / 21.4 against
+// 22.9 / 26.2, and prefill at 2048 tokens 12.4k / 12.3k tok/s against
+// 8.6k / 8.0k (notes/cuda-session-19.md).
+template <class SB>
 DEV void moe_qmma4(float* y0, float* y1, const float* xs, const u32* w0, const u32* sb0, const u32* w1, const u32* sb1,
                    const int* tileE, const int* ntiles, int N, int K, int gshift, long long wstride, long long sbstride) {
     const int tile = blockIdx.y;
@@ -117,22 +120,18 @@ DEV void moe_qmma4(float* y0, float* y1, const float* xs, const u32* w0, const u
     // Only the real rows: sparse tiles (short prompts, many experts) skip
     // the padding's x loads, and up to 8 rows its mma too. (A third,
     // 16-row variant would take qmma4_impl's reduction buffers past 48 KB.)
-    if (M <= 8) qmma4_impl<SB, 1, B2 ? 2 : 4>(y, xs, w, sb, nullptr, N, K, M, gshift, N, K);
-    else qmma4_impl<SB, 4, B2 ? 1 : 2>(y, xs, w, sb, nullptr, N, K, M, gshift, N, K);
+    if (M <= 8) qmma4_impl<SB, 1, 2>(y, xs, w, sb, nullptr, N, K, M, gshift, N, K);
+    else qmma4_impl<SB, 4, 1>(y, xs, w, sb, nullptr, N, K, M, gshift, N, K);
 }
 #define MOE_QMMA_PARAMS                                                                                              \
     float *y0, float *y1, const float *xs, const u32 *w0, const u32 *sb0, const u32 *w1, const u32 *sb1,              \
         const int *tileE, const int *ntiles, int N, int K, int gshift, long long wstride, long long sbstride
 #define MOE_QMMA_ARGS y0, y1, xs, w0, sb0, w1, sb1, tileE, ntiles, N, K, gshift, wstride, sbstride
-extern "C" __global__ void __launch_bounds__(256) moe_qmma4_bf(MOE_QMMA_PARAMS) {
+extern "C" __global__ void __launch_bounds__(256, 2) moe_qmma4_bf(MOE_QMMA_PARAMS) {
     grid_dep_start();
     moe_qmma4<SBbf>(MOE_QMMA_ARGS);
 }
-extern "C" __global__ void __launch_bounds__(256, 2) moe_qmma4_bf_b2(MOE_QMMA_PARAMS) {
-    grid_dep_start();
-    moe_qmma4<SBbf, true>(MOE_QMMA_ARGS);
-}
-extern "C" __global__ void __launch_bounds__(256) moe_qmma4_f32(MOE_QMMA_PARAMS) {
+extern "C" __global__ void __launch_bounds__(256, 2) moe_qmma4_f32(MOE_QMMA_PARAMS) {
     grid_dep_start();
     moe_qmma4<SBf32>(MOE_QMMA_ARGS);
 }
@@ -140,11 +139,11 @@ extern "C" __global__ void __launch_bounds__(256) moe_qmma4_f32(MOE_QMMA_PARAMS)
 // group of 32) and nvfp4 (fp2: a word a pair of groups of 16), gshift 6
 // (a uint2 of scale words a slab). mxfp8's byte codes are not in
 // qmma4_impl's word layout: it keeps the per-token path.
-extern "C" __global__ void __launch_bounds__(256) moe_qmma4_fp(MOE_QMMA_PARAMS) {
+extern "C" __global__ void __launch_bounds__(256, 2) moe_qmma4_fp(MOE_QMMA_PARAMS) {
     grid_dep_start();
     moe_qmma4<SBmx<false>>(MOE_QMMA_ARGS);
 }
-extern "C" __global__ void __launch_bounds__(256) moe_qmma4_fp2(MOE_QMMA_PARAMS) {
+extern "C" __global__ void __launch_bounds__(256, 2) moe_qmma4_fp2(MOE_QMMA_PARAMS) {
     grid_dep_start();
     moe_qmma4<SBmx<true>>(MOE_QMMA_ARGS);
 }

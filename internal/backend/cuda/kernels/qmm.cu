@@ -44,16 +44,6 @@ DEV u32 qmm_dq(u32 v, u32 s2, u32 b2) {
     const u32 q = bf2_fma(h, 0x3F803F80u, 0xC300C300u);      // *1 - 128: q exactly
     return bf2_fma(q, s2, b2);
 }
-// qmm_dq16 is qmm_dq in f16 (the _h16 forms): 1024+q by one LOP3 into
-// 0x6400, q exactly by one HSUB2, q*s+b by one HFMA2 rounded once to f16
-// (3 more significant bits than bf16; s2, b2 in f16).
-DEV u32 qmm_dq16(u32 v, u32 s2, u32 b2) {
-    const u32 h = (v & 0x000F000Fu) | 0x64006400u;
-    u32 q, d;
-    asm("sub.f16x2 %0, %1, %2;" : "=r"(q) : "r"(h), "r"(0x64006400u));
-    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(q), "r"(s2), "r"(b2));
-    return d;
-}
 DEV void mma_bf16(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};"
@@ -99,11 +89,10 @@ DEV void qmm_xstore(u16* xs, const uint4 (&xr)[XC], int nchunks) {
 // each) by the n8 tile nt in mma.m16n8k16's C layout (c0,c1: row g,
 // columns 2t, 2t+1; c2,c3: row g+8). The tiles meet in shared memory
 // (red, free when called); with a split-K cluster (grid z) every block
-// then adds up a slice of the tile from all splits and writes it. xinv:
-// the f16 forms' 1/scale of each activation row (qmm_x16).
+// then adds up a slice of the tile from all splits and writes it.
 template <int NB, int MT>
 DEV void qmm_store_tile(const float* acc, float* red, float* y, const float* bias, int N, int M, int m0, int nblk, int mt0,
-                        int g, int t, int NT, const float* xinv = nullptr) {
+                        int g, int t, int NT) {
     constexpr int BM = 8 * NB;
     const int S = gridDim.z, rank = blockIdx.z;
 #pragma unroll
@@ -126,7 +115,7 @@ DEV void qmm_store_tile(const float* acc, float* red, float* y, const float* bia
         } else {
             v = red[col * QMM_RS + r];
         }
-        if (row < N && m < M) y[(long long)m * N + row] = (xinv ? v * xinv[m] : v) + (bias ? bias[row] : 0.f);
+        if (row < N && m < M) y[(long long)m * N + row] = v + (bias ? bias[row] : 0.f);
     }
     if (S > 1) cluster_sync(); // no block leaves (and frees its partials) while another reads them
 }
@@ -152,10 +141,8 @@ DEV void qmm_store_tile(const float* acc, float* red, float* y, const float* bia
 
 // W warps of MT m16 tiles each: a block covers 16*MT*W = QMM_BN weight
 // rows (MT = 2 lets each B fragment from shared memory feed two mma).
-// H16: the f16 form (x as qmm_x16 writes it: f16 after a power-of-two
-// scale per row, xinv the rows' 1/scale; weights rounded to f16).
-template <int NB, int D, int MT = 1, int W = QMM_WARPS, bool H16 = false>
-DEV void qmm4_impl(QMM_PARAMS, const float* xinv = nullptr) {
+template <int NB, int D, int MT = 1, int W = QMM_WARPS>
+DEV void qmm4_impl(QMM_PARAMS) {
     static_assert(16 * MT * W == QMM_BN, "a block covers QMM_BN weight rows");
     constexpr int NT = 32 * W, BM = 8 * NB, XC = (BM * 8 + NT - 1) / NT;
     constexpr int XBYTES = 3 * BM * QMM_XS * 2, RBYTES = BM * QMM_RS * 4;
@@ -232,30 +219,17 @@ DEV void qmm4_impl(QMM_PARAMS, const float* xinv = nullptr) {
                 for (int mt = 0; mt < MT; mt++) {
                     u32 s2[2], b2[2];
 #pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        if constexpr (H16) {
-                            const float sf = bf16lo(sc[d][mt][h]), bf = bf16hi(sc[d][mt][h]);
-                            s2[h] = f16x2(sf, sf), b2[h] = f16x2(bf, bf);
-                        } else {
-                            s2[h] = __byte_perm(sc[d][mt][h], 0u, 0x1010), b2[h] = __byte_perm(sc[d][mt][h], 0u, 0x3232);
-                        }
-                    }
+                    for (int h = 0; h < 2; h++)
+                        s2[h] = __byte_perm(sc[d][mt][h], 0u, 0x1010), b2[h] = __byte_perm(sc[d][mt][h], 0u, 0x3232);
 #pragma unroll
                     for (int j = 0; j < 4; j++) {
                         const uint2 w0 = wc[d][mt][0], w1 = wc[d][mt][1];
                         const u32 lo = (j >> 1) ? w0.y : w0.x, hi = (j >> 1) ? w1.y : w1.x;
                         const int sh = (j & 1) * 8;
-                        if constexpr (H16) {
-                            a[mt][j][0] = qmm_dq16(lo >> sh, s2[0], b2[0]);
-                            a[mt][j][1] = qmm_dq16(hi >> sh, s2[1], b2[1]);
-                            a[mt][j][2] = qmm_dq16(lo >> (sh + 4), s2[0], b2[0]);
-                            a[mt][j][3] = qmm_dq16(hi >> (sh + 4), s2[1], b2[1]);
-                        } else {
-                            a[mt][j][0] = qmm_dq(lo >> sh, s2[0], b2[0]);
-                            a[mt][j][1] = qmm_dq(hi >> sh, s2[1], b2[1]);
-                            a[mt][j][2] = qmm_dq(lo >> (sh + 4), s2[0], b2[0]);
-                            a[mt][j][3] = qmm_dq(hi >> (sh + 4), s2[1], b2[1]);
-                        }
+                        a[mt][j][0] = qmm_dq(lo >> sh, s2[0], b2[0]);
+                        a[mt][j][1] = qmm_dq(hi >> sh, s2[1], b2[1]);
+                        a[mt][j][2] = qmm_dq(lo >> (sh + 4), s2[0], b2[0]);
+                        a[mt][j][3] = qmm_dq(hi >> (sh + 4), s2[1], b2[1]);
                     }
                 }
                 // Refill this slot: slab s + D, in flight under the math.
@@ -276,18 +250,14 @@ DEV void qmm4_impl(QMM_PARAMS, const float* xinv = nullptr) {
                     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                         for (int j = 0; j < 4; j++)
-                            if constexpr (H16)
-                                mma_f16(acc[mt][nt], a[mt][j][0], a[mt][j][1], a[mt][j][2], a[mt][j][3],
-                                        xv[(j >> 1) * 4 + (j & 1) * 2], xv[(j >> 1) * 4 + (j & 1) * 2 + 1]);
-                            else
-                                mma_bf16(acc[mt][nt], a[mt][j][0], a[mt][j][1], a[mt][j][2], a[mt][j][3],
-                                         xv[(j >> 1) * 4 + (j & 1) * 2], xv[(j >> 1) * 4 + (j & 1) * 2 + 1]);
+                            mma_bf16(acc[mt][nt], a[mt][j][0], a[mt][j][1], a[mt][j][2], a[mt][j][3],
+                                     xv[(j >> 1) * 4 + (j & 1) * 2], xv[(j >> 1) * 4 + (j & 1) * 2 + 1]);
                 }
             }
         }
     }
     __syncthreads(); // the x buffers become the partial tile
-    qmm_store_tile<NB, MT>(&acc[0][0][0], red, y, bias, N, M, m0, nblk, warp * MT, g, t, NT, xinv);
+    qmm_store_tile<NB, MT>(&acc[0][0][0], red, y, bias, N, M, m0, nblk, warp * MT, g, t, NT);
 }
 
 // Registers cap the weight prefetch of the 64-row tile at 2 slabs (3 spilled,
@@ -300,37 +270,3 @@ DEV void qmm4_impl(QMM_PARAMS, const float* xinv = nullptr) {
         qmm4_impl<NB, D, MT, W>(QMM_ARGS);                                                                     \
     }
 QMM(qmm4_bf_64, 8, 2, 1, 8, 2) QMM(qmm4_bf_64_m2d1, 8, 1, 2, 4, 3)
-
-// The f16 candidates (Tuning.QMMF16; benchmarks and conformance variants
-// only): qmm4_bf_64 and its m2d1 form on qmm_x16's copy of x, for 17-64
-// rows, where bf16 activations moved a MoE fixture's routing (plan/qmm.go).
-#define QMM_H16(NAME, NB, D, MT, W, MINB)                                                                       \
-    extern "C" __global__ void __launch_bounds__(32 * W, MINB) NAME(QMM_PARAMS, const float* xinv) {           \
-        qmm4_impl<NB, D, MT, W, true>(QMM_ARGS, xinv);                                                         \
-    }
-QMM_H16(qmm4_h16_64, 8, 2, 1, 8, 2) QMM_H16(qmm4_h16_64_m2d1, 8, 1, 2, 4, 3)
-
-// qmm_x16 writes x[M, K] (f32) as f16 for the _h16 forms: each row times
-// the power of two 2^(13-E) that puts its largest |x| in [2^13, 2^14) (as
-// qmma_packx does per slab: no overflow, 11 significant bits), and the
-// row's 1/scale in inv. One block of 256 threads a row.
-extern "C" __global__ void __launch_bounds__(256) qmm_x16(u16* out, float* inv, const float* x, int K) {
-    grid_dep_start();
-    const float* row = x + (long long)blockIdx.x * K;
-    float m = 0.f;
-    for (int k = threadIdx.x; k < K; k += blockDim.x) m = fmaxf(m, fabsf(row[k]));
-    __shared__ float wm[8];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 31) == 0) wm[threadIdx.x >> 5] = m;
-    __syncthreads();
-    m = 0.f;
-#pragma unroll
-    for (int w = 0; w < 8; w++) m = fmaxf(m, wm[w]);
-    const int e = (int)((__float_as_uint(m) >> 23) & 0xffu);
-    const int F = min(max(267 - e, 1), 253);
-    const float sc = __uint_as_float((u32)F << 23);
-    if (threadIdx.x == 0) inv[blockIdx.x] = __uint_as_float((u32)(254 - F) << 23);
-    u16* o = out + (long long)blockIdx.x * K;
-    for (int k = threadIdx.x; k < K; k += blockDim.x) o[k] = f16bits(row[k] * sc);
-}

@@ -25,8 +25,7 @@ type Tuning struct {
 	// runs on the tensor-core tile kernel (DecodeTile; 0: never).
 	DecTileMinTokens int
 	QMMVariant       string // the qmm4 kernel form for every product ("": by the matrix, qmmForm)
-	QMMF16           bool   // qmm4's f16 candidates for its mma.sync forms (QMM.F16; benchmarks and conformance variants only)
-	MoEQMMA2         bool   // moe_qmma4's two-blocks-an-SM candidate, bf16 scales (moe_qmma4_bf_b2; benchmarks and conformance variants only)
+	MoEGEMMRows      int    // fewest tokens of a step whose MoE takes the grouped expert GEMM (0: MoEGEMMFrom's rule)
 	// QMMWarpgroup: the device runs the warpgroup-MMA forms of the
 	// many-row products (sm_90a; the backend sets it).
 	QMMWarpgroup bool

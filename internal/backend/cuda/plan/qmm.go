@@ -1,7 +1,5 @@
 package plan
 
-import "strings"
-
 // QMMMinRows and QMMMaxRows bound the activation rows a 4-bit product
 // runs on the fused qmm4 kernels (batched decode): below, the qmma4 and
 // GEMV kernels, whose f16 activations are ten times more precise than
@@ -84,7 +82,7 @@ func qmmForm(t Tuning, N, M int) (qmmKernel, bool) {
 
 // QMMKernels lists the names of the qmm4 kernel forms.
 func QMMKernels() []string {
-	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w128", "qmm4_h16_64", "qmm4_h16_64_m2d1"}
+	return []string{"qmm4_bf_64", "qmm4_bf_64_m2d1", "qmm4_w128"}
 }
 
 // QMMWKernel is a warpgroup form: its variant name (Tuning.QMMVariant),
@@ -122,9 +120,6 @@ type QMM struct {
 	TileRows            int
 	Threads, PerSM      int // block size; blocks an SM (QMMSplit)
 	Smem                int // dynamic shared memory bytes
-	// F16: the kernel reads x as qmm_x16 writes it (f16 after a power of
-	// two a row) and takes the rows' 1/scale last (Tuning.QMMF16).
-	F16 bool
 }
 
 // PlanQMM plans y[M, N] = x[M, K] @ W^T on the qmm4 kernels, or reports
@@ -144,9 +139,6 @@ func PlanQMM(w Weight, M, SMs int, t Tuning) (QMM, bool) {
 	q := QMM{Kernel: k.name, GridX: gx, GridY: gy, Split: 1, TileRows: k.tile, Threads: k.threads, PerSM: k.perSM, Smem: k.smem}
 	if t.Clusters {
 		q.Split = QMMSplit(gx*gy, w.K, SMs, k.perSM)
-	}
-	if t.QMMF16 && k.smem == 0 { // the mma.sync forms' f16 twins
-		q.Kernel, q.F16 = strings.Replace(q.Kernel, "qmm4_bf_", "qmm4_h16_", 1), true
 	}
 	return q, true
 }
