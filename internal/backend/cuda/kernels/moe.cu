@@ -152,7 +152,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) moe_qmma4_fp2(MOE_QMMA_PARA
 // (act: gate_act's code, or MOE_CLAMPED for swiglu_clamped with alpha and
 // limit); gb and ub, when set, are the experts' gate and up biases
 // ([experts][N], dtype bdt as dense_at) of the tile's expert (gpt-oss).
-// Grid (tiles, MOE_YS) as moe_gather.
+// Grid (tiles, any count: moeActBlocks on the Go side).
 #define MOE_CLAMPED 4 // moeClamped on the Go side
 extern "C" __global__ void moe_act(float* g, const float* u, const int* tileE, const int* ntiles, int N, int act,
                                    const void* gb, const void* ub, int bdt, float alpha, float limit) {
