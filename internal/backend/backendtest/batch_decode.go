@@ -16,7 +16,7 @@ func init() {
 // contexts (1 to ~200 keys, scattered block tables), the shape serving
 // under load gives and a GPU backend may run on another kernel than a
 // few sequences: GQA groups of 4, 7 and 8, head dims 64 and 128, a window,
-// a softcap; at head dims 256 (Qwen3.5's groups of 8 and 6, Gemma's of 2
+// a softcap, attention sinks; at head dims 256 (Qwen3.5's groups of 8 and 6, Gemma's of 2
 // with a window, 16) and 512 (Gemma 4's full layers: 8; 6 with a softcap). As a decoder layer issues them, q and k are rotated (and in
 // one case normalised per head first) just before attention with
 // ScratchQK set, so a backend may fold both into its kernel and leave q
@@ -25,11 +25,14 @@ func runBatchDecodeAttention(e *env) {
 	for _, c := range []struct {
 		seqs, heads, kvh, hd, window int
 		softcap                      float32
-		norms                        bool
-	}{{64, 32, 8, 128, 0, 0, false}, {20, 28, 4, 128, 0, 0, true}, {17, 16, 2, 64, 0, 0, false},
-		{24, 8, 2, 128, 40, 0, false}, {16, 8, 4, 64, 0, 30, false},
-		{16, 16, 2, 256, 0, 0, true}, {9, 24, 4, 256, 0, 0, false}, {13, 16, 8, 256, 50, 0, false}, {6, 32, 2, 256, 0, 30, false},
-		{11, 16, 2, 512, 0, 0, false}, {5, 6, 1, 512, 0, 30, true}, {7, 4, 4, 512, 60, 0, false}} {
+		norms, sinks                 bool
+	}{{64, 32, 8, 128, 0, 0, false, false}, {20, 28, 4, 128, 0, 0, true, false}, {17, 16, 2, 64, 0, 0, false, false},
+		{24, 8, 2, 128, 40, 0, false, false}, {16, 8, 4, 64, 0, 30, false, false},
+		{16, 16, 2, 256, 0, 0, true, false}, {9, 24, 4, 256, 0, 0, false, false}, {13, 16, 8, 256, 50, 0, false, false}, {6, 32, 2, 256, 0, 30, false, false},
+		{11, 16, 2, 512, 0, 0, false, false}, {5, 6, 1, 512, 0, 30, true, false}, {7, 4, 4, 512, 60, 0, false, false},
+		// gpt-oss's attention sinks, groups of 8 at head dim 64, with its
+		// 128-token window and without.
+		{24, 16, 2, 64, 128, 0, false, true}, {12, 8, 1, 64, 0, 0, false, true}} {
 		const bs, steps = 16, 3
 		prompt := make([]int, c.seqs)
 		tables := make([][]int32, c.seqs)
@@ -47,6 +50,11 @@ func runBatchDecodeAttention(e *env) {
 		kva, kvb := e.kvStores(spec)
 		p := backend.AttnParams{Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd))),
 			Window: c.window, Softcap: c.softcap, ScratchQK: true}
+		pb := p
+		if c.sinks {
+			sk := e.weight(denseHost("sinks", []int{c.heads}, e.randn(c.heads, 2), tensor.F32))
+			p.Sinks, pb.Sinks = sk.a, sk.b
+		}
 		inv := make([]float32, c.hd/2)
 		for i := range inv {
 			inv[i] = float32(math.Pow(500000, -2*float64(i)/float64(c.hd)))
@@ -72,10 +80,10 @@ func runBatchDecodeAttention(e *env) {
 				}
 				be.ApplyRoPE(pick(q), c.heads, c.hd, rope)
 				be.ApplyRoPE(pick(k), c.kvh, c.hd, rope)
-				be.Attention(pick(out), pick(q), pick(k), pick(v), []backend.KVStore{kva, kvb}[i], 0, p)
+				be.Attention(pick(out), pick(q), pick(k), pick(v), []backend.KVStore{kva, kvb}[i], 0, []backend.AttnParams{p, pb}[i])
 			}
-			e.check(fmt.Sprintf("AttentionBatchDecode/seqs%d/h%d/kv%d/d%d/win%d/cap%g/norms%v/step%d",
-				c.seqs, c.heads, c.kvh, c.hd, c.window, c.softcap, c.norms, si), out, T)
+			e.check(fmt.Sprintf("AttentionBatchDecode/seqs%d/h%d/kv%d/d%d/win%d/cap%g/norms%v/sinks%v/step%d",
+				c.seqs, c.heads, c.kvh, c.hd, c.window, c.softcap, c.norms, c.sinks, si), out, T)
 		}
 	}
 }

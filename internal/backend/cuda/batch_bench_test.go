@@ -5,6 +5,7 @@ package cuda_test
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/mlxcel/mlxcel/internal/backend"
@@ -97,7 +98,9 @@ func syntheticModel(t *testing.T, be backend.Backend, profile string) *model.Mod
 // top 4, mxfp4) models at 8 to 64 sequences: below 32 tokens the default
 // (plan.MoEGEMMFrom's rule) interleaved with every step on the grouped
 // expert GEMM ("grouped", which reads each expert once for all its
-// tokens) and every step on the three-launch per-token path ("pertoken").
+// tokens) and every step on the three-launch per-token path ("pertoken");
+// from 32, gpt-oss's decode attention with its sinks on attn_dtile
+// ("dtilesinks", Tuning.DecTileSinks) against attn_decode.
 // MLXCEL_CUDA_BENCH=1 runs it on a GPU.
 func TestBenchBatchDecodeTuningMoE(t *testing.T) {
 	be, b := benchBackend(t)
@@ -108,8 +111,11 @@ func TestBenchBatchDecodeTuningMoE(t *testing.T) {
 		m := syntheticModel(t, be, p)
 		for _, n := range []int{8, 16, 24, 32, 64} {
 			vs := []string{"default"}
-			if n < plan.MoEDecodeMaxTokens {
+			switch {
+			case n < plan.MoEDecodeMaxTokens:
 				vs = []string{"default", "grouped", "pertoken", "default", "grouped", "pertoken"}
+			case strings.HasPrefix(p, "gpt-oss"): // attention sinks on the tile kernel
+				vs = []string{"default", "dtilesinks", "default", "dtilesinks"}
 			}
 			for _, v := range vs {
 				b.Tuning = def
@@ -118,6 +124,8 @@ func TestBenchBatchDecodeTuningMoE(t *testing.T) {
 					b.Tuning.MoEGEMMRows = 1
 				case "pertoken":
 					b.Tuning.MoEGEMMRows = plan.MoEDecodeMaxTokens
+				case "dtilesinks":
+					b.Tuning.DecTileSinks = true
 				}
 				ms, err := bench.BatchStepMS(m, n, 1024, 16, 8192)
 				if err != nil {

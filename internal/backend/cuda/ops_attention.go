@@ -16,8 +16,9 @@ func (b *Backend) attnDecode(o, qt, kt, vt *Tensor, st *kvStore, layer int, p ba
 	T := b.step.tokens
 	shape := plan.DecodeShape{Tokens: T, Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim,
 		MaxCtx: b.step.maxCtx, ScratchQK: p.ScratchQK}
-	if d, ok := plan.DecodeTile(shape, b.Tuning, b.SMs, b.DecClusterMax); ok && b.dtile[st.kern("")][p.HeadDim] && p.Sinks == nil {
-		b.attnDecodeTile(d, o, qt, kt, vt, st, layer, p)
+	if d, ok := plan.DecodeTile(shape, b.Tuning, b.SMs, b.DecClusterMax); ok && b.dtile[st.kern("")][p.HeadDim] &&
+		(p.Sinks == nil || b.Tuning.DecTileSinks) {
+		b.attnDecodeTile(d, o, qt, kt, vt, st, layer, p, sinks)
 		return
 	}
 	b.attnDecodeSplit(plan.DecodeAttention(shape, b.Tuning, b.SMs), o, qt, kt, vt, st, layer, p, sinks)
@@ -62,8 +63,8 @@ func (b *Backend) attnDecodeSplit(d plan.Decode, o, qt, kt, vt *Tensor, st *kvSt
 // attnDecodeTile records attn_dtile (many one-token sequences, the
 // tensor-core tile kernel) with the rotation and head norms folded in as
 // attnDecode does; it writes q and k back never (DecodeTile requires
-// ScratchQK).
-func (b *Backend) attnDecodeTile(d plan.Decode, o, qt, kt, vt *Tensor, st *kvStore, layer int, p backend.AttnParams) {
+// ScratchQK). sinks: 0 or [Heads] f32.
+func (b *Backend) attnDecodeTile(d plan.Decode, o, qt, kt, vt *Tensor, st *kvStore, layer int, p backend.AttnParams, sinks uintptr) {
 	var part, cnt uintptr
 	if d.Counters > 0 {
 		var ok bool
@@ -76,7 +77,7 @@ func (b *Backend) attnDecodeTile(d plan.Decode, o, qt, kt, vt *Tensor, st *kvSto
 	l := b.newLaunch(st.kern(d.Kernel), d.GridX, b.step.tokens, d.Splits, 128).p(o.ptr).p(part).p(cnt).p(qt.ptr).
 		p(st.k[layer]).p(st.v[layer]).p(b.step.pos).p(b.step.tok2seq).p(b.step.btab).i(b.step.btStride).i(st.spec.BlockSize).
 		i(p.Heads).i(p.KVHeads).f(p.Scale).i(p.Window).f(p.Softcap).p(kt.ptr).p(vt.ptr).i(p.KVHeads * p.HeadDim).
-		p(invf).i(half).f(rscale).p(qn).p(kn).f(neps)
+		p(invf).i(half).f(rscale).p(qn).p(kn).f(neps).p(sinks)
 	l.smem = uint32(plan.DecodeTileSmem(p.HeadDim))
 	l.cz = uint32(d.Cluster)
 }

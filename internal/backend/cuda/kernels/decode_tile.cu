@@ -62,7 +62,7 @@ DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, type
                          const int* pos, const int* tok2seq,
                          const int* btab, int btStride, int bs, int heads, int kvh, float scale, int window,
                          float softcap, const float* kin, const float* vin, int ldk, const float* invf, int half,
-                         float rscale, const float* qn, const float* kn, float neps) {
+                         float rscale, const float* qn, const float* kn, float neps, const float* sinks) {
     using C = dtcfg<HD>;
     constexpr bool F8 = KV::F8;
     constexpr int RH = F8 ? HD / 2 : HD; // the copy's row in halves (fp8: HD bytes)
@@ -270,7 +270,7 @@ DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, type
         }
         const float Mn = M == NEG_INF ? NEG_INF : M * LN2F; // natural units for the split merge
         if (S == 1) {
-            out[((long long)t * heads + h0 + g) * HD + d] = L > 0.f ? acc / L : 0.f;
+            out[((long long)t * heads + h0 + g) * HD + d] = L > 0.f ? acc / sink_sum(L, Mn, sinks ? sinks + h0 + g : nullptr) : 0.f;
         } else if (cnt) {
             float* pp = part + (((long long)t * heads + h0 + g) * S + split) * (HD + 2);
             if (d == 0) pp[0] = Mn, pp[1] = L;
@@ -283,7 +283,7 @@ DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, type
     if (S > 1 && cnt) { // more splits than a cluster: the last block of the (sequence, kv head) merges
         if (!last_block(cnt + (long long)t * kvh + kh, S)) return;
         const float* pb0 = part + ((long long)t * heads + h0) * S * (HD + 2);
-        merge_head_splits<HD, 8>(out + ((long long)t * heads + h0) * HD, G, S, 0, G * HD, nullptr,
+        merge_head_splits<HD, 8>(out + ((long long)t * heads + h0) * HD, G, S, 0, G * HD, sinks ? sinks + h0 : nullptr,
                                  [&](int g, int s) {
                                      const float* pp = pb0 + ((long long)g * S + s) * (HD + 2);
                                      return float2{ldcg(pp), ldcg(pp + 1)};
@@ -292,7 +292,8 @@ DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, type
     } else if (S > 1) { // the splits are one thread block cluster
         cluster_sync();
         const int chunk = (G * HD + S - 1) / S, e0 = (int)cluster_rank() * chunk;
-        merge_head_splits<HD, 8>(out + ((long long)t * heads + h0) * HD, G, S, e0, min(e0 + chunk, G * HD), nullptr,
+        merge_head_splits<HD, 8>(out + ((long long)t * heads + h0) * HD, G, S, e0, min(e0 + chunk, G * HD),
+                                 sinks ? sinks + h0 : nullptr,
                                  [&](int g, int s) { return float2{ld_cluster(&cm[g], s), ld_cluster(&cs[g], s)}; },
                                  [&](int g, int d, int s) { return ld_cluster(&co[g][d], s); });
         cluster_sync();
@@ -303,17 +304,18 @@ DEV void attn_dtile_impl(float* out, float* part, int* cnt, const float* q, type
 // splits) and no cnt, or cnt (zeroed counters, one per (token, kv head),
 // left zero) and part (token x head x split partials of HD + 2 floats);
 // 128 threads and dtcfg<HD>::SMEM bytes of dynamic shared memory. SFX
-// _f8: over an E4M3 cache.
+// _f8: over an E4M3 cache. sinks: [heads] sink logits (gpt-oss) or null,
+// added to each head's softmax sum as attn_decode does (sink_sum).
 #define ATTN_DTILE(HD, SFX, KV)                                                                                     \
     extern "C" __global__ void __launch_bounds__(128, 2) attn_dtile_##HD##SFX(                                    \
         float* out, float* part, int* cnt, const float* q, KV::T* Kc, KV::T* Vc, const int* pos,                  \
         const int* tok2seq, const int* btab,                                                                       \
         int btStride, int bs, int heads, int kvh, float scale, int window, float softcap, const float* kin,        \
         const float* vin, int ldk, const float* invf, int half, float rscale, const float* qn, const float* kn,     \
-        float neps) {                                                                                              \
+        float neps, const float* sinks) {                                                                          \
         grid_dep_launch();                                                                                         \
         attn_dtile_impl<HD, KV>(out, part, cnt, q, Kc, Vc, pos, tok2seq, btab, btStride, bs, heads, kvh, scale,   \
-                                window, softcap, kin, vin, ldk, invf, half, rscale, qn, kn, neps);                 \
+                                window, softcap, kin, vin, ldk, invf, half, rscale, qn, kn, neps, sinks);          \
     }
 ATTN_DTILE(64, , KvF16) ATTN_DTILE(128, , KvF16) ATTN_DTILE(64, _f8, KvF8) ATTN_DTILE(128, _f8, KvF8)
 ATTN_DTILE(256, , KvF16) ATTN_DTILE(256, _f8, KvF8)
