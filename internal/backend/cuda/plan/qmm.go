@@ -10,7 +10,9 @@ package plan
 // qmm4: 24 rows 10.56 / 7.83 ms, 32 rows 11.47 / 8.32), but at 17 rows
 // its bf16 rounding moved the Qwen3.5 MoE fixture's routing (incremental
 // logits after a 17-token prefill 0.101 against 3.4e-3, s13r7), so 17-32
-// rows stay on qmma4 until qmm4 has an f16 form (notes/cuda-kernels.md).
+// rows stay on qmma4. An f16 form on a converted copy of x kept the bounds
+// but lost the speed to the conversion launch (s19a, batch 24 9.30 ms;
+// notes/cuda-session-19.md).
 const (
 	QMMMinRows = 33
 	QMMMaxRows = 128
