@@ -99,8 +99,8 @@ func syntheticModel(t *testing.T, be backend.Backend, profile string) *model.Mod
 // (plan.MoEGEMMFrom's rule) interleaved with every step on the grouped
 // expert GEMM ("grouped", which reads each expert once for all its
 // tokens) and every step on the three-launch per-token path ("pertoken");
-// from 32, gpt-oss's decode attention with its sinks on attn_dtile
-// ("dtilesinks", Tuning.DecTileSinks) against attn_decode.
+// from 32, gpt-oss's decode attention (with its sinks) on attn_dtile, the
+// default, against attn_decode ("notile").
 // MLXCEL_CUDA_BENCH=1 runs it on a GPU.
 func TestBenchBatchDecodeTuningMoE(t *testing.T) {
 	be, b := benchBackend(t)
@@ -114,8 +114,8 @@ func TestBenchBatchDecodeTuningMoE(t *testing.T) {
 			switch {
 			case n < plan.MoEDecodeMaxTokens:
 				vs = []string{"default", "grouped", "pertoken", "default", "grouped", "pertoken"}
-			case strings.HasPrefix(p, "gpt-oss"): // attention sinks on the tile kernel
-				vs = []string{"default", "dtilesinks", "default", "dtilesinks"}
+			case strings.HasPrefix(p, "gpt-oss"): // attention sinks on the tile kernel or not
+				vs = []string{"default", "notile", "default", "notile"}
 			}
 			for _, v := range vs {
 				b.Tuning = def
@@ -124,8 +124,8 @@ func TestBenchBatchDecodeTuningMoE(t *testing.T) {
 					b.Tuning.MoEGEMMRows = 1
 				case "pertoken":
 					b.Tuning.MoEGEMMRows = plan.MoEDecodeMaxTokens
-				case "dtilesinks":
-					b.Tuning.DecTileSinks = true
+				case "notile":
+					b.Tuning.DecTileMinTokens = 0
 				}
 				ms, err := bench.BatchStepMS(m, n, 1024, 16, 8192)
 				if err != nil {

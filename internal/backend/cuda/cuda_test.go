@@ -150,8 +150,6 @@ func TestConformanceVariants(t *testing.T) {
 		{"chunk1", func(u *plan.Tuning) { u.DeltaChunkMin = 1 }},
 		// MoE steps of 8 tokens and more on the grouped expert GEMM.
 		{"moegrouped8", func(u *plan.Tuning) { u.MoEGEMMRows = 8 }},
-		// Decode steps with attention sinks on the tile kernel.
-		{"dtilesinks", func(u *plan.Tuning) { u.DecTileSinks = true }},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			b := newOrSkip(t)

@@ -16,8 +16,7 @@ func (b *Backend) attnDecode(o, qt, kt, vt *Tensor, st *kvStore, layer int, p ba
 	T := b.step.tokens
 	shape := plan.DecodeShape{Tokens: T, Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim,
 		MaxCtx: b.step.maxCtx, ScratchQK: p.ScratchQK}
-	if d, ok := plan.DecodeTile(shape, b.Tuning, b.SMs, b.DecClusterMax); ok && b.dtile[st.kern("")][p.HeadDim] &&
-		(p.Sinks == nil || b.Tuning.DecTileSinks) {
+	if d, ok := plan.DecodeTile(shape, b.Tuning, b.SMs, b.DecClusterMax); ok && b.dtile[st.kern("")][p.HeadDim] {
 		b.attnDecodeTile(d, o, qt, kt, vt, st, layer, p, sinks)
 		return
 	}

@@ -24,13 +24,8 @@ type Tuning struct {
 	// DecTileMinTokens: fewest sequences of a decode step whose attention
 	// runs on the tensor-core tile kernel (DecodeTile; 0: never).
 	DecTileMinTokens int
-	// DecTileSinks: decode steps with attention sinks (gpt-oss) take
-	// attn_dtile too (benchmarks and conformance variants only until
-	// measured; s19d: attn_decode_64 5.5 of gpt-oss-20b's 22.8 ms at 64
-	// sequences).
-	DecTileSinks bool
-	QMMVariant   string // the qmm4 kernel form for every product ("": by the matrix, qmmForm)
-	MoEGEMMRows  int    // fewest tokens of a step whose MoE takes the grouped expert GEMM (0: MoEGEMMFrom's rule)
+	QMMVariant       string // the qmm4 kernel form for every product ("": by the matrix, qmmForm)
+	MoEGEMMRows      int    // fewest tokens of a step whose MoE takes the grouped expert GEMM (0: MoEGEMMFrom's rule)
 	// QMMWarpgroup: the device runs the warpgroup-MMA forms of the
 	// many-row products (sm_90a; the backend sets it).
 	QMMWarpgroup bool
